@@ -1,0 +1,5 @@
+"""Ready-made machines."""
+
+from library.upsert import Upsert
+
+__all__ = ["Upsert"]

@@ -1,0 +1,82 @@
+"""Upsert: ``(key, Optional[value])`` commands become a keyed collection.
+
+Each key holds at most one value. A command sets it (``value``) or removes it
+(``None``); at one time the command with the highest order wins, and only the net
+change is emitted. Repeating the current value, or deleting an absent key, emits
+nothing. The upserts of one key at times 0..5::
+
+    symbol    time      updates
+    mcsherry  0         (frank, mcsherry) 0 +1
+    zappa     1         (frank, mcsherry) 1 -1, (frank, zappa) 1 +1
+    None      2         (frank, zappa) 2 -1
+    oz        3         (frank, oz) 3 +1
+    oz        4         (nothing)
+    None      5         (frank, oz) 5 -1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines import Event, Machine, Rejected, Update, event_rank
+
+__all__ = ["Upsert"]
+
+_EMPTY: frozenset[Any] = frozenset()
+_ABSENT = object()
+_NEW = tuple.__new__
+
+
+class Upsert(Machine):
+    """Upsert commands to a keyed collection; see the module documentation.
+
+    >>> from statemachines import run_local, format_table
+    >>> events = [("frank", "mcsherry", 0), ("frank", "zappa", 1), ("frank", None, 2)]
+    >>> print(format_table(run_local(Upsert(), events).updates))
+    key   | value    | time | diff
+    frank | mcsherry | 0    | +1
+    frank | mcsherry | 1    | -1
+    frank | zappa    | 1    | +1
+    frank | zappa    | 2    | -1
+    """
+
+    def transition(self, key: Any, values: frozenset[Any], symbol: Any, time: Any) -> frozenset[Any]:
+        return _EMPTY if symbol is None else frozenset((symbol,))
+
+    def validate_symbol(self, symbol: Any) -> None:
+        """A value must be hashable: it becomes part of the collection's data."""
+        hash(symbol)
+
+    def reduce_same_time(self, first: Event, second: Event) -> Event:
+        """Keep the command that is applied last: the highest ``(order, repr)`` rank."""
+        if first.order is not None and second.order is not None and first.order != second.order:
+            return second if second.order > first.order else first
+        later = event_rank(second.order, second.symbol) > event_rank(first.order, first.symbol)
+        return second if later else first
+
+    def advance_key(
+        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any
+    ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
+        """The generic ``advance_key`` for upserts, without building sets per command."""
+        current = next(iter(values)) if values else _ABSENT
+        updates: list[Update] = []
+        emit = updates.append
+        last = len(events) - 1
+        for i, event in enumerate(events):
+            time = event[2]
+            if i < last and events[i + 1][2] == time:
+                continue  # a later command at the same time wins
+            new = event[1]
+            if new is None:
+                if current is not _ABSENT:
+                    emit(_NEW(Update, ((key, current), time, -1)))
+                    current = _ABSENT
+            elif current is _ABSENT:
+                emit(_NEW(Update, ((key, new), time, 1)))
+                current = new
+            elif not (current is new or current == new):
+                emit(_NEW(Update, ((key, current), time, -1)))
+                emit(_NEW(Update, ((key, new), time, 1)))
+                current = new
+        after = _EMPTY if current is _ABSENT else frozenset((current,))
+        return after, updates, []

@@ -1,0 +1,48 @@
+"""Keyed state machines that emit differential updates: the pure core.
+
+The core imports only the standard library, attrs and sortedcontainers; runtimes and
+renderers with heavy dependencies live elsewhere (``spark_runtime``) or are imported
+lazily.
+"""
+
+from statemachines.core import advance_key, apply_transition
+from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
+from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.local import LocalRuntime, RunResult, run_local, time_kind
+from statemachines.machine import Machine, MachineSpec
+from statemachines.tables import format_table, parse_table
+from statemachines.updates import (
+    Update,
+    collection_at,
+    consolidate,
+    is_consolidated,
+    sort_updates,
+    total_order_key,
+)
+
+__all__ = [
+    "DefinitionError",
+    "Event",
+    "InvalidArgument",
+    "LocalRuntime",
+    "Machine",
+    "MachineError",
+    "MachineSpec",
+    "Reason",
+    "Rejected",
+    "RunResult",
+    "StateMachinesError",
+    "Update",
+    "advance_key",
+    "apply_transition",
+    "collection_at",
+    "consolidate",
+    "event_rank",
+    "format_table",
+    "is_consolidated",
+    "parse_table",
+    "run_local",
+    "sort_updates",
+    "time_kind",
+    "total_order_key",
+]

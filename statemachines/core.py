@@ -1,0 +1,120 @@
+"""The pure heart of every runtime: one key's prior values and events in, updates out.
+
+:func:`advance_key` knows nothing of buffering, frontiers across keys, storage or
+Spark. The local runtime and the Spark runtime both call it (through
+``Machine.advance_key``) once per key with the events that are now final.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from statemachines.errors import MachineError
+from statemachines.events import Event, Reason, Rejected
+from statemachines.machine import Machine
+from statemachines.updates import Update
+
+__all__ = ["advance_key", "apply_transition"]
+
+_NEW = tuple.__new__
+
+
+def apply_transition(
+    machine: Machine, key: Any, values: frozenset[Any], event: Event
+) -> frozenset[Any] | Rejected:
+    """``machine.transition`` on one event, as a frozenset or as a rejection.
+
+    The machine sees ``machine.initial_values(key)`` in place of an empty set. A
+    transition that raises, or returns something that is not an iterable of
+    hashable values, rejects the event (reason ``transition_failed``) and leaves
+    the key's values as they were.
+    """
+    seen = values if values else machine.initial_values(key)
+    try:
+        result = machine.transition(key, seen, event.symbol, event.time)
+        if result is None:
+            raise TypeError(
+                "transition returned None; it must return the key's next set of values"
+            )
+        return result if type(result) is frozenset else frozenset(result)
+    except Exception as exc:  # noqa: BLE001 - any failure of user code rejects the event
+        return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
+
+
+def advance_key(
+    machine: Machine,
+    key: Any,
+    values: frozenset[Any],
+    events: list[Event],
+    upto: Any,
+) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
+    """Run one key forward over its final events and the deadlines before ``upto``.
+
+    Each time at which something happens yields the net change of the key's values
+    at that time: a deadline at time ``d`` fires first, then the events at ``d`` are
+    applied in the order given::
+
+        values before | events at t           | updates at t
+        {}            | add x, add y          | (k, x) +1, (k, y) +1
+        {x, y}        | del x, add x          | (nothing: no net change)
+
+    Args:
+        machine: the machine.
+        key: the key.
+        values: the key's current values (empty for a key never seen).
+        events: the key's events, sorted by ``(time, event_rank)``; all are final.
+        upto: the frontier: deadlines at times ``< upto`` fire. ``None`` means the
+            input is complete, so every deadline fires.
+
+    Returns:
+        ``(values after, updates, rejected events)``; the updates are consolidated.
+
+    Raises:
+        MachineError: a deadline did not lie after the time of the change that set
+            it, or ``on_deadline`` raised.
+    """
+    updates: list[Update] = []
+    rejected: list[Rejected] = []
+    wake = machine.deadline if machine.spec.has_deadlines else None
+    due = wake(key, values) if wake is not None and values else None
+    i, n = 0, len(events)
+    while True:
+        t = events[i].time if i < n else None
+        if due is not None and (upto is None or due < upto) and (t is None or due <= t):
+            now = due
+            after = _fire_deadline(machine, key, values, due)
+        elif t is not None:
+            now, after = t, values
+        else:
+            break
+        while i < n and events[i].time == now:
+            outcome = apply_transition(machine, key, after, events[i])
+            if type(outcome) is Rejected:
+                rejected.append(outcome)
+            else:
+                after = outcome  # type: ignore[assignment]
+            i += 1
+        if after != values:
+            for v in values - after:
+                updates.append(_NEW(Update, ((key, v), now, -1)))
+            for v in after - values:
+                updates.append(_NEW(Update, ((key, v), now, 1)))
+            values = after
+        due = wake(key, values) if wake is not None and values else None
+        if due is not None and due <= now:
+            raise MachineError(
+                f"{machine.spec.name}.deadline returned {due!r} for key {key!r} after a change "
+                f"at time {now!r}; a deadline must lie strictly after the change that sets it"
+            )
+    return values, updates, rejected
+
+
+def _fire_deadline(machine: Machine, key: Any, values: frozenset[Any], time: Any) -> frozenset[Any]:
+    try:
+        result = machine.on_deadline(key, values, time)
+        return result if type(result) is frozenset else frozenset(result)
+    except Exception as exc:
+        raise MachineError(
+            f"{machine.spec.name}.on_deadline failed for key {key!r} at time {time!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc

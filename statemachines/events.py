@@ -1,0 +1,68 @@
+"""Runtime input and the rejected-events output.
+
+An :class:`Event` ``(key, symbol, time, order)`` feeds ``symbol`` to the machine of
+``key`` at ``time``. Events at one ``(key, time)`` are applied in increasing
+:func:`event_rank`: by ``order``, events without an order first, and equal orders
+broken by ``repr(symbol)``. The rank depends only on the event itself, so every
+runtime applies the same events in the same sequence whatever order they arrive in.
+
+An event the runtime cannot apply is never dropped: it becomes a :class:`Rejected`
+with a machine-readable :class:`Reason` and a human-readable detail.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+__all__ = ["Event", "Reason", "Rejected", "event_rank"]
+
+
+class Event(NamedTuple):
+    """One input symbol for one key at one time; ``order`` breaks same-time ties."""
+
+    key: Any
+    symbol: Any
+    time: Any
+    order: Any = None
+
+
+class Reason(enum.StrEnum):
+    """Why an event was rejected (the ``reason`` column of the rejected output)."""
+
+    LATE = "late"
+    """Its time is below the frontier the runtime has already processed."""
+    MALFORMED = "malformed_event"
+    """It is not a ``(key, symbol, time[, order])`` tuple."""
+    NULL_KEY = "null_key"
+    """Its key is ``None``."""
+    BAD_KEY = "bad_key"
+    """Its key cannot be hashed."""
+    NULL_TIME = "null_time"
+    """Its time is ``None``."""
+    BAD_TIME = "bad_time"
+    """Its time is not of the run's time type (int, float, datetime or date)."""
+    INVALID_SYMBOL = "invalid_symbol"
+    """The machine's ``validate_symbol`` refused it."""
+    TRANSITION_FAILED = "transition_failed"
+    """The machine's transition raised on it; the key's values are unchanged."""
+
+
+class Rejected(NamedTuple):
+    """An input event that was not applied, with why."""
+
+    event: Any
+    reason: Reason
+    detail: str
+
+
+def event_rank(order: Any, symbol: Any) -> tuple[Any, ...]:
+    """The position of an event among the events at its ``(key, time)``.
+
+    >>> sorted([(2, "b"), (None, "z"), (1, "y"), (2, "a")], key=lambda e: event_rank(*e))
+    [(None, 'z'), (1, 'y'), (2, 'a'), (2, 'b')]
+    """
+    if order is None:
+        return (0, repr(symbol))
+    return (1, order, repr(symbol))
+

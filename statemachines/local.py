@@ -1,0 +1,375 @@
+"""The local runtime: the exact reference for what every runtime must produce.
+
+Feed events, advance the frontier, collect the updates that are now final, repeat::
+
+    runtime = LocalRuntime(Upsert())
+    runtime.feed(events)                 # any order; buffered until final
+    step = runtime.advance_to(100)       # times < 100 are complete
+    step.updates, step.rejected          # what became final, and what was refused
+    runtime.finish()                     # the input is complete: flush the rest
+
+or in one call: ``run_local(machine, events)``.
+
+The output never depends on arrival order or on how the frontier advanced, provided
+no event arrives after the frontier has passed its time; such an event is *late* and
+is rejected with reason ``late`` (never silently dropped).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import heapq
+import numbers
+from collections.abc import Iterable
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
+
+import attrs
+
+from statemachines.errors import InvalidArgument
+from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.machine import Machine
+from statemachines.updates import Update, sort_updates, total_order_key
+
+__all__ = ["LocalRuntime", "RunResult", "run_local", "time_kind"]
+
+_NEW = tuple.__new__
+_SLOT = itemgetter(0)
+
+
+def _key_of_item(item: tuple[tuple[Any, Any], Any]) -> Any:
+    return item[0][0]
+
+
+def _rank_of(event: Event) -> tuple[Any, ...]:
+    return event_rank(event.order, event.symbol)
+
+
+@attrs.frozen
+class RunResult:
+    """What a run (or one frontier step of it) produced.
+
+    Attributes:
+        updates: consolidated updates ``((key, value), time, diff)``, sorted by
+            ``(time, data)``.
+        rejected: events that were not applied, each with a reason.
+        frontier: the frontier after the step (``None`` once the input is complete).
+        pending: events still buffered because their time is not final yet.
+    """
+
+    updates: list[Update]
+    rejected: list[Rejected]
+    frontier: Any = None
+    pending: list[Event] = attrs.field(factory=list)
+
+
+def time_kind(time: Any) -> str | None:
+    """The clock a time belongs to, or ``None`` if it is not a time.
+
+    Times of one run must share a kind: ``number`` (int or float, not bool),
+    ``datetime`` (naive), ``datetime_tz`` (aware) or ``date``.
+    """
+    if isinstance(time, bool):
+        return None
+    if isinstance(time, numbers.Real):
+        return "number"
+    if isinstance(time, _dt.datetime):
+        return "datetime" if time.tzinfo is None else "datetime_tz"
+    if isinstance(time, _dt.date):
+        return "date"
+    return None
+
+
+class LocalRuntime:
+    """Run one machine over a stream of events, frontier step by frontier step.
+
+    Memory: O(live keys + buffered events); with a machine that reduces same-time
+    events, buffered events are O(distinct (key, time) pairs).
+    """
+
+    def __init__(self, machine: Machine) -> None:
+        if not isinstance(machine, Machine):
+            raise InvalidArgument(
+                f"LocalRuntime needs a Machine instance, got {machine!r}; "
+                f"pass an instance such as Upsert(), not the class"
+            )
+        self.machine = machine
+        self._values: dict[Any, frozenset[Any]] = {}
+        self._pending: dict[tuple[Any, Any], Any] = {}
+        self._rejected: list[Rejected] = []
+        self._frontier: Any = None
+        self._finished = False
+        self._kind: str | None = None
+        self._time_type: type | None = None
+        self._due: dict[Any, Any] = {}
+        self._due_heap: list[tuple[Any, int, Any]] = []
+        self._due_seq = 0
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> Any:
+        """Times below this are complete and processed (``None`` before the first step)."""
+        return self._frontier
+
+    @property
+    def finished(self) -> bool:
+        """True once :meth:`finish` was called."""
+        return self._finished
+
+    def values(self, key: Any) -> frozenset[Any]:
+        """The values of ``key`` as of the frontier (empty if it has none)."""
+        return self._values.get(key, frozenset())
+
+    def pending_events(self) -> list[Event]:
+        """The buffered events whose time is not final yet, in (key, time, rank) order."""
+        events = []
+        for _, buffered in self._sorted_items(list(self._pending.items())):
+            events.extend([buffered] if type(buffered) is Event else buffered)
+        return events
+
+    def stats(self) -> dict[str, int]:
+        """Sizes of the working state: live keys, buffered slots and armed deadlines."""
+        return {
+            "live_keys": len(self._values),
+            "buffered_key_times": len(self._pending),
+            "armed_deadlines": len(self._due),
+        }
+
+    # -- writing --------------------------------------------------------------------
+
+    def feed(self, events: Iterable[Any]) -> None:
+        """Buffer events ``(key, symbol, time[, order])``; refuse those that cannot be.
+
+        Refused events (late, malformed, null key or time, wrong time type, a symbol
+        the machine rejects) are reported by the next :meth:`advance_to` or
+        :meth:`finish`.
+        """
+        spec = self.machine.spec
+        reduce = self.machine.reduce_same_time if spec.reduces_same_time else None
+        validate = self.machine.validate_symbol if spec.validates_symbols else None
+        pending = self._pending
+        reject = self._rejected.append
+        frontier = self._frontier
+        for raw in events:
+            if type(raw) is Event:
+                event = raw
+            else:
+                event = self._as_event(raw)
+                if event is None:
+                    continue
+            key, symbol, time, _ = event
+            if key is None:
+                reject(Rejected(event, Reason.NULL_KEY, "the key is None"))
+                continue
+            if type(time) is not self._time_type and not self._accept_time_type(event):
+                continue
+            if self._finished:
+                reject(Rejected(event, Reason.LATE, "the input was already declared complete"))
+                continue
+            if frontier is not None and time < frontier:
+                reject(
+                    Rejected(
+                        event,
+                        Reason.LATE,
+                        f"time {time!r} is below the processed frontier {frontier!r}",
+                    )
+                )
+                continue
+            if validate is not None:
+                try:
+                    validate(symbol)
+                except (ValueError, TypeError) as exc:
+                    reject(Rejected(event, Reason.INVALID_SYMBOL, str(exc)))
+                    continue
+            slot = (key, time)
+            try:
+                buffered = pending.get(slot)
+            except TypeError as exc:
+                reject(Rejected(event, Reason.BAD_KEY, f"the key cannot be hashed: {exc}"))
+                continue
+            if buffered is None:
+                pending[slot] = event if reduce is not None else [event]
+            elif reduce is None:
+                buffered.append(event)
+            else:
+                try:
+                    pending[slot] = reduce(buffered, event)
+                except Exception as exc:  # noqa: BLE001 - user code; reject, keep going
+                    reject(
+                        Rejected(
+                            event,
+                            Reason.TRANSITION_FAILED,
+                            f"reduce_same_time failed: {type(exc).__name__}: {exc}",
+                        )
+                    )
+
+    def advance_to(self, frontier: Any) -> RunResult:
+        """Declare every time below ``frontier`` complete; return what became final.
+
+        Raises:
+            InvalidArgument: ``frontier`` is not a time of the run's kind, or is below
+                the current frontier.
+        """
+        if self._finished:
+            raise InvalidArgument("the run is finished; start a new LocalRuntime")
+        kind = time_kind(frontier)
+        if kind is None or (self._kind is not None and kind != self._kind):
+            raise InvalidArgument(
+                f"frontier {frontier!r} is not a time of this run's kind ({self._kind or 'any'})"
+            )
+        if self._frontier is not None and frontier < self._frontier:
+            raise InvalidArgument(
+                f"frontier {frontier!r} is below the current frontier {self._frontier!r}; "
+                f"frontiers only advance"
+            )
+        self._kind = kind
+        result = self._process(frontier)
+        self._frontier = frontier
+        return result
+
+    def finish(self) -> RunResult:
+        """Declare the input complete: process everything and fire every deadline."""
+        if self._finished:
+            raise InvalidArgument("the run is already finished")
+        result = self._process(None)
+        self._finished = True
+        return result
+
+    # -- insides --------------------------------------------------------------------
+
+    def _as_event(self, raw: Any) -> Event | None:
+        if isinstance(raw, tuple | list):
+            if len(raw) == 4:
+                return _NEW(Event, tuple(raw))
+            if len(raw) == 3:
+                return _NEW(Event, (*raw, None))
+        self._rejected.append(
+            Rejected(
+                raw,
+                Reason.MALFORMED,
+                "an event is a (key, symbol, time) or (key, symbol, time, order) tuple",
+            )
+        )
+        return None
+
+    def _accept_time_type(self, event: Event) -> bool:
+        """Check a time whose type differs from the last one seen; reject if wrong."""
+        time = event.time
+        if time is None:
+            self._rejected.append(Rejected(event, Reason.NULL_TIME, "the time is None"))
+            return False
+        kind = time_kind(time)
+        if kind is None or (self._kind is not None and kind != self._kind):
+            expected = self._kind or "number, datetime or date"
+            self._rejected.append(
+                Rejected(
+                    event,
+                    Reason.BAD_TIME,
+                    f"time {time!r} of type {type(time).__name__} is not a {expected} time",
+                )
+            )
+            return False
+        self._kind = kind
+        self._time_type = type(time)
+        return True
+
+    def _sorted_items(self, items: list[tuple[tuple[Any, Any], Any]]) -> list[Any]:
+        try:
+            items.sort(key=_SLOT)
+        except TypeError:
+            items.sort(key=lambda item: (total_order_key(item[0][0]), item[0][1]))
+        return items
+
+    def _process(self, upto: Any) -> RunResult:
+        pending = self._pending
+        if upto is None:
+            ready, self._pending = list(pending.items()), {}
+        else:
+            ready = [item for item in pending.items() if item[0][1] < upto]
+            for slot, _ in ready:
+                del pending[slot]
+        self._sorted_items(ready)
+
+        machine = self.machine
+        reduces = machine.spec.reduces_same_time
+        state = self._values
+        updates: list[Update] = []
+        rejected, self._rejected = self._rejected, []
+        for key, group in groupby(ready, key=_key_of_item):
+            if reduces:
+                events = [event for _, event in group]
+            else:
+                events = []
+                for _, same_time in group:
+                    if len(same_time) > 1:
+                        same_time.sort(key=_rank_of)
+                    events.extend(same_time)
+            self._advance(key, state.get(key, frozenset()), events, upto, updates, rejected)
+        self._wake_due_keys(upto, updates, rejected)
+        return RunResult(sort_updates(updates), rejected, upto)
+
+    def _advance(
+        self,
+        key: Any,
+        values: frozenset[Any],
+        events: list[Event],
+        upto: Any,
+        updates: list[Update],
+        rejected: list[Rejected],
+    ) -> None:
+        after, key_updates, key_rejected = self.machine.advance_key(key, values, events, upto)
+        if after:
+            self._values[key] = after
+        elif values:
+            del self._values[key]
+        updates.extend(key_updates)
+        if key_rejected:
+            rejected.extend(key_rejected)
+        if self.machine.spec.has_deadlines:
+            self._arm(key, after)
+
+    def _arm(self, key: Any, values: frozenset[Any]) -> None:
+        due = self.machine.deadline(key, values) if values else None
+        if due is None:
+            self._due.pop(key, None)
+        elif self._due.get(key) != due:
+            self._due[key] = due
+            self._due_seq += 1
+            heapq.heappush(self._due_heap, (due, self._due_seq, key))
+
+    def _wake_due_keys(self, upto: Any, updates: list[Update], rejected: list[Rejected]) -> None:
+        """Run the keys that had no events but whose deadline is before ``upto``.
+
+        A key that had events was already run up to ``upto``, deadlines included, so
+        its entries here are stale (its armed deadline moved on) and are skipped.
+        """
+        heap = self._due_heap
+        while heap and (upto is None or heap[0][0] < upto):
+            due, _, key = heapq.heappop(heap)
+            if self._due.get(key) != due:
+                continue
+            self._advance(key, self._values.get(key, frozenset()), [], upto, updates, rejected)
+
+
+def run_local(machine: Machine, events: Iterable[Any], *, frontier: Any = None) -> RunResult:
+    """Run ``machine`` over ``events`` in one call.
+
+    Args:
+        machine: the machine instance.
+        events: ``(key, symbol, time[, order])`` tuples, in any order.
+        frontier: if given, only times below it are treated as complete; events at
+            later times are returned in ``pending``. If omitted, the input is
+            complete: everything is processed and every deadline fires.
+
+    Returns:
+        A :class:`RunResult` with the consolidated updates sorted by
+        ``(time, data)`` and the rejected events.
+    """
+    runtime = LocalRuntime(machine)
+    runtime.feed(events)
+    if frontier is None:
+        return runtime.finish()
+    step = runtime.advance_to(frontier)
+    return attrs.evolve(step, pending=runtime.pending_events())

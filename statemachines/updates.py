@@ -1,0 +1,135 @@
+"""Differential updates: ``(data, time, diff)`` triples and what to do with them.
+
+A stream of updates describes a collection that changes over time: the collection at
+time ``t`` holds each ``data`` as many times as the diffs of its updates at times
+``<= t`` add up to. A *consolidated* stream has at most one update per
+``(data, time)``, no zero diffs, and is sorted by ``(time, data)``.
+
+>>> from statemachines.tables import format_table
+>>> ups = [Update(("frank", "oz"), 3, 1), Update(("frank", "oz"), 3, 1),
+...        Update(("frank", "zappa"), 1, 1), Update(("frank", "zappa"), 1, -1)]
+>>> print(format_table(consolidate(ups)))
+key   | value | time | diff
+frank | oz    | 3    | +2
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+from collections.abc import Hashable, Iterable
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+__all__ = [
+    "Update",
+    "collection_at",
+    "consolidate",
+    "is_consolidated",
+    "sort_updates",
+    "total_order_key",
+]
+
+
+class Update(NamedTuple):
+    """One change to a collection: ``diff`` copies of ``data`` at ``time``.
+
+    For a keyed collection ``data`` is a ``(key, value)`` pair. An update unpacks as
+    ``data, time, diff = update``.
+    """
+
+    data: Any
+    time: Any
+    diff: int
+
+
+_BY_TIME_THEN_DATA = itemgetter(1, 0)
+
+
+def total_order_key(value: Any) -> tuple[Any, ...]:
+    """A sort key that orders any mix of values deterministically.
+
+    Values of one comparable type keep their natural order; different types are
+    ordered by a fixed rank (``None`` first, then numbers, strings, bytes, times,
+    tuples, frozensets, then anything else by type name and ``repr``). Used as the
+    fallback whenever the natural order of keys or values raises ``TypeError``.
+
+    >>> sorted([3, None, "a", (1, None), 1.5], key=total_order_key)
+    [None, 1.5, 3, 'a', (1, None)]
+    """
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, int | float | decimal.Decimal):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    if isinstance(value, bytes):
+        return (3, value)
+    if isinstance(value, _dt.datetime):
+        # Naive and aware datetimes do not compare; rank them apart.
+        return (4, value.tzinfo is not None, value)
+    if isinstance(value, _dt.date):
+        return (5, value)
+    if isinstance(value, tuple):
+        return (6, tuple(total_order_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return (7, tuple(sorted(total_order_key(v) for v in value)))
+    return (8, type(value).__qualname__, repr(value))
+
+
+def sort_updates(updates: list[Update]) -> list[Update]:
+    """Sort ``updates`` in place by ``(time, data)`` and return the list.
+
+    Uses the natural order of times and data when it exists, and
+    :func:`total_order_key` of the data when it does not (mixed key types, ``None``
+    inside values), so the order is deterministic either way.
+    """
+    try:
+        updates.sort(key=_BY_TIME_THEN_DATA)
+    except TypeError:
+        updates.sort(key=lambda u: (u[1], total_order_key(u[0])))
+    return updates
+
+
+def consolidate(updates: Iterable[tuple[Any, Any, int]]) -> list[Update]:
+    """Sum the diffs of each ``(data, time)``, drop zeros, sort by ``(time, data)``.
+
+    Complexity: O(n log n) for n updates; memory O(distinct (data, time) pairs).
+
+    Args:
+        updates: any iterable of ``(data, time, diff)`` triples; ``data`` must be
+            hashable.
+
+    Returns:
+        The consolidated updates, as :class:`Update` tuples.
+    """
+    sums: dict[tuple[Hashable, Any], int] = {}
+    for data, time, diff in updates:
+        slot = (data, time)
+        sums[slot] = sums.get(slot, 0) + diff
+    return sort_updates([Update(d, t, n) for (d, t), n in sums.items() if n != 0])
+
+
+def is_consolidated(updates: list[Update]) -> bool:
+    """True when ``updates`` is exactly what :func:`consolidate` would return."""
+    return updates == consolidate(updates)
+
+
+def collection_at(updates: Iterable[tuple[Any, Any, int]], time: Any) -> dict[Any, int]:
+    """The collection described by ``updates`` as of ``time``.
+
+    Returns a dict from data to its multiplicity: the sum of the diffs of its updates
+    at times ``<= time``; data whose multiplicity is zero are left out.
+
+    >>> collection_at([("a", 0, 1), ("a", 2, -1), ("b", 1, 1)], 1)
+    {'a': 1, 'b': 1}
+    >>> collection_at([("a", 0, 1), ("a", 2, -1), ("b", 1, 1)], 2)
+    {'b': 1}
+    """
+    counts: dict[Any, int] = {}
+    for data, t, diff in updates:
+        if t <= time:
+            counts[data] = counts.get(data, 0) + diff
+    return {data: n for data, n in counts.items() if n != 0}

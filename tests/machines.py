@@ -1,0 +1,53 @@
+"""Small user-written machines used by the tests (module level, so they pickle)."""
+
+from __future__ import annotations
+
+from statemachines import Machine
+
+
+class Tags(Machine):
+    """A set of tags per key: ("add", tag) / ("del", tag)."""
+
+    def transition(self, key, values, symbol, time):
+        op, tag = symbol
+        return values | {tag} if op == "add" else values - {tag}
+
+
+class Light(Machine):
+    """A finite machine with an initial state: toggles between "off" and "on"."""
+
+    def initial_values(self, key):
+        return frozenset({"off"})
+
+    def transition(self, key, values, symbol, time):
+        (state,) = values
+        return {"on" if state == "off" else "off"}
+
+
+class Fragile(Machine):
+    """Fails on the symbol "boom"; otherwise keeps the last symbol."""
+
+    def transition(self, key, values, symbol, time):
+        if symbol == "boom":
+            raise ValueError("cannot handle boom")
+        return {symbol}
+
+
+class Session(Machine):
+    """A value that expires ``ttl`` after it was last set (a deadline per key).
+
+    values: {(value, set_at)}; deadline: set_at + ttl; on the deadline: empty.
+    """
+
+    def __init__(self, ttl=3):
+        self.ttl = ttl
+
+    def transition(self, key, values, symbol, time):
+        return {(symbol, time)}
+
+    def deadline(self, key, values):
+        ((_, set_at),) = values
+        return set_at + self.ttl
+
+    def on_deadline(self, key, values, time):
+        return frozenset()

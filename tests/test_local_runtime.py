@@ -1,0 +1,195 @@
+"""The local runtime with user machines: laws, deadlines, rejected events."""
+
+from __future__ import annotations
+
+import pickle
+from collections import defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from statemachines import (
+    Event,
+    InvalidArgument,
+    LocalRuntime,
+    MachineError,
+    Reason,
+    collection_at,
+    event_rank,
+    is_consolidated,
+    run_local,
+)
+from tests import strategies as sst
+from tests.machines import Fragile, Light, Session, Tags
+from tests.models import collection_from_replay, replay
+
+
+def run_in_steps(machine, events, steps):
+    runtime = LocalRuntime(machine)
+    runtime.feed(events)
+    updates, rejected = [], []
+    for frontier in steps:
+        step = runtime.advance_to(frontier)
+        updates += step.updates
+        rejected += step.rejected
+    final = runtime.finish()
+    return updates + final.updates, rejected + final.rejected
+
+
+@pytest.mark.parametrize("machine", [Tags(), Light()], ids=repr)
+@given(events=st.data())
+def test_user_machines_obey_the_laws(machine, events):
+    symbols = sst.tag_symbols if isinstance(machine, Tags) else st.none()
+    evs = events.draw(sst.events(symbols))
+    steps = events.draw(sst.frontier_steps())
+    result = run_local(machine, evs)
+    assert is_consolidated(result.updates)
+    history = replay(machine, evs)
+    for time in range(-1, 14):
+        accumulated = collection_at(result.updates, time)
+        assert set(accumulated) == collection_from_replay(history, time)
+        assert set(accumulated.values()) <= {1}
+    assert run_in_steps(machine, list(reversed(evs)), steps)[0] == result.updates
+
+
+def test_initial_values_appear_when_a_key_is_first_touched():
+    updates = run_local(Light(), [("hall", None, 1), ("hall", None, 2), ("hall", None, 3)]).updates
+    assert [(u.data[1], u.time, u.diff) for u in updates] == [
+        ("on", 1, 1),
+        ("off", 2, 1),
+        ("on", 2, -1),
+        ("off", 3, -1),
+        ("on", 3, 1),
+    ]
+
+
+def naive_sessions(events, ttl, horizon):
+    """Session semantics tick by tick: at each time, expire first, then apply events."""
+    by_time = defaultdict(list)
+    for e in events:
+        by_time[e.time].append(e)
+    state, present = {}, {}
+    for t in range(horizon):
+        for key, (value, set_at) in list(state.items()):
+            if set_at + ttl == t:
+                del state[key]
+        for e in sorted(by_time[t], key=lambda e: event_rank(e.order, e.symbol)):
+            state[e.key] = (e.symbol, t)
+        present[t] = {(k, v) for k, v in state.items()}
+    return present
+
+
+@given(sst.events(st.sampled_from(["a", "b"])), st.integers(1, 4), sst.frontier_steps(20))
+def test_deadlines_fire_like_a_tick_by_tick_model(events, ttl, steps):
+    updates, rejected = run_in_steps(Session(ttl), events, steps)
+    assert rejected == []
+    assert is_consolidated(updates)
+    expected = naive_sessions(events, ttl, horizon=20)
+    for t in range(20):
+        assert set(collection_at(updates, t)) == expected[t]
+    # every session expires once the input is complete
+    assert collection_at(updates, 10**6) == {}
+
+
+def test_deadline_fires_before_the_events_at_its_time():
+    # set at 0, expires at 2; a new value at 2 is applied after the expiry
+    updates = run_local(Session(2), [("k", "a", 0), ("k", "b", 2)], frontier=3).updates
+    assert [(u.data[1], u.time, u.diff) for u in updates] == [
+        (("a", 0), 0, 1),
+        (("a", 0), 2, -1),
+        (("b", 2), 2, 1),
+    ]
+
+
+def test_deadlines_wait_for_the_frontier():
+    runtime = LocalRuntime(Session(5))
+    runtime.feed([("k", "a", 0)])
+    assert [u.diff for u in runtime.advance_to(5).updates] == [1]  # expiry at 5 not final
+    assert runtime.stats()["armed_deadlines"] == 1
+    assert [(u.time, u.diff) for u in runtime.advance_to(6).updates] == [(5, -1)]
+    assert runtime.stats() == {"live_keys": 0, "buffered_key_times": 0, "armed_deadlines": 0}
+
+
+def test_a_deadline_that_does_not_move_forward_is_an_error():
+    class Stuck(Session):
+        def deadline(self, key, values):
+            ((_, set_at),) = values
+            return set_at
+
+    with pytest.raises(MachineError, match="strictly after"):
+        run_local(Stuck(), [("k", "a", 0)])
+
+
+def test_transition_failure_rejects_that_event_only():
+    events = [("k", "a", 0), ("k", "boom", 1), ("k", "b", 2), ("j", "boom", 1), ("j", "c", 1, 5)]
+    result = run_local(Fragile(), events)
+    assert [(r.event.key, r.reason) for r in result.rejected] == [
+        ("j", Reason.TRANSITION_FAILED),
+        ("k", Reason.TRANSITION_FAILED),
+    ]
+    assert "cannot handle boom" in result.rejected[0].detail
+    kept = run_local(Fragile(), [e for e in events if e[1] != "boom"]).updates
+    assert result.updates == kept
+
+
+@pytest.mark.parametrize(
+    ("event", "reason"),
+    [
+        ((None, "a", 1), Reason.NULL_KEY),
+        (("k", "a", None), Reason.NULL_TIME),
+        (("k", "a", "noon"), Reason.BAD_TIME),
+        (("k", "a", True), Reason.BAD_TIME),
+        (("k", "a"), Reason.MALFORMED),
+        ("k", Reason.MALFORMED),
+        ((["un", "hashable"], "a", 1), Reason.BAD_KEY),
+    ],
+)
+def test_bad_events_are_rejected_with_a_reason_and_the_rest_runs(event, reason):
+    good = [("k", ("add", "x"), 1), ("j", ("add", "y"), 2)]
+    result = run_local(Tags(), [*good, event])
+    well_formed = isinstance(event, tuple) and len(event) == 3
+    assert [(r.event, r.reason) for r in result.rejected] == [
+        (Event(*event) if well_formed else event, reason)
+    ]
+    assert result.updates == run_local(Tags(), good).updates
+
+
+def test_events_behind_the_frontier_are_rejected_as_late():
+    runtime = LocalRuntime(Tags())
+    runtime.feed([("k", ("add", "x"), 3)])
+    runtime.advance_to(5)
+    runtime.feed([("k", ("add", "y"), 4), ("k", ("add", "z"), 5)])
+    step = runtime.finish()
+    assert [(r.event.time, r.reason) for r in step.rejected] == [(4, Reason.LATE)]
+    assert [u.data for u in step.updates] == [("k", "z")]
+    runtime.feed([("k", ("add", "w"), 9)])
+    assert runtime.stats()["buffered_key_times"] == 0
+
+
+def test_frontiers_only_advance_and_keep_their_kind():
+    runtime = LocalRuntime(Tags())
+    runtime.advance_to(5)
+    with pytest.raises(InvalidArgument, match="below the current frontier"):
+        runtime.advance_to(4)
+    with pytest.raises(InvalidArgument, match="kind"):
+        runtime.advance_to("tomorrow")
+
+
+def test_pending_events_stay_buffered_until_final():
+    events = [Event("k", ("add", "x"), 1), Event("k", ("add", "y"), 7)]
+    result = run_local(Tags(), events, frontier=5)
+    assert [u.data for u in result.updates] == [("k", "x")]
+    assert result.pending == [events[1]]
+
+
+def test_mixed_key_types_still_sort_deterministically():
+    result = run_local(Tags(), [(1, ("add", "x"), 0), ("a", ("add", "x"), 0)])
+    assert [u.data[0] for u in result.updates] == [1, "a"]
+
+
+@pytest.mark.parametrize("machine", [Tags(), Light(), Session(4)], ids=repr)
+def test_machines_are_picklable(machine):
+    copy = pickle.loads(pickle.dumps(machine))
+    assert copy == machine
+    assert copy.spec == machine.spec
