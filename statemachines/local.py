@@ -21,8 +21,6 @@ import datetime as _dt
 import heapq
 import numbers
 from collections.abc import Iterable
-from itertools import groupby
-from operator import itemgetter
 from typing import Any
 
 import attrs
@@ -35,11 +33,6 @@ from statemachines.updates import Update, sort_updates, total_order_key
 __all__ = ["LocalRuntime", "RunResult", "run_local", "time_kind"]
 
 _NEW = tuple.__new__
-_SLOT = itemgetter(0)
-
-
-def _key_of_item(item: tuple[tuple[Any, Any], Any]) -> Any:
-    return item[0][0]
 
 
 def _rank_of(event: Event) -> tuple[Any, ...]:
@@ -53,7 +46,8 @@ class RunResult:
     Attributes:
         updates: consolidated updates ``((key, value), time, diff)``, sorted by
             ``(time, data)``.
-        rejected: events that were not applied, each with a reason.
+        rejected: events that were not applied, each with a reason (in no
+            particular order).
         frontier: the frontier after the step (``None`` once the input is complete).
         pending: events still buffered because their time is not final yet.
     """
@@ -96,7 +90,8 @@ class LocalRuntime:
             )
         self.machine = machine
         self._values: dict[Any, frozenset[Any]] = {}
-        self._pending: dict[tuple[Any, Any], Any] = {}
+        # key -> time -> the buffered event (reducing machines) or list of events
+        self._pending: dict[Any, dict[Any, Any]] = {}
         self._rejected: list[Rejected] = []
         self._frontier: Any = None
         self._finished = False
@@ -125,15 +120,15 @@ class LocalRuntime:
     def pending_events(self) -> list[Event]:
         """The buffered events whose time is not final yet, in (key, time, rank) order."""
         events = []
-        for _, buffered in self._sorted_items(list(self._pending.items())):
-            events.extend([buffered] if type(buffered) is Event else buffered)
+        for key in _sorted_keys(self._pending):
+            events.extend(self._key_events(self._pending[key]))
         return events
 
     def stats(self) -> dict[str, int]:
         """Sizes of the working state: live keys, buffered slots and armed deadlines."""
         return {
             "live_keys": len(self._values),
-            "buffered_key_times": len(self._pending),
+            "buffered_key_times": sum(len(by_time) for by_time in self._pending.values()),
             "armed_deadlines": len(self._due),
         }
 
@@ -155,6 +150,8 @@ class LocalRuntime:
         for raw in events:
             if type(raw) is Event:
                 event = raw
+            elif type(raw) is tuple and len(raw) == 4:
+                event = _NEW(Event, raw)
             else:
                 event = self._as_event(raw)
                 if event is None:
@@ -183,19 +180,22 @@ class LocalRuntime:
                 except (ValueError, TypeError) as exc:
                     reject(Rejected(event, Reason.INVALID_SYMBOL, str(exc)))
                     continue
-            slot = (key, time)
             try:
-                buffered = pending.get(slot)
+                by_time = pending.get(key)
             except TypeError as exc:
                 reject(Rejected(event, Reason.BAD_KEY, f"the key cannot be hashed: {exc}"))
                 continue
+            if by_time is None:
+                pending[key] = {time: event if reduce is not None else [event]}
+                continue
+            buffered = by_time.get(time)
             if buffered is None:
-                pending[slot] = event if reduce is not None else [event]
+                by_time[time] = event if reduce is not None else [event]
             elif reduce is None:
                 buffered.append(event)
             else:
                 try:
-                    pending[slot] = reduce(buffered, event)
+                    by_time[time] = reduce(buffered, event)
                 except Exception as exc:  # noqa: BLE001 - user code; reject, keep going
                     reject(
                         Rejected(
@@ -275,37 +275,40 @@ class LocalRuntime:
         self._time_type = type(time)
         return True
 
-    def _sorted_items(self, items: list[tuple[tuple[Any, Any], Any]]) -> list[Any]:
-        try:
-            items.sort(key=_SLOT)
-        except TypeError:
-            items.sort(key=lambda item: (total_order_key(item[0][0]), item[0][1]))
-        return items
+    def _key_events(self, by_time: dict[Any, Any]) -> list[Event]:
+        """One key's buffered events in (time, rank) order."""
+        times = sorted(by_time)
+        if self.machine.spec.reduces_same_time:
+            return [by_time[t] for t in times]
+        events = []
+        for t in times:
+            same_time = by_time[t]
+            if len(same_time) > 1:
+                same_time.sort(key=_rank_of)
+            events.extend(same_time)
+        return events
 
     def _process(self, upto: Any) -> RunResult:
         pending = self._pending
         if upto is None:
-            ready, self._pending = list(pending.items()), {}
+            ready, self._pending = pending, {}
         else:
-            ready = [item for item in pending.items() if item[0][1] < upto]
-            for slot, _ in ready:
-                del pending[slot]
-        self._sorted_items(ready)
+            ready, emptied = {}, []
+            for key, by_time in pending.items():
+                due = [t for t in by_time if t < upto]
+                if len(due) == len(by_time):
+                    ready[key] = by_time
+                    emptied.append(key)
+                elif due:
+                    ready[key] = {t: by_time.pop(t) for t in due}
+            for key in emptied:
+                del pending[key]
 
-        machine = self.machine
-        reduces = machine.spec.reduces_same_time
         state = self._values
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
-        for key, group in groupby(ready, key=_key_of_item):
-            if reduces:
-                events = [event for _, event in group]
-            else:
-                events = []
-                for _, same_time in group:
-                    if len(same_time) > 1:
-                        same_time.sort(key=_rank_of)
-                    events.extend(same_time)
+        for key, by_time in ready.items():
+            events = self._key_events(by_time)
             self._advance(key, state.get(key, frozenset()), events, upto, updates, rejected)
         self._wake_due_keys(upto, updates, rejected)
         return RunResult(sort_updates(updates), rejected, upto)
@@ -351,6 +354,13 @@ class LocalRuntime:
             if self._due.get(key) != due:
                 continue
             self._advance(key, self._values.get(key, frozenset()), [], upto, updates, rejected)
+
+
+def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
+    try:
+        return sorted(keys)
+    except TypeError:
+        return sorted(keys, key=total_order_key)
 
 
 def run_local(machine: Machine, events: Iterable[Any], *, frontier: Any = None) -> RunResult:
