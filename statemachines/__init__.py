@@ -5,22 +5,31 @@ renderers with heavy dependencies live elsewhere (``spark_runtime``) or are impo
 lazily.
 """
 
+from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
 from statemachines.core import advance_key, apply_transition
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
 from statemachines.events import Event, Reason, Rejected, event_rank
-from statemachines.local import LocalRuntime, RunResult, run_local, time_kind
+from statemachines.local import LocalRuntime, RunResult, run_local
+from statemachines.persisted import PersistedArrangement
 from statemachines.machine import Machine, MachineSpec
 from statemachines.tables import format_table, parse_table
+from statemachines.times import time_after, time_kind
 from statemachines.updates import (
     Update,
     collection_at,
     consolidate,
     is_consolidated,
     sort_updates,
+    sorted_any,
     total_order_key,
 )
 
 __all__ = [
+    "Arrangement",
+    "Batch",
+    "HistoryRow",
+    "PersistedArrangement",
+    "ReadHandle",
     "DefinitionError",
     "Event",
     "InvalidArgument",
@@ -43,6 +52,8 @@ __all__ = [
     "parse_table",
     "run_local",
     "sort_updates",
+    "sorted_any",
+    "time_after",
     "time_kind",
     "total_order_key",
 ]

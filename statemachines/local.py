@@ -17,20 +17,20 @@ is rejected with reason ``late`` (never silently dropped).
 
 from __future__ import annotations
 
-import datetime as _dt
 import heapq
-import numbers
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from statemachines.arrangement import Arrangement
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.machine import Machine
-from statemachines.updates import Update, sort_updates, total_order_key
+from statemachines.times import time_after, time_kind
+from statemachines.updates import Update, sort_updates, sorted_any
 
-__all__ = ["LocalRuntime", "RunResult", "run_local", "time_kind"]
+__all__ = ["LocalRuntime", "RunResult", "run_local"]
 
 _NEW = tuple.__new__
 
@@ -58,31 +58,20 @@ class RunResult:
     pending: list[Event] = attrs.field(factory=list)
 
 
-def time_kind(time: Any) -> str | None:
-    """The clock a time belongs to, or ``None`` if it is not a time.
-
-    Times of one run must share a kind: ``number`` (int or float, not bool),
-    ``datetime`` (naive), ``datetime_tz`` (aware) or ``date``.
-    """
-    if isinstance(time, bool):
-        return None
-    if isinstance(time, numbers.Real):
-        return "number"
-    if isinstance(time, _dt.datetime):
-        return "datetime" if time.tzinfo is None else "datetime_tz"
-    if isinstance(time, _dt.date):
-        return "date"
-    return None
-
-
 class LocalRuntime:
     """Run one machine over a stream of events, frontier step by frontier step.
 
-    Memory: O(live keys + buffered events); with a machine that reduces same-time
-    events, buffered events are O(distinct (key, time) pairs).
+    With ``into=arrangement`` the machine's state is the arrangement (feedback): each
+    key's values are read back from it, the run starts at its ``upper`` (earlier
+    events are late), and every frontier step appends one batch to it. A restarted
+    run over the same arrangement continues exactly where the last step ended.
+
+    Memory: O(live keys + buffered events) (without ``into``; with it, the live
+    values are the arrangement's); with a machine that reduces same-time events,
+    buffered events are O(distinct (key, time) pairs).
     """
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, *, into: Arrangement | None = None) -> None:
         if not isinstance(machine, Machine):
             raise InvalidArgument(
                 f"LocalRuntime needs a Machine instance, got {machine!r}; "
@@ -100,6 +89,13 @@ class LocalRuntime:
         self._due: dict[Any, Any] = {}
         self._due_heap: list[tuple[Any, int, Any]] = []
         self._due_seq = 0
+        self._into = into
+        if into is not None and into.upper is not None:
+            self._frontier = into.upper
+            self._kind = time_kind(into.upper)
+            if machine.spec.has_deadlines:
+                for key in into.keys():
+                    self._arm(key, into.values(key))
 
     # -- reading --------------------------------------------------------------------
 
@@ -115,12 +111,14 @@ class LocalRuntime:
 
     def values(self, key: Any) -> frozenset[Any]:
         """The values of ``key`` as of the frontier (empty if it has none)."""
+        if self._into is not None:
+            return self._into.values(key)
         return self._values.get(key, frozenset())
 
     def pending_events(self) -> list[Event]:
         """The buffered events whose time is not final yet, in (key, time, rank) order."""
         events = []
-        for key in _sorted_keys(self._pending):
+        for key in sorted_any(self._pending):
             events.extend(self._key_events(self._pending[key]))
         return events
 
@@ -226,6 +224,8 @@ class LocalRuntime:
             )
         self._kind = kind
         result = self._process(frontier)
+        if self._into is not None and frontier != self._frontier:
+            self._into.append(result.updates, lower=self._frontier, upper=frontier)
         self._frontier = frontier
         return result
 
@@ -233,7 +233,17 @@ class LocalRuntime:
         """Declare the input complete: process everything and fire every deadline."""
         if self._finished:
             raise InvalidArgument("the run is already finished")
-        result = self._process(None)
+        if self._into is None:
+            result = self._process(None)
+        else:
+            # The arrangement needs a batch upper: just past the last buffered time.
+            # Deadlines after it stay armed in the stored values for a later run.
+            times = [t for by_time in self._pending.values() for t in by_time]
+            if times:
+                result = self.advance_to(time_after(max(times)))
+            else:
+                result = RunResult([], self._rejected, self._frontier)
+                self._rejected = []
         self._finished = True
         return result
 
@@ -304,12 +314,11 @@ class LocalRuntime:
             for key in emptied:
                 del pending[key]
 
-        state = self._values
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
         for key, by_time in ready.items():
             events = self._key_events(by_time)
-            self._advance(key, state.get(key, frozenset()), events, upto, updates, rejected)
+            self._advance(key, self.values(key), events, upto, updates, rejected)
         self._wake_due_keys(upto, updates, rejected)
         return RunResult(sort_updates(updates), rejected, upto)
 
@@ -323,10 +332,11 @@ class LocalRuntime:
         rejected: list[Rejected],
     ) -> None:
         after, key_updates, key_rejected = self.machine.advance_key(key, values, events, upto)
-        if after:
-            self._values[key] = after
-        elif values:
-            del self._values[key]
+        if self._into is None:  # with an arrangement, the step's batch carries the change
+            if after:
+                self._values[key] = after
+            elif values:
+                del self._values[key]
         updates.extend(key_updates)
         if key_rejected:
             rejected.extend(key_rejected)
@@ -353,17 +363,16 @@ class LocalRuntime:
             due, _, key = heapq.heappop(heap)
             if self._due.get(key) != due:
                 continue
-            self._advance(key, self._values.get(key, frozenset()), [], upto, updates, rejected)
+            self._advance(key, self.values(key), [], upto, updates, rejected)
 
 
-def _sorted_keys(keys: Iterable[Any]) -> list[Any]:
-    try:
-        return sorted(keys)
-    except TypeError:
-        return sorted(keys, key=total_order_key)
-
-
-def run_local(machine: Machine, events: Iterable[Any], *, frontier: Any = None) -> RunResult:
+def run_local(
+    machine: Machine,
+    events: Iterable[Any],
+    *,
+    frontier: Any = None,
+    into: Arrangement | None = None,
+) -> RunResult:
     """Run ``machine`` over ``events`` in one call.
 
     Args:
@@ -371,13 +380,16 @@ def run_local(machine: Machine, events: Iterable[Any], *, frontier: Any = None) 
         events: ``(key, symbol, time[, order])`` tuples, in any order.
         frontier: if given, only times below it are treated as complete; events at
             later times are returned in ``pending``. If omitted, the input is
-            complete: everything is processed and every deadline fires.
+            complete: everything is processed and every deadline fires (with
+            ``into``: up to just past the last event time).
+        into: an arrangement to read prior values from and append the output to
+            (see :class:`LocalRuntime`).
 
     Returns:
         A :class:`RunResult` with the consolidated updates sorted by
         ``(time, data)`` and the rejected events.
     """
-    runtime = LocalRuntime(machine)
+    runtime = LocalRuntime(machine, into=into)
     runtime.feed(events)
     if frontier is None:
         return runtime.finish()

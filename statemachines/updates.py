@@ -27,6 +27,7 @@ __all__ = [
     "consolidate",
     "is_consolidated",
     "sort_updates",
+    "sorted_any",
     "total_order_key",
 ]
 
@@ -77,6 +78,15 @@ def total_order_key(value: Any) -> tuple[Any, ...]:
     if isinstance(value, frozenset):
         return (7, tuple(sorted(total_order_key(v) for v in value)))
     return (8, type(value).__qualname__, repr(value))
+
+
+def sorted_any(items: Iterable[Any]) -> list[Any]:
+    """``sorted(items)``, falling back to :func:`total_order_key` for mixed types."""
+    items = list(items)
+    try:
+        return sorted(items)
+    except TypeError:
+        return sorted(items, key=total_order_key)
 
 
 def sort_updates(updates: list[Update]) -> list[Update]:

@@ -1,0 +1,229 @@
+"""An arrangement persisted as a directory of Parquet batches and a manifest.
+
+Layout of the directory::
+
+    manifest.json              upper, since, batch descriptions; the one source of truth
+    batch-<id>.parquet         one per non-empty batch: key, value, time, diff
+
+Every change is published atomically: new batch files are written first, then a new
+manifest is written beside the old one and renamed over it. A writer that dies at any
+point leaves the last published state readable; files no published manifest names are
+removed by the next successful publish. Replaying an append that was already
+published is a no-op, so a retried job never double-counts.
+
+Keys and values are stored as typed Parquet columns when Arrow can hold them exactly
+(numbers, strings, dicts as structs, ...), so the files are ordinary queryable tables;
+anything else (tuples, custom objects) is stored pickled, and the column says so in
+the file's metadata. pyarrow is imported only when a batch is read or written.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+import os
+import pathlib
+import pickle
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from statemachines.arrangement import Arrangement, Batch
+from statemachines.errors import InvalidArgument
+
+__all__ = ["PersistedArrangement"]
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+CODEC_ARROW = b"arrow"
+CODEC_PICKLE = b"pickle"
+
+
+def _arrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401 - loads the parquet submodule
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "persisted arrangements need pyarrow: pip install 'statemachines[persist]'"
+        ) from exc
+    return pyarrow
+
+
+def encode_time(time: Any) -> Any:
+    """A time as JSON: numbers as they are, datetimes and dates tagged."""
+    if isinstance(time, _dt.datetime):
+        return {"datetime": time.isoformat()}
+    if isinstance(time, _dt.date):
+        return {"date": time.isoformat()}
+    return time
+
+
+def decode_time(value: Any) -> Any:
+    """The inverse of :func:`encode_time`."""
+    if isinstance(value, dict):
+        if "datetime" in value:
+            return _dt.datetime.fromisoformat(value["datetime"])
+        return _dt.date.fromisoformat(value["date"])
+    return value
+
+
+def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
+    """An Arrow array that holds ``items`` exactly, or their pickles."""
+    try:
+        array = pa.array(items)
+        if array.to_pylist() == items and not pa.types.is_null(array.type):
+            return array, CODEC_ARROW
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        pass
+    return pa.array([pickle.dumps(x) for x in items], type=pa.binary()), CODEC_PICKLE
+
+
+def _decode(column: Any, codec: bytes) -> list[Any]:
+    items = column.to_pylist()
+    return [pickle.loads(x) for x in items] if codec == CODEC_PICKLE else items
+
+
+class PersistedArrangement(Arrangement):
+    """An :class:`Arrangement` kept in a directory; opens it, or creates it if missing.
+
+    Reads are served from memory (loaded at open); appends and compactions write
+    through to disk before they take effect in memory.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path = pathlib.Path(path)
+        self._files: dict[str, str] = {}  # batch id -> file name
+        manifest = self.path / MANIFEST
+        if manifest.exists():
+            self._load(json.loads(manifest.read_text()))
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._publish(self)
+
+    # -- writing --------------------------------------------------------------------
+
+    def append(self, updates: Iterable[tuple[Any, Any, int]], lower: Any, upper: Any) -> bool:
+        return bool(self._transact(lambda staged: Arrangement.append(staged, updates, lower, upper)))
+
+    def advance_since(self, since: Any) -> Any:
+        return self._transact(lambda staged: Arrangement.advance_since(staged, since))
+
+    def compact(self, since: Any = None) -> Any:
+        return self._transact(lambda staged: Arrangement.compact(staged, since))
+
+    def _transact(self, change: Callable[[PersistedArrangement], Any]) -> Any:
+        """Apply ``change`` to a staged copy, publish it, and only then adopt it."""
+        staged = copy.copy(self)
+        staged._batches = list(self._batches)
+        staged._boundaries = list(self._boundaries)
+        result = change(staged)
+        if (staged._batches, staged._since) != (self._batches, self._since):
+            self._publish(staged)
+            self._batches, self._boundaries = staged._batches, staged._boundaries
+            self._upper, self._since = staged._upper, staged._since
+            self._remove_unlisted_files()
+        return result
+
+    def _fault(self, point: str) -> None:
+        """A named point on the write path; tests make it raise to simulate a crash."""
+
+    def _publish(self, staged: Arrangement) -> None:
+        for batch in staged._batches:
+            if batch.count and batch.id not in self._files:
+                self._files[batch.id] = self._write_batch(batch)
+        self._fault("batches_written")
+        manifest = {
+            "format": FORMAT,
+            "upper": encode_time(staged._upper),
+            "since": encode_time(staged._since),
+            "boundaries": [encode_time(t) for t in staged._boundaries],
+            "batches": [
+                {
+                    "id": batch.id,
+                    "file": self._files.get(batch.id),
+                    "lower": encode_time(batch.lower),
+                    "upper": encode_time(batch.upper),
+                    "since": encode_time(batch.since),
+                    "count": batch.count,
+                }
+                for batch in staged._batches
+            ],
+        }
+        temporary = self.path / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
+        with open(temporary, "w") as out:
+            json.dump(manifest, out, indent=1)
+            out.flush()
+            os.fsync(out.fileno())
+        self._fault("manifest_written")
+        os.replace(temporary, self.path / MANIFEST)
+        self._fault("published")
+
+    def _write_batch(self, batch: Batch) -> str:
+        pa = _arrow()
+        keys, values, times, diffs = [], [], [], []
+        for (key, value), time, diff in batch.updates():
+            keys.append(key)
+            values.append(value)
+            times.append(time)
+            diffs.append(diff)
+        key_column, key_codec = _column(pa, keys)
+        value_column, value_codec = _column(pa, values)
+        table = pa.table(
+            {
+                "key": key_column,
+                "value": value_column,
+                "time": pa.array(times),
+                "diff": pa.array(diffs, type=pa.int64()),
+            }
+        ).replace_schema_metadata({"key_codec": key_codec, "value_codec": value_codec})
+        name = f"batch-{batch.id}.parquet"
+        pa.parquet.write_table(table, self.path / name)
+        return name
+
+    def _remove_unlisted_files(self) -> None:
+        listed = {self._files[b.id] for b in self._batches if b.id in self._files}
+        self._files = {b.id: self._files[b.id] for b in self._batches if b.id in self._files}
+        for item in self.path.iterdir():
+            stale_batch = item.name.startswith("batch-") and item.name not in listed
+            if stale_batch or item.name.endswith(".tmp"):
+                item.unlink(missing_ok=True)
+
+    # -- reading --------------------------------------------------------------------
+
+    def _load(self, manifest: dict[str, Any]) -> None:
+        if manifest.get("format") != FORMAT:
+            raise InvalidArgument(
+                f"{self.path / MANIFEST} has format {manifest.get('format')!r}; this version "
+                f"reads format {FORMAT}"
+            )
+        self._upper = decode_time(manifest["upper"])
+        self._since = decode_time(manifest["since"])
+        self._boundaries = [decode_time(t) for t in manifest["boundaries"]]
+        for entry in manifest["batches"]:
+            lower, upper = decode_time(entry["lower"]), decode_time(entry["upper"])
+            since = decode_time(entry["since"])
+            data = self._read_batch(entry["file"]) if entry["file"] else {}
+            self._batches.append(Batch(data, lower, upper, since, id=entry["id"]))
+            if entry["file"]:
+                self._files[entry["id"]] = entry["file"]
+
+    def _read_batch(self, name: str) -> dict[Any, Any]:
+        pa = _arrow()
+        table = pa.parquet.read_table(self.path / name)
+        meta = table.schema.metadata or {}
+        keys = _decode(table.column("key"), meta.get(b"key_codec", CODEC_ARROW))
+        values = _decode(table.column("value"), meta.get(b"value_codec", CODEC_ARROW))
+        data: dict[Any, Any] = {}
+        for key, value, time, diff in zip(
+            keys, values, table.column("time").to_pylist(), table.column("diff").to_pylist(),
+            strict=True,
+        ):
+            data.setdefault(key, {}).setdefault(value, []).append((time, diff))
+        return data
+
+    def files(self) -> list[pathlib.Path]:
+        """The Parquet files of the published batches (for other readers, e.g. Spark)."""
+        return [self.path / self._files[b.id] for b in self._batches if b.id in self._files]

@@ -1,0 +1,49 @@
+"""Clocks: which values are times, and the least time after a time.
+
+Times of one run share a *kind*: ``number`` (int or float, not bool), ``datetime``
+(naive), ``datetime_tz`` (aware) or ``date``. Within a kind they are totally ordered.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import numbers
+from typing import Any
+
+__all__ = ["time_after", "time_kind"]
+
+
+def time_kind(time: Any) -> str | None:
+    """The kind of clock ``time`` belongs to, or ``None`` if it is not a time.
+
+    >>> time_kind(3), time_kind(_dt.date(2024, 1, 1)), time_kind("3"), time_kind(True)
+    ('number', 'date', None, None)
+    """
+    if isinstance(time, bool):
+        return None
+    if isinstance(time, numbers.Real):
+        return "number"
+    if isinstance(time, _dt.datetime):
+        return "datetime" if time.tzinfo is None else "datetime_tz"
+    if isinstance(time, _dt.date):
+        return "date"
+    return None
+
+
+def time_after(time: Any) -> Any:
+    """The least time of the same kind that is greater than ``time``.
+
+    Integers step by 1, floats to the next float, datetimes by one microsecond and
+    dates by one day.
+
+    >>> time_after(41), time_after(_dt.date(2024, 2, 28))
+    (42, datetime.date(2024, 2, 29))
+    """
+    if isinstance(time, numbers.Integral):
+        return time + 1
+    if isinstance(time, numbers.Real):
+        return math.nextafter(float(time), math.inf)
+    if isinstance(time, _dt.datetime):
+        return time + _dt.timedelta(microseconds=1)
+    return time + _dt.timedelta(days=1)
