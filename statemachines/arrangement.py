@@ -316,7 +316,12 @@ class Arrangement:
             )
 
     def _entries(self, key: Any) -> Entries:
-        """A key's updates merged over all batches: value -> [(time, diff)] by time."""
+        """A key's updates merged over all batches: value -> [(time, diff)] by time.
+
+        Times below ``since`` read as ``since``, whether or not a merge has yet
+        rewritten the batch that holds them.
+        """
+        since = self._since
         merged: dict[Any, dict[Any, int]] = {}
         for batch in self._batches:
             entries = batch.data.get(key)
@@ -324,6 +329,8 @@ class Arrangement:
                 for value, times in entries.items():
                     by_time = merged.setdefault(value, {})
                     for time, diff in times:
+                        if since is not None and time < since:
+                            time = since
                         by_time[time] = by_time.get(time, 0) + diff
         result = {}
         for value, by_time in merged.items():
@@ -398,13 +405,14 @@ class Arrangement:
         return self.changes()
 
     def history(self) -> Iterator[HistoryRow]:
-        """Every ``(key, value)`` with its validity intervals, in key order.
+        """Every ``(key, value)`` with its validity intervals, by key, then start.
 
         A row starts when the value's multiplicity becomes positive and ends when it
-        drops back to zero; ``end`` is ``None`` for a current row. Starts below
-        ``since`` read as ``since``.
+        drops back to zero; ``end`` is ``None`` for a current row (SCD type 2).
+        Starts below ``since`` read as ``since``.
         """
         for key, entries in self.cursor():
+            rows = []
             for value, times in entries.items():
                 count, start = 0, None
                 for time, diff in times:
@@ -412,9 +420,11 @@ class Arrangement:
                     if before <= 0 < count:
                         start = time
                     elif count <= 0 < before:
-                        yield HistoryRow(key, value, start, time)
+                        rows.append(HistoryRow(key, value, start, time))
                 if count > 0:
-                    yield HistoryRow(key, value, start, None)
+                    rows.append(HistoryRow(key, value, start, None))
+            rows.sort(key=lambda row: (row.start, total_order_key(row.value)))
+            yield from rows
 
     # -- invariants -----------------------------------------------------------------
 

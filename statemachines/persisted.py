@@ -124,7 +124,8 @@ class PersistedArrangement(Arrangement):
             self._publish(staged)
             self._batches, self._boundaries = staged._batches, staged._boundaries
             self._upper, self._since = staged._upper, staged._since
-            self._remove_unlisted_files()
+        # only the writer gets here: files left by a writer that died are garbage
+        self._remove_unlisted_files()
         return result
 
     def _fault(self, point: str) -> None:
