@@ -1,3 +1,14 @@
 """Running machines on Apache Spark (everything that imports pyspark lives here)."""
 
-__all__: list[str] = []
+from spark_runtime.arrangement import read_history, read_snapshot, read_updates
+from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
+
+__all__ = [
+    "JavaNotFound",
+    "ensure_java",
+    "local_session",
+    "read_history",
+    "read_snapshot",
+    "read_updates",
+    "session",
+]

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from sortedcontainers import SortedKeyList
 
+from statemachines._gc import gc_paused
 from statemachines.errors import InvalidArgument
 from statemachines.updates import Update, sort_updates, total_order_key
 
@@ -85,22 +86,49 @@ class Batch:
         cls, updates: Iterable[tuple[Any, Any, int]], lower: Any, upper: Any, since: Any = None
     ) -> Batch:
         """Consolidate keyed updates ``((key, value), time, diff)`` into a batch."""
-        sums: dict[Any, dict[Any, dict[Any, int]]] = {}
-        for (key, value), time, diff in updates:
-            if since is not None and time < since:
-                time = since
-            by_time = sums.setdefault(key, {}).setdefault(value, {})
-            by_time[time] = by_time.get(time, 0) + diff
         data: dict[Any, Entries] = {}
-        for key, by_value in sums.items():
-            entries = {
-                value: sorted((t, d) for t, d in by_time.items() if d != 0)
-                for value, by_time in by_value.items()
-            }
-            entries = {value: times for value, times in entries.items() if times}
-            if entries:
-                data[key] = entries
-        return cls(data, lower, upper, since)
+        for (key, value), time, diff in updates:
+            entries = data.get(key)
+            if entries is None:
+                data[key] = {value: [(time, diff)]}
+            else:
+                times = entries.get(value)
+                if times is None:
+                    entries[value] = [(time, diff)]
+                else:
+                    times.append((time, diff))
+        return cls(_consolidated(data, since, lists_sorted=False), lower, upper, since)
+
+    @classmethod
+    def merge(cls, batches: list[Batch], since: Any = None) -> Batch:
+        """One batch holding the updates of adjacent ``batches`` (oldest first)."""
+        data: dict[Any, Entries] = {}
+        emptied = []
+        for batch in batches:
+            for key, entries in batch.data.items():
+                # time lists are shared, never mutated: concatenation makes new ones
+                into = data.get(key)
+                if into is None:
+                    data[key] = dict(entries)
+                    continue
+                for value, times in entries.items():
+                    existing = into.get(value)
+                    if existing is None:
+                        into[value] = times
+                    elif existing[-1][0] < times[0][0]:
+                        into[value] = existing + times
+                    else:  # times advanced to a since overlap the newer batch's
+                        kept = _consolidate_times(existing + times, None)
+                        if kept:
+                            into[value] = kept
+                        else:
+                            del into[value]
+                            emptied.append(key)
+        for key in emptied:
+            if key in data and not data[key]:
+                del data[key]
+        merged = _consolidated(data, since, lists_sorted=True)
+        return cls(merged, batches[0].lower, batches[-1].upper, since)
 
     def updates(self) -> Iterator[Update]:
         """Every stored update, key by key in key order."""
@@ -111,6 +139,53 @@ class Batch:
 
     def __repr__(self) -> str:
         return f"Batch([{self.lower!r}, {self.upper!r}), since={self.since!r}, {self.count} updates)"
+
+
+def _consolidate_times(times: list[tuple[Any, int]], since: Any) -> list[tuple[Any, int]]:
+    """Advance times below ``since`` to it, sum equal times, drop zeros, sort by time."""
+    sums: dict[Any, int] = {}
+    for time, diff in times:
+        if since is not None and time < since:
+            time = since
+        sums[time] = sums.get(time, 0) + diff
+    return sorted(item for item in sums.items() if item[1] != 0)
+
+
+def _consolidated(data: dict[Any, Entries], since: Any, *, lists_sorted: bool) -> dict[Any, Entries]:
+    """Make every value's time list consolidated; drop emptied values and keys.
+
+    With ``lists_sorted`` the lists are already sorted, without repeated times or
+    zero diffs, and only ``since`` may still need applying. Mutates ``data`` (the
+    dicts, never the lists: lists may be shared with other batches).
+    """
+    emptied_keys = []
+    for key, entries in data.items():
+        emptied_values = []
+        for value, times in entries.items():
+            first_time, first_diff = times[0]
+            if since is not None and first_time < since:
+                pass  # some time must be advanced: consolidate below
+            elif lists_sorted:
+                continue
+            elif len(times) == 1:
+                if first_diff != 0:
+                    continue
+            elif len(times) == 2:
+                second_time, second_diff = times[1]
+                if first_time < second_time and first_diff != 0 and second_diff != 0:
+                    continue
+            kept = _consolidate_times(times, since)
+            if kept:
+                entries[value] = kept
+            else:
+                emptied_values.append(value)
+        for value in emptied_values:
+            del entries[value]
+        if not entries:
+            emptied_keys.append(key)
+    for key in emptied_keys:
+        del data[key]
+    return data
 
 
 class ReadHandle:
@@ -234,7 +309,8 @@ class Arrangement:
                     f"update {data!r} at time {time!r} lies outside its batch "
                     f"[{lower!r}, {upper!r})"
                 )
-        self._push(Batch.build(updates, lower, upper, self._since))
+        with gc_paused():
+            self._push(Batch.build(updates, lower, upper, self._since))
         return True
 
     def _is_replay(self, lower: Any, upper: Any) -> bool:
@@ -261,8 +337,7 @@ class Arrangement:
             self._batches.append(self._merge([older, newer]))
 
     def _merge(self, batches: list[Batch]) -> Batch:
-        updates = itertools.chain.from_iterable(batch.updates() for batch in batches)
-        return Batch.build(updates, batches[0].lower, batches[-1].upper, self._since)
+        return Batch.merge(batches, self._since)
 
     def advance_since(self, since: Any) -> Any:
         """Logical compaction: allow times below ``since`` to be advanced to it.
@@ -296,7 +371,8 @@ class Arrangement:
         if since is not None:
             self.advance_since(since)
         if self._batches:
-            self._batches = [self._merge(self._batches)]
+            with gc_paused():
+                self._batches = [self._merge(self._batches)]
         return self._since
 
     # -- reading --------------------------------------------------------------------

@@ -29,10 +29,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
 from statemachines.errors import InvalidArgument
 
-__all__ = ["PersistedArrangement"]
+__all__ = ["PersistedArrangement", "decode_time", "encode_time", "read_manifest"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -69,11 +70,16 @@ def decode_time(value: Any) -> Any:
     return value
 
 
+_EXACT_IN_ARROW = (frozenset({str}), frozenset({int}), frozenset({float}), frozenset({bytes}))
+
+
 def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
     """An Arrow array that holds ``items`` exactly, or their pickles."""
     try:
         array = pa.array(items)
-        if array.to_pylist() == items and not pa.types.is_null(array.type):
+        if pa.types.is_null(array.type):
+            raise TypeError("no type to infer")
+        if frozenset(map(type, items)) in _EXACT_IN_ARROW or array.to_pylist() == items:
             return array, CODEC_ARROW
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         pass
@@ -83,6 +89,24 @@ def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
 def _decode(column: Any, codec: bytes) -> list[Any]:
     items = column.to_pylist()
     return [pickle.loads(x) for x in items] if codec == CODEC_PICKLE else items
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The published manifest of the arrangement in ``path`` (times still encoded).
+
+    Raises:
+        InvalidArgument: there is no arrangement there, or it has another format.
+    """
+    manifest_path = pathlib.Path(path) / MANIFEST
+    if not manifest_path.exists():
+        raise InvalidArgument(f"{path} holds no arrangement (no {MANIFEST})")
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+    if manifest.get("format") != FORMAT:
+        raise InvalidArgument(
+            f"{manifest_path} has format {manifest.get('format')!r}; this version reads "
+            f"format {FORMAT}"
+        )
+    return manifest
 
 
 class PersistedArrangement(Arrangement):
@@ -98,7 +122,8 @@ class PersistedArrangement(Arrangement):
         self._files: dict[str, str] = {}  # batch id -> file name
         manifest = self.path / MANIFEST
         if manifest.exists():
-            self._load(json.loads(manifest.read_text()))
+            with gc_paused():
+                self._load(read_manifest(self.path))
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             self._publish(self)
@@ -119,9 +144,12 @@ class PersistedArrangement(Arrangement):
         staged = copy.copy(self)
         staged._batches = list(self._batches)
         staged._boundaries = list(self._boundaries)
-        result = change(staged)
-        if (staged._batches, staged._since) != (self._batches, self._since):
-            self._publish(staged)
+        with gc_paused():
+            result = change(staged)
+            changed = (staged._batches, staged._since) != (self._batches, self._since)
+            if changed:
+                self._publish(staged)
+        if changed:
             self._batches, self._boundaries = staged._batches, staged._boundaries
             self._upper, self._since = staged._upper, staged._since
         # only the writer gets here: files left by a writer that died are garbage
@@ -165,11 +193,13 @@ class PersistedArrangement(Arrangement):
     def _write_batch(self, batch: Batch) -> str:
         pa = _arrow()
         keys, values, times, diffs = [], [], [], []
-        for (key, value), time, diff in batch.updates():
-            keys.append(key)
-            values.append(value)
-            times.append(time)
-            diffs.append(diff)
+        for key in batch.keys:
+            for value, entries in batch.data[key].items():
+                for time, diff in entries:
+                    keys.append(key)
+                    values.append(value)
+                    times.append(time)
+                    diffs.append(diff)
         key_column, key_codec = _column(pa, keys)
         value_column, value_codec = _column(pa, values)
         table = pa.table(
@@ -195,11 +225,6 @@ class PersistedArrangement(Arrangement):
     # -- reading --------------------------------------------------------------------
 
     def _load(self, manifest: dict[str, Any]) -> None:
-        if manifest.get("format") != FORMAT:
-            raise InvalidArgument(
-                f"{self.path / MANIFEST} has format {manifest.get('format')!r}; this version "
-                f"reads format {FORMAT}"
-            )
         self._upper = decode_time(manifest["upper"])
         self._since = decode_time(manifest["since"])
         self._boundaries = [decode_time(t) for t in manifest["boundaries"]]

@@ -58,6 +58,11 @@ def total_order_key(value: Any) -> tuple[Any, ...]:
     >>> sorted([3, None, "a", (1, None), 1.5], key=total_order_key)
     [None, 1.5, 3, 'a', (1, None)]
     """
+    kind = type(value)
+    if kind is int or kind is float:
+        return (1, value)
+    if kind is str:
+        return (2, value)
     if value is None:
         return (0,)
     if isinstance(value, bool):

@@ -163,6 +163,15 @@ class ArrangementModel(RuleBasedStateMachine):
         expected = [u for u in consolidate(self.advanced()) if lower <= u.time < lower + width]
         assert self.arr.changes(lower, lower + width) == expected
 
+    @rule(start=st.none() | KEYS)
+    def cursor_walks_keys_in_order(self, start):
+        keys = [key for key, _ in self.arr.cursor(start)]
+        live = {d[0] for d, _, _ in consolidate(self.advanced())}
+        expected = sorted(live, key=total_order_key)
+        if start is not None:
+            expected = [k for k in expected if total_order_key(k) >= total_order_key(start)]
+        assert keys == expected
+
     @precondition(lambda self: self.arr.since is not None)
     @rule(before=st.integers(1, 3))
     def reads_below_since_are_refused(self, before):
