@@ -48,7 +48,7 @@ class Upsert(Machine):
         hash(symbol)
 
     def reduce_same_time(self, first: Event, second: Event) -> Event:
-        """Keep the command that is applied last: the highest ``(order, repr)`` rank."""
+        """Keep the command that is applied last: the one of highest ``event_rank``."""
         if first.order is not None and second.order is not None and first.order != second.order:
             return second if second.order > first.order else first
         later = event_rank(second.order, second.symbol) > event_rank(first.order, first.symbol)

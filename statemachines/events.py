@@ -3,7 +3,8 @@
 An :class:`Event` ``(key, symbol, time, order)`` feeds ``symbol`` to the machine of
 ``key`` at ``time``. Events at one ``(key, time)`` are applied in increasing
 :func:`event_rank`: by ``order``, events without an order first, and equal orders
-broken by ``repr(symbol)``. The rank depends only on the event itself, so every
+broken by the symbol's own order (``None`` first; see
+:func:`~statemachines.updates.total_order_key`). The rank depends only on the event itself, so every
 runtime applies the same events in the same sequence whatever order they arrive in.
 
 An event the runtime cannot apply is never dropped: it becomes a :class:`Rejected`
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import enum
 from typing import Any, NamedTuple
+
+from statemachines.updates import total_order_key
 
 __all__ = ["Event", "Reason", "Rejected", "event_rank"]
 
@@ -63,6 +66,6 @@ def event_rank(order: Any, symbol: Any) -> tuple[Any, ...]:
     [(None, 'z'), (1, 'y'), (2, 'a'), (2, 'b')]
     """
     if order is None:
-        return (0, repr(symbol))
-    return (1, order, repr(symbol))
+        return (0, total_order_key(symbol))
+    return (1, order, total_order_key(symbol))
 

@@ -26,13 +26,13 @@ import attrs
 from statemachines.arrangement import Arrangement
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.intake import Intake
 from statemachines.machine import Machine
 from statemachines.times import time_after, time_kind
 from statemachines.updates import Update, sort_updates, sorted_any
 
 __all__ = ["LocalRuntime", "RunResult", "run_local"]
 
-_NEW = tuple.__new__
 
 
 def _rank_of(event: Event) -> tuple[Any, ...]:
@@ -84,15 +84,14 @@ class LocalRuntime:
         self._rejected: list[Rejected] = []
         self._frontier: Any = None
         self._finished = False
-        self._kind: str | None = None
-        self._time_type: type | None = None
+        self._intake = Intake(machine)
         self._due: dict[Any, Any] = {}
         self._due_heap: list[tuple[Any, int, Any]] = []
         self._due_seq = 0
         self._into = into
         if into is not None and into.upper is not None:
             self._frontier = into.upper
-            self._kind = time_kind(into.upper)
+            self._intake.kind = time_kind(into.upper)
             if machine.spec.has_deadlines:
                 for key in into.keys():
                     self._arm(key, into.values(key))
@@ -139,45 +138,20 @@ class LocalRuntime:
         the machine rejects) are reported by the next :meth:`advance_to` or
         :meth:`finish`.
         """
-        spec = self.machine.spec
-        reduce = self.machine.reduce_same_time if spec.reduces_same_time else None
-        validate = self.machine.validate_symbol if spec.validates_symbols else None
+        reduce = self.machine.reduce_same_time if self.machine.spec.reduces_same_time else None
+        check = self._intake.check
         pending = self._pending
         reject = self._rejected.append
         frontier = self._frontier
         for raw in events:
-            if type(raw) is Event:
-                event = raw
-            elif type(raw) is tuple and len(raw) == 4:
-                event = _NEW(Event, raw)
-            else:
-                event = self._as_event(raw)
-                if event is None:
-                    continue
-            key, symbol, time, _ = event
-            if key is None:
-                reject(Rejected(event, Reason.NULL_KEY, "the key is None"))
-                continue
-            if type(time) is not self._time_type and not self._accept_time_type(event):
+            event = check(raw, frontier)
+            if type(event) is Rejected:
+                reject(event)
                 continue
             if self._finished:
                 reject(Rejected(event, Reason.LATE, "the input was already declared complete"))
                 continue
-            if frontier is not None and time < frontier:
-                reject(
-                    Rejected(
-                        event,
-                        Reason.LATE,
-                        f"time {time!r} is below the processed frontier {frontier!r}",
-                    )
-                )
-                continue
-            if validate is not None:
-                try:
-                    validate(symbol)
-                except (ValueError, TypeError) as exc:
-                    reject(Rejected(event, Reason.INVALID_SYMBOL, str(exc)))
-                    continue
+            key, time = event[0], event[2]
             try:
                 by_time = pending.get(key)
             except TypeError as exc:
@@ -213,16 +187,17 @@ class LocalRuntime:
         if self._finished:
             raise InvalidArgument("the run is finished; start a new LocalRuntime")
         kind = time_kind(frontier)
-        if kind is None or (self._kind is not None and kind != self._kind):
+        if kind is None or (self._intake.kind is not None and kind != self._intake.kind):
             raise InvalidArgument(
-                f"frontier {frontier!r} is not a time of this run's kind ({self._kind or 'any'})"
+                f"frontier {frontier!r} is not a time of this run's kind "
+                f"({self._intake.kind or 'any'})"
             )
         if self._frontier is not None and frontier < self._frontier:
             raise InvalidArgument(
                 f"frontier {frontier!r} is below the current frontier {self._frontier!r}; "
                 f"frontiers only advance"
             )
-        self._kind = kind
+        self._intake.kind = kind
         result = self._process(frontier)
         if self._into is not None and frontier != self._frontier:
             self._into.append(result.updates, lower=self._frontier, upper=frontier)
@@ -248,42 +223,6 @@ class LocalRuntime:
         return result
 
     # -- insides --------------------------------------------------------------------
-
-    def _as_event(self, raw: Any) -> Event | None:
-        if isinstance(raw, tuple | list):
-            if len(raw) == 4:
-                return _NEW(Event, tuple(raw))
-            if len(raw) == 3:
-                return _NEW(Event, (*raw, None))
-        self._rejected.append(
-            Rejected(
-                raw,
-                Reason.MALFORMED,
-                "an event is a (key, symbol, time) or (key, symbol, time, order) tuple",
-            )
-        )
-        return None
-
-    def _accept_time_type(self, event: Event) -> bool:
-        """Check a time whose type differs from the last one seen; reject if wrong."""
-        time = event.time
-        if time is None:
-            self._rejected.append(Rejected(event, Reason.NULL_TIME, "the time is None"))
-            return False
-        kind = time_kind(time)
-        if kind is None or (self._kind is not None and kind != self._kind):
-            expected = self._kind or "number, datetime or date"
-            self._rejected.append(
-                Rejected(
-                    event,
-                    Reason.BAD_TIME,
-                    f"time {time!r} of type {type(time).__name__} is not a {expected} time",
-                )
-            )
-            return False
-        self._kind = kind
-        self._time_type = type(time)
-        return True
 
     def _key_events(self, by_time: dict[Any, Any]) -> list[Event]:
         """One key's buffered events in (time, rank) order."""
