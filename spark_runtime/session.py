@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 
@@ -91,11 +92,14 @@ def session(
         builder = builder.remote(remote)
     else:
         ensure_java()
+        # local workers must run this interpreter (and see its packages)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         master = master or "local[*]"
         builder = builder.master(master)
         if master.startswith("local") and shuffle_partitions is None:
             shuffle_partitions = 4
         builder = builder.config("spark.ui.enabled", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
         builder = builder.config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
     settings = {
         "spark.sql.execution.arrow.pyspark.enabled": "true",

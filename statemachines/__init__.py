@@ -6,9 +6,10 @@ lazily.
 """
 
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
-from statemachines.core import advance_key, apply_transition
+from statemachines.core import advance_key, apply_transition, run_key
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
 from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.intake import Intake
 from statemachines.local import LocalRuntime, RunResult, run_local
 from statemachines.persisted import PersistedArrangement
 from statemachines.machine import Machine, MachineSpec
@@ -32,6 +33,7 @@ __all__ = [
     "ReadHandle",
     "DefinitionError",
     "Event",
+    "Intake",
     "InvalidArgument",
     "LocalRuntime",
     "Machine",
@@ -50,6 +52,7 @@ __all__ = [
     "format_table",
     "is_consolidated",
     "parse_table",
+    "run_key",
     "run_local",
     "sort_updates",
     "sorted_any",

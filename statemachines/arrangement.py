@@ -286,6 +286,25 @@ class Arrangement:
                 replay, leaves a gap, is empty or backwards, or holds an update
                 outside ``[lower, upper)``.
         """
+        if not self._accepts(lower, upper):
+            return False
+        updates = list(updates)
+        for data, time, _ in updates:
+            if (lower is not None and time < lower) or not time < upper:
+                raise InvalidArgument(
+                    f"update {data!r} at time {time!r} lies outside its batch "
+                    f"[{lower!r}, {upper!r})"
+                )
+        with gc_paused():
+            self._push(Batch.build(updates, lower, upper, self._since))
+        return True
+
+    def _accepts(self, lower: Any, upper: Any) -> bool:
+        """Whether a batch ``[lower, upper)`` is new (True) or a replay (False).
+
+        Raises:
+            InvalidArgument: it is neither: it overlaps, leaves a gap, or is empty.
+        """
         if upper is None or (lower is not None and not lower < upper):
             raise InvalidArgument(f"a batch needs lower < upper; got [{lower!r}, {upper!r})")
         if self._upper is not None and upper <= self._upper:
@@ -296,21 +315,12 @@ class Arrangement:
                 f"{self._upper!r} and matches no batch written before; appending below "
                 f"upper is an error (append [{self._upper!r}, ...) next)"
             )
-        if self._batches and lower != self._upper:
+        if self._boundaries and lower != self._upper:
             problem = "overlaps" if lower is None or lower < self._upper else "leaves a gap after"
             raise InvalidArgument(
                 f"batch [{lower!r}, {upper!r}) {problem} the arrangement's upper "
                 f"{self._upper!r}; the next batch must start at lower={self._upper!r}"
             )
-        updates = list(updates)
-        for data, time, _ in updates:
-            if (lower is not None and time < lower) or not time < upper:
-                raise InvalidArgument(
-                    f"update {data!r} at time {time!r} lies outside its batch "
-                    f"[{lower!r}, {upper!r})"
-                )
-        with gc_paused():
-            self._push(Batch.build(updates, lower, upper, self._since))
         return True
 
     def _is_replay(self, lower: Any, upper: Any) -> bool:
@@ -325,9 +335,7 @@ class Arrangement:
         return lower_ok and j < len(bounds) and bounds[j] == upper
 
     def _push(self, batch: Batch) -> None:
-        if not self._batches:
-            self._boundaries.append(batch.lower)
-        self._boundaries.append(batch.upper)
+        self._add_boundaries(batch.lower, batch.upper)
         self._batches.append(batch)
         self._upper = batch.upper
         # geometric merging: merge while the newer batch is at least half the older
@@ -335,6 +343,11 @@ class Arrangement:
             newer = self._batches.pop()
             older = self._batches.pop()
             self._batches.append(self._merge([older, newer]))
+
+    def _add_boundaries(self, lower: Any, upper: Any) -> None:
+        if not self._boundaries:
+            self._boundaries.append(lower)
+        self._boundaries.append(upper)
 
     def _merge(self, batches: list[Batch]) -> Batch:
         return Batch.merge(batches, self._since)

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines.errors import MachineError
-from statemachines.events import Event, Reason, Rejected
+from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.intake import Intake
 from statemachines.machine import Machine
 from statemachines.updates import Update
 
-__all__ = ["advance_key", "apply_transition"]
+__all__ = ["advance_key", "apply_transition", "run_key"]
 
 _NEW = tuple.__new__
 
@@ -118,3 +119,44 @@ def _fire_deadline(machine: Machine, key: Any, values: frozenset[Any], time: Any
             f"{machine.spec.name}.on_deadline failed for key {key!r} at time {time!r}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _time_then_rank(event: Event) -> tuple[Any, Any]:
+    return event[2], event_rank(event[3], event[1])
+
+
+def run_key(
+    machine: Machine,
+    intake: Intake,
+    key: Any,
+    values: frozenset[Any],
+    raw_events: list[Any],
+    *,
+    frontier: Any,
+    upto: Any,
+) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
+    """Check, order and apply one key's raw events: a runtime's per-key entry point.
+
+    Runtimes that see a key's events all at once (the Spark runtime, a partition at a
+    time) call this: each raw event goes through ``intake`` (events below
+    ``frontier`` are late), the rest are put in ``(time, event_rank)`` order and
+    handed to ``machine.advance_key`` with ``upto``.
+
+    Returns:
+        ``(values after, updates, rejected events)``.
+    """
+    events: list[Event] = []
+    rejected: list[Rejected] = []
+    in_order = True
+    for raw in raw_events:
+        checked = intake.check(raw, frontier)
+        if type(checked) is Rejected:
+            rejected.append(checked)
+            continue
+        if events and not events[-1][2] < checked[2]:
+            in_order = False
+        events.append(checked)  # type: ignore[arg-type]
+    if not in_order:
+        events.sort(key=_time_then_rank)
+    after, updates, failed = machine.advance_key(key, values, events, upto)
+    return after, updates, rejected + failed if failed else rejected

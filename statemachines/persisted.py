@@ -25,6 +25,7 @@ import json
 import os
 import pathlib
 import pickle
+import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,7 +34,14 @@ from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
 from statemachines.errors import InvalidArgument
 
-__all__ = ["PersistedArrangement", "decode_time", "encode_time", "read_manifest"]
+__all__ = [
+    "PersistedArrangement",
+    "column_to_python",
+    "decode_time",
+    "encode_time",
+    "publish_batch",
+    "read_manifest",
+]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -86,9 +94,33 @@ def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
     return pa.array([pickle.dumps(x) for x in items], type=pa.binary()), CODEC_PICKLE
 
 
-def _decode(column: Any, codec: bytes) -> list[Any]:
+def _frozen(item: Any) -> Any:
+    if isinstance(item, dict):
+        return tuple(_frozen(v) for v in item.values())
+    if isinstance(item, list):
+        return tuple(_frozen(v) for v in item)
+    return item
+
+
+def column_to_python(column: Any) -> list[Any]:
+    """An Arrow column as hashable Python values: structs and lists become tuples.
+
+    Keys and values must be hashable; a struct column (a Spark struct) therefore
+    reads as tuples of its fields, in field order.
+    """
+    import pyarrow as pa
+
     items = column.to_pylist()
-    return [pickle.loads(x) for x in items] if codec == CODEC_PICKLE else items
+    kind = column.type
+    if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [_frozen(x) for x in items]
+    return items
+
+
+def _decode(column: Any, codec: bytes) -> list[Any]:
+    if codec == CODEC_PICKLE:
+        return [pickle.loads(x) for x in column.to_pylist()]
+    return column_to_python(column)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -107,6 +139,67 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"format {FORMAT}"
         )
     return manifest
+
+
+def _write_manifest(path: pathlib.Path, manifest: dict[str, Any]) -> pathlib.Path:
+    """Write ``manifest`` beside the published one (not yet published); return its path."""
+    temporary = path / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "w") as out:
+        json.dump(manifest, out, indent=1)
+        out.flush()
+        os.fsync(out.fileno())
+    return temporary
+
+
+def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
+    """Delete batch files and directories, and temporary manifests, not published."""
+    listed = {b["file"] for b in manifest["batches"] if b["file"]}
+    for item in path.iterdir():
+        if (item.name.startswith("batch-") and item.name not in listed) or item.name.endswith(".tmp"):
+            if item.is_dir():
+                shutil.rmtree(item, ignore_errors=True)
+            else:
+                item.unlink(missing_ok=True)
+
+
+def publish_batch(
+    path: str | os.PathLike[str], name: str, lower: Any, upper: Any, count: int
+) -> bool:
+    """Publish a batch that another writer (e.g. Spark) wrote as ``path/name``.
+
+    The batch file or directory must already be complete; only the manifest is
+    touched (no data is loaded). The same rules as ``Arrangement.append`` hold:
+    ``lower`` must be the published ``upper``, and a batch matching batches already
+    published is an ignored replay (its files are removed).
+
+    Returns:
+        True if published, False if it was a replay.
+    """
+    path = pathlib.Path(path)
+    manifest = read_manifest(path)
+    staged = Arrangement()
+    staged._upper = decode_time(manifest["upper"])
+    staged._boundaries = [decode_time(t) for t in manifest["boundaries"]]
+    if not staged._accepts(lower, upper):
+        _remove_unlisted(path, manifest)
+        return False
+    staged._add_boundaries(lower, upper)
+    since = manifest["since"]
+    manifest["upper"] = encode_time(upper)
+    manifest["boundaries"] = [encode_time(t) for t in staged._boundaries]
+    manifest["batches"].append(
+        {
+            "id": name.removeprefix("batch-"),
+            "file": name if count else None,
+            "lower": encode_time(lower),
+            "upper": encode_time(upper),
+            "since": since,
+            "count": count,
+        }
+    )
+    os.replace(_write_manifest(path, manifest), path / MANIFEST)
+    _remove_unlisted(path, manifest)
+    return True
 
 
 class PersistedArrangement(Arrangement):
@@ -181,11 +274,7 @@ class PersistedArrangement(Arrangement):
                 for batch in staged._batches
             ],
         }
-        temporary = self.path / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
-        with open(temporary, "w") as out:
-            json.dump(manifest, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
+        temporary = _write_manifest(self.path, manifest)
         self._fault("manifest_written")
         os.replace(temporary, self.path / MANIFEST)
         self._fault("published")
@@ -215,12 +304,8 @@ class PersistedArrangement(Arrangement):
         return name
 
     def _remove_unlisted_files(self) -> None:
-        listed = {self._files[b.id] for b in self._batches if b.id in self._files}
         self._files = {b.id: self._files[b.id] for b in self._batches if b.id in self._files}
-        for item in self.path.iterdir():
-            stale_batch = item.name.startswith("batch-") and item.name not in listed
-            if stale_batch or item.name.endswith(".tmp"):
-                item.unlink(missing_ok=True)
+        _remove_unlisted(self.path, {"batches": [{"file": f} for f in self._files.values()]})
 
     # -- reading --------------------------------------------------------------------
 

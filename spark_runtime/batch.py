@@ -1,0 +1,347 @@
+"""Running any machine over a Spark DataFrame of events, in batch.
+
+Events are partitioned by key and sorted by ``(key, time, order)`` within partitions;
+each partition is handed to Python once (``mapInArrow``), which walks it key by key
+and calls the same per-key function as the local runtime
+(:func:`statemachines.core.run_key`). Python memory is bounded by the largest key,
+not by the partition. With ``into=`` a persisted arrangement, each key's prior values
+are read from it and shipped beside its events (feedback), events below its ``upper``
+are late, and the updates are written as one new batch and published atomically.
+
+    events (key, symbol, time, order)  ->  updates (key, value, time, diff)
+                                       ->  rejected (key, symbol, time, order, reason, detail)
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from statemachines import Intake, InvalidArgument, Machine, run_key, time_after
+from statemachines.persisted import (
+    PersistedArrangement,
+    column_to_python,
+    decode_time,
+    publish_batch,
+    read_manifest,
+)
+
+__all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch"]
+
+UPDATE = 0
+REJECTED = 1
+STATE_ROW = 0
+EVENT_ROW = 1
+
+
+@attrs.frozen
+class EventColumns:
+    """Which input columns hold the key, the symbol, the time and (optionally) the order."""
+
+    key: str = "key"
+    symbol: str = "symbol"
+    time: str = "time"
+    order: str | None = None
+
+
+@attrs.frozen
+class BatchResult:
+    """What a Spark batch run produced.
+
+    Attributes:
+        updates: DataFrame ``key, value, time, diff`` (consolidated per key and time).
+        rejected: DataFrame ``key, symbol, time, order, reason, detail``.
+        lower, upper: the times the run covered (``upper`` is ``None`` without an
+            arrangement: the input was complete).
+        published: True if a new batch was published into the arrangement.
+    """
+
+    updates: Any
+    rejected: Any
+    lower: Any = None
+    upper: Any = None
+    published: bool = False
+
+
+def _time_kind_of(data_type: Any) -> str:
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.TimestampType):
+        return "datetime_tz"
+    if isinstance(data_type, T.TimestampNTZType):
+        return "datetime"
+    if isinstance(data_type, T.DateType):
+        return "date"
+    if isinstance(data_type, T.IntegralType | T.FractionalType):
+        return "number"
+    raise InvalidArgument(
+        f"the time column has type {data_type.simpleString()}; use a number, timestamp or "
+        f"date column (cast strings first, e.g. F.to_timestamp)"
+    )
+
+
+def prepare_events(events: Any, columns: EventColumns) -> Any:
+    """Select and rename the event columns to ``key, symbol, time, order``.
+
+    Raises:
+        InvalidArgument: a named column is missing, or the time column's type is
+            not a number, timestamp or date. Nothing runs in that case.
+    """
+    from pyspark.sql import functions as F
+
+    wanted = [columns.key, columns.symbol, columns.time] + ([columns.order] if columns.order else [])
+    missing = [c for c in wanted if c not in events.columns]
+    if missing:
+        raise InvalidArgument(
+            f"the events have no column(s) {', '.join(missing)}; they have "
+            f"{', '.join(events.columns)}. Map them with key=/symbol=/time=/order=."
+        )
+    _time_kind_of(events.schema[columns.time].dataType)
+    order = F.col(columns.order) if columns.order else F.lit(None).cast("long")
+    return events.select(
+        F.col(columns.key).alias("key"),
+        F.col(columns.symbol).alias("symbol"),
+        F.col(columns.time).alias("time"),
+        order.alias("order"),
+    )
+
+
+def _output_schema(prepared: Any, value_type: Any) -> Any:
+    from pyspark.sql import types as T
+
+    fields = {f.name: f.dataType for f in prepared.schema.fields}
+    return T.StructType(
+        [
+            T.StructField("kind", T.ByteType(), False),
+            T.StructField("key", fields["key"], True),
+            T.StructField("value", value_type, True),
+            T.StructField("time", fields["time"], True),
+            T.StructField("diff", T.LongType(), True),
+            T.StructField("symbol", fields["symbol"], True),
+            T.StructField("order", fields["order"], True),
+            T.StructField("reason", T.StringType(), True),
+            T.StructField("detail", T.StringType(), True),
+        ]
+    )
+
+
+class _Output:
+    """Columns of output rows for one Arrow record batch."""
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.columns: list[list[Any]] = [[] for _ in schema.names]
+
+    def update(self, key: Any, value: Any, time: Any, diff: int) -> None:
+        for column, item in zip(
+            self.columns, (UPDATE, key, value, time, diff, None, None, None, None), strict=True
+        ):
+            column.append(item)
+
+    def reject(self, event: Any, reason: str, detail: str) -> None:
+        key, symbol, time, order = event
+        for column, item in zip(
+            self.columns,
+            (REJECTED, key, None, time, None, symbol, order, reason, detail),
+            strict=True,
+        ):
+            column.append(item)
+
+    def take(self) -> Any:
+        import pyarrow as pa
+
+        arrays = []
+        for column, field in zip(self.columns, self.schema, strict=True):
+            try:
+                arrays.append(pa.array(column, type=field.type))
+            except (pa.ArrowException, TypeError, ValueError) as exc:
+                raise InvalidArgument(
+                    f"the machine produced a {field.name} that does not fit the column type "
+                    f"{field.type}: {exc}. Declare the value type with value_type=..."
+                ) from exc
+        self.columns = [[] for _ in self.schema.names]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any):
+    """The function Spark calls once per partition (rows sorted by key, kind, time)."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        intake = Intake(machine, kind=kind)
+        out = _Output(arrow_schema)
+        no_key = object()
+        current, prior, raw = no_key, [], []
+
+        def flush() -> None:
+            _, updates, rejected = run_key(
+                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=upto
+            )
+            for (key, value), time, diff in updates:
+                out.update(key, value, time, diff)
+            for r in rejected:
+                out.reject(r.event, r.reason.value, r.detail)
+
+        for batch in batches:
+            keys = column_to_python(batch.column(0))
+            kinds = batch.column(1).to_pylist()
+            symbols = column_to_python(batch.column(2))
+            times = batch.column(3).to_pylist()
+            orders = batch.column(4).to_pylist()
+            priors = column_to_python(batch.column(5))
+            for i, key in enumerate(keys):
+                if key != current or current is no_key:
+                    if current is not no_key:
+                        flush()
+                    current, prior, raw = key, [], []
+                if kinds[i] == STATE_ROW:
+                    prior.append(priors[i])
+                else:
+                    raw.append((key, symbols[i], times[i], orders[i]))
+            if len(out.columns[0]) >= 50_000:
+                yield out.take()
+        if current is not no_key:
+            flush()
+        yield out.take()
+
+    return run
+
+
+def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) -> tuple[Any, Any]:
+    """Prior values per key from the arrangement, and the value type to use."""
+    from pyspark.sql import functions as F
+
+    from spark_runtime.arrangement import read_snapshot
+
+    manifest = read_manifest(path)
+    if not any(b["file"] for b in manifest["batches"]):
+        return None, value_type
+    snapshot = read_snapshot(spark, path)
+    stored_type = snapshot.schema["value"].dataType
+    if value_type is not None and value_type != stored_type:
+        raise InvalidArgument(
+            f"value_type {value_type.simpleString()} differs from the arrangement's value "
+            f"type {stored_type.simpleString()}"
+        )
+    state = snapshot.where(F.col("count") > 0).select(
+        F.col("key").cast(prepared.schema["key"].dataType).alias("key"), "value"
+    )
+    return state, stored_type
+
+
+def run_batch(
+    machine: Machine,
+    events: Any,
+    *,
+    key: str = "key",
+    symbol: str = "symbol",
+    time: str = "time",
+    order: str | None = None,
+    into: str | os.PathLike[str] | None = None,
+    value_type: Any = None,
+    native: bool = True,
+) -> BatchResult:
+    """Run ``machine`` over the DataFrame ``events`` on Spark.
+
+    Args:
+        machine: any machine instance (it is pickled to the executors).
+        events: a DataFrame with key, symbol, time and optionally order columns.
+        key, symbol, time, order: the names of those columns.
+        into: a persisted arrangement directory (created if missing) to read prior
+            values from and publish the updates into.
+        value_type: the Spark type (or DDL string) of the machine's values; default:
+            the arrangement's value type, else the symbol column's type.
+        native: use a library machine's native Spark path when it has one.
+
+    Returns:
+        A :class:`BatchResult`. Its DataFrames are cached; call
+        ``result.updates.unpersist()`` when done with a large run.
+
+    Raises:
+        InvalidArgument: missing columns, a time column of the wrong type, a
+            value type that does not match the arrangement.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    spark = events.sparkSession
+    prepared = prepare_events(events, EventColumns(key, symbol, time, order))
+    kind = _time_kind_of(prepared.schema["time"].dataType)
+    if isinstance(value_type, str):
+        value_type = T._parse_datatype_string(value_type)
+
+    lower = upto = state = None
+    if into is not None:
+        into = os.fspath(into)
+        if not os.path.exists(os.path.join(into, "manifest.json")):
+            PersistedArrangement(into)  # creates an empty one
+        lower = decode_time(read_manifest(into)["upper"])
+        latest = prepared.agg(F.max("time").alias("t")).toArrow().column(0)[0].as_py()
+        upto = time_after(latest) if latest is not None else None
+        if upto is not None and lower is not None and upto <= lower:
+            upto = lower  # every event is late; nothing new to publish
+        state, value_type = _arrangement_state(spark, into, prepared, value_type)
+    value_type = value_type or prepared.schema["symbol"].dataType
+
+    from spark_runtime import native as native_paths
+
+    fast = native_paths.for_machine(machine) if native else None
+    if fast is not None:
+        output = fast(prepared, state, lower=lower, value_type=value_type)
+    else:
+        output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
+    output = output.persist()
+    updates = output.where(F.col("kind") == UPDATE).select("key", "value", "time", "diff")
+    rejected = output.where(F.col("kind") == REJECTED).select(
+        "key", "symbol", "time", "order", "reason", "detail"
+    )
+    published = False
+    if into is not None and upto is not None and (lower is None or upto > lower):
+        published = _publish(spark, into, updates, lower, upto)
+    return BatchResult(updates, rejected, lower, upto, published)
+
+
+def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema):
+    from pyspark.sql import functions as F
+
+    spark = prepared.sparkSession
+    fields = {f.name: f.dataType for f in prepared.schema.fields}
+    rows = prepared.select(
+        "key", F.lit(EVENT_ROW).cast("byte").alias("kind"), "symbol", "time", "order",
+        F.lit(None).cast(value_type).alias("prior"),
+    )
+    if state is not None:
+        if machine.spec.has_deadlines:
+            needed = state  # keys without events may still have deadlines to fire
+        else:
+            needed = state.join(prepared.select("key").distinct(), "key", "left_semi")
+        rows = rows.unionByName(
+            needed.select(
+                "key",
+                F.lit(STATE_ROW).cast("byte").alias("kind"),
+                F.lit(None).cast(fields["symbol"]).alias("symbol"),
+                F.lit(None).cast(fields["time"]).alias("time"),
+                F.lit(None).cast(fields["order"]).alias("order"),
+                F.col("value").cast(value_type).alias("prior"),
+            )
+        )
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    ordered = rows.repartition(partitions, "key").sortWithinPartitions("key", "kind", "time", "order")
+    schema = _output_schema(prepared, value_type)
+    timezone = spark.conf.get("spark.sql.session.timeZone")
+    arrow_schema = to_arrow_schema(schema, timezone=timezone)
+    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema), schema)
+
+
+def _publish(spark: Any, path: str, updates: Any, lower: Any, upper: Any) -> bool:
+    """Write ``updates`` as a new batch directory, then publish it in the manifest."""
+    name = f"batch-{uuid.uuid4().hex}"
+    count = updates.count()
+    if count:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        updates.write.parquet(os.path.join(path, name))
+    return publish_batch(path, name, lower, upper, count)
