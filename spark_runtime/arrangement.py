@@ -23,6 +23,8 @@ def _published_files(path: str | os.PathLike[str]) -> tuple[list[str], Any]:
     manifest = read_manifest(path)
     files = [os.path.join(path, b["file"]) for b in manifest["batches"] if b["file"]]
     for file in files:
+        if os.path.isdir(file):
+            continue  # written by Spark: typed columns
         meta = pq.read_schema(file).metadata or {}
         if CODEC_PICKLE in (meta.get(b"key_codec"), meta.get(b"value_codec")):
             raise InvalidArgument(

@@ -1,0 +1,137 @@
+"""The behaviour every runtime must show, written once.
+
+Each case names a machine, its input events (with the Spark schema of those events)
+and the expected updates and rejected events. ``tests/test_contract.py`` runs every
+case against every runtime.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from library import Upsert
+from statemachines import Machine, Reason, Update, parse_table
+from tests.machines import Session, Tags
+
+
+@attrs.frozen
+class Case:
+    name: str
+    machine: Machine
+    events: list[tuple]
+    expected: list[Update]
+    rejected: list[tuple] = []  # (key, time, reason)
+    schema: str = "key string, symbol string, time long, order long"
+    value_type: str | None = None
+    # a first run that fills the arrangement before ``events`` arrive (late data)
+    before: list[tuple] = []
+
+
+SEED = ["mcsherry", "zappa", None, "oz", "oz", None]
+
+CASES = [
+    Case(
+        "upsert seed example",
+        Upsert(),
+        [("frank", value, time, None) for time, value in enumerate(SEED)],
+        parse_table(
+            """
+            key   | value    | time | diff
+            frank | mcsherry | 0    | +1
+            frank | mcsherry | 1    | -1
+            frank | zappa    | 1    | +1
+            frank | zappa    | 2    | -1
+            frank | oz       | 3    | +1
+            frank | oz       | 5    | -1
+            """
+        ),
+    ),
+    Case(
+        "same-time ties: highest order wins, missing orders first, then symbol order",
+        Upsert(),
+        [
+            ("a", "x", 1, 2), ("a", "z", 1, 1), ("a", "y", 1, 2),
+            ("b", "q", 1, None), ("b", "p", 1, None), ("b", "r", 1, 0),
+            ("c", "m", 2, None), ("c", "n", 2, None), ("c", None, 2, None),
+        ],
+        parse_table(
+            """
+            key | value | time | diff
+            a   | y     | 1    | +1
+            b   | r     | 1    | +1
+            c   | n     | 2    | +1
+            """
+        ),
+    ),
+    Case(
+        "a user machine with several values per key",
+        Tags(),
+        [
+            ("doc", ("add", "draft"), 0, None), ("doc", ("add", "x"), 0, None),
+            ("doc", ("del", "draft"), 2, 0), ("doc", ("add", "draft"), 2, 1),
+            ("doc", ("del", "x"), 3, None), ("memo", ("add", "x"), 3, None),
+        ],
+        parse_table(
+            """
+            key  | value | time | diff
+            doc  | draft | 0    | +1
+            doc  | x     | 0    | +1
+            doc  | x     | 3    | -1
+            memo | x     | 3    | +1
+            """
+        ),
+        schema="key string, symbol struct<op: string, tag: string>, time long, order long",
+        value_type="string",
+    ),
+    Case(
+        "bad rows are rejected with a reason, the rest runs",
+        Upsert(),
+        [("k", "a", 1, None), (None, "b", 1, None), ("k", "c", None, None), ("j", "d", 2, None)],
+        parse_table(
+            """
+            key | value | time | diff
+            k   | a     | 1    | +1
+            j   | d     | 2    | +1
+            """
+        ),
+        rejected=[(None, 1, Reason.NULL_KEY), ("k", None, Reason.NULL_TIME)],
+    ),
+    Case(
+        "events below the arrangement's upper are late",
+        Upsert(),
+        [("k", "late", 3, None), ("k", "b", 5, None)],
+        parse_table(
+            """
+            key | value | time | diff
+            k   | a     | 5    | -1
+            k   | b     | 5    | +1
+            """
+        ),
+        rejected=[("k", 3, Reason.LATE)],
+        before=[("k", "a", 4, None)],
+    ),
+    Case(
+        "deadlines fire before the events at their time",
+        Session(ttl=3),
+        [("k", "a", 0, None), ("k", "b", 3, None), ("j", "c", 1, None)],
+        parse_table(
+            """
+            key | value  | time | diff
+            k   | (a, 0) | 0    | +1
+            j   | (c, 1) | 1    | +1
+            k   | (a, 0) | 3    | -1
+            k   | (b, 3) | 3    | +1
+            j   | (c, 1) | 4    | -1
+            k   | (b, 3) | 6    | -1
+            """.replace("(a, 0)", "A").replace("(b, 3)", "B").replace("(c, 1)", "C")
+        ),
+        value_type="struct<value: string, set_at: long>",
+    ),
+]
+
+# Table cells cannot hold tuples; the deadline case names them and maps them here.
+_NAMED = {"A": ("a", 0), "B": ("b", 3), "C": ("c", 1)}
+CASES[-1] = attrs.evolve(
+    CASES[-1],
+    expected=[Update((k, _NAMED[v]), t, d) for (k, v), t, d in CASES[-1].expected],
+)
