@@ -60,25 +60,28 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         "time", F.lit(None).cast("long").alias("diff"), "symbol", "order", "reason", "detail",
     )
 
-    last_first = Window.partitionBy("key", "time").orderBy(
-        F.col("order").desc_nulls_last(), F.col("symbol").desc_nulls_last()
-    )
-    winners = (
-        checked.where(F.col("reason").isNull())
-        .withColumn("rank", F.row_number().over(last_first))
-        .where(F.col("rank") == 1)
-        .select("key", "time", F.col("symbol").cast(value_type).alias("value"), F.lit(1).alias("row"))
+    # One window over each key (one shuffle): prior value first (row 0), then the
+    # commands by (time, rank); the last command of each time is the one applied.
+    commands = checked.where(F.col("reason").isNull()).select(
+        "key", "time", "order", F.col("symbol").cast(value_type).alias("value"), F.lit(1).alias("row")
     )
     if state is not None:
-        prior = state.join(winners.select("key").distinct(), "key", "left_semi")
-        winners = winners.unionByName(
+        prior = state.join(commands.select("key").distinct(), "key", "left_semi")
+        commands = commands.unionByName(
             prior.select(
                 "key", F.lit(None).cast(time_type).alias("time"),
+                F.lit(None).cast(prepared.schema["order"].dataType).alias("order"),
                 F.col("value").cast(value_type).alias("value"), F.lit(0).alias("row"),
             )
         )
+    by_rank = Window.partitionBy("key").orderBy(
+        "row", "time", F.col("order").asc_nulls_first(), F.col("value").asc_nulls_first()
+    )
+    applied = commands.withColumn("next_time", F.lead("time").over(by_rank)).where(
+        (F.col("row") == 0) | F.col("next_time").isNull() | (F.col("next_time") != F.col("time"))
+    )
     by_time = Window.partitionBy("key").orderBy("row", "time")
-    steps = winners.withColumn("before", F.lag("value").over(by_time)).where(F.col("row") == 1)
+    steps = applied.withColumn("before", F.lag("value").over(by_time)).where(F.col("row") == 1)
     changed = steps.where(~F.col("before").eqNullSafe(F.col("value")))
     pairs = F.array(
         F.struct(F.col("before").alias("value"), F.lit(-1).cast("long").alias("diff")),
