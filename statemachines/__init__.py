@@ -10,6 +10,8 @@ from statemachines.core import advance_key, apply_transition, run_key
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.intake import Intake
+from statemachines import linear
+from statemachines.linear import Linear, LinearView
 from statemachines.local import LocalRuntime, RunResult, run_local
 from statemachines.persisted import PersistedArrangement
 from statemachines.machine import Machine, MachineSpec
@@ -34,6 +36,8 @@ __all__ = [
     "DefinitionError",
     "Event",
     "Intake",
+    "Linear",
+    "LinearView",
     "InvalidArgument",
     "LocalRuntime",
     "Machine",
@@ -51,6 +55,7 @@ __all__ = [
     "event_rank",
     "format_table",
     "is_consolidated",
+    "linear",
     "parse_table",
     "run_key",
     "run_local",

@@ -25,3 +25,53 @@ def frontier_steps(max_time=14):
 
 data = st.tuples(st.sampled_from(["k1", "k2", "k3"]), st.integers(0, 3))
 update_batches = st.lists(st.builds(Update, data, times, st.integers(-2, 2)), max_size=40)
+
+
+# Standard linear operators over records (key, int), each with its textbook logic
+# written independently (time None: "no constraint").
+def _standard_ops():
+    from statemachines import linear
+
+    def bump(d):
+        return (d[0], d[1] + 1)
+
+    def even(d):
+        return d[1] % 2 == 0
+
+    def twice(d):
+        return [d, (d[0], d[1] * 2)]
+
+    def signed(d):
+        return [(d, 2), ((d[0], -d[1]), -1)]
+
+    def start(d):
+        return d[1] % 5
+
+    def stop(d):
+        return d[1] % 5 + 3
+
+    def never(d):
+        return None
+
+    return [
+        (linear.map(bump), lambda d: [(bump(d), None, 1)]),
+        (linear.filter(even), lambda d: [(d, None, 1)] if even(d) else []),
+        (linear.flat_map(twice), lambda d: [(x, None, 1) for x in twice(d)]),
+        (linear.explode(signed), lambda d: [(x, None, r) for x, r in signed(d)]),
+        (linear.temporal_filter(start, stop), lambda d: [(d, start(d), 1), (d, stop(d), -1)]),
+        (linear.temporal_filter(start, never), lambda d: [(d, start(d), 1)]),
+    ]
+
+
+STANDARD_OPS = _standard_ops()
+standard_op_indexes = st.integers(0, len(STANDARD_OPS) - 1)
+chains = st.lists(standard_op_indexes, min_size=1, max_size=4)
+record_updates = st.lists(
+    st.builds(
+        Update,
+        st.tuples(st.sampled_from(["k1", "k2"]), st.integers(-3, 6)),
+        times,
+        st.sampled_from([-2, -1, 1, 2]),
+    ),
+    max_size=25,
+)

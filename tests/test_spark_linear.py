@@ -1,0 +1,56 @@
+"""The same linear chains on Spark and locally give identical updates."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from spark_runtime import apply_linear, consolidated, is_vectorised
+from statemachines import consolidate, linear
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "key string, value long, time long, diff long"
+
+
+def random_updates(seed, n=200):
+    rnd = random.Random(seed)
+    return [
+        ((rnd.choice("abc"), rnd.randrange(-3, 9)), rnd.randrange(20), rnd.choice([-1, 1, 2]))
+        for _ in range(n)
+    ]
+
+
+def on_spark(spark, op, updates, **options):
+    frame = spark.createDataFrame([(k, v, t, d) for (k, v), t, d in updates], SCHEMA)
+    out = consolidated(apply_linear(op, frame, **options)).collect()
+    return consolidate(((r.key, r.value), r.time, r.diff) for r in out)
+
+
+def test_a_sql_chain_runs_as_column_expressions_and_matches(spark):
+    op = (
+        linear.filter(lambda d: d[1] >= 0, sql="value >= 0")
+        | linear.map(lambda d: (d[0], d[1] * 10), sql={"key": "key", "value": "value * 10"})
+        | linear.temporal_filter(lambda d: d[1] // 10, lambda d: d[1] // 10 + 4, sql=("value div 10", "value div 10 + 4"))
+    )
+    assert is_vectorised(op)
+    updates = random_updates(1)
+    frame = spark.createDataFrame([(k, v, t, d) for (k, v), t, d in updates], SCHEMA)
+    plan = apply_linear(op, frame)._jdf.queryExecution().executedPlan().toString()
+    assert "Python" not in plan and "Exchange" not in plan
+    assert on_spark(spark, op, updates) == op.apply(updates)
+
+
+def test_a_python_chain_runs_as_one_pass_and_matches(spark):
+    op = (
+        linear.flat_map(lambda d: [d, (d[0] + "!", d[1])])
+        | linear.explode(lambda d: [((d[0], d[1] % 3), 2)])
+        | linear.temporal_filter(lambda d: d[1], lambda d: None)
+    )
+    assert not is_vectorised(op)
+    updates = random_updates(2)
+    frame = spark.createDataFrame([(k, v, t, d) for (k, v), t, d in updates], SCHEMA)
+    plan = apply_linear(op, frame)._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("MapInArrow") == 1 and "Exchange" not in plan
+    assert on_spark(spark, op, updates) == op.apply(updates)
