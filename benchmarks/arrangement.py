@@ -19,10 +19,10 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from workloads import upsert_workload
 
 from library import Upsert
 from statemachines import Arrangement, PersistedArrangement, run_local
-from workloads import upsert_workload
 
 
 def timed(fn):

@@ -15,9 +15,10 @@ import sys
 import time
 from operator import itemgetter
 
+from workloads import upsert_workload
+
 from library import Upsert
 from statemachines import run_local
-from workloads import upsert_workload
 
 
 def bare_dict_loop(commands):

@@ -17,9 +17,10 @@ import sys
 import tempfile
 import time
 
+from workloads import CACHE, upsert_workload
+
 from library import Upsert
 from spark_runtime import local_session, run_batch
-from workloads import CACHE, upsert_workload
 
 
 def median_seconds(fn, runs):

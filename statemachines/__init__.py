@@ -5,16 +5,16 @@ renderers with heavy dependencies live elsewhere (``spark_runtime``) or are impo
 lazily.
 """
 
+from statemachines import linear
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
 from statemachines.core import advance_key, apply_transition, run_key
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.intake import Intake
-from statemachines import linear
 from statemachines.linear import Linear, LinearView
 from statemachines.local import LocalRuntime, RunResult, run_local
-from statemachines.persisted import PersistedArrangement
 from statemachines.machine import Machine, MachineSpec
+from statemachines.persisted import PersistedArrangement
 from statemachines.tables import format_table, parse_table
 from statemachines.times import time_after, time_kind
 from statemachines.updates import (

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -93,7 +93,7 @@ class LocalRuntime:
             self._frontier = into.upper
             self._intake.kind = time_kind(into.upper)
             if machine.spec.has_deadlines:
-                for key in into.keys():
+                for key in into.keys():  # noqa: SIM118 - an Arrangement, not a dict
                     self._arm(key, into.values(key))
 
     # -- reading --------------------------------------------------------------------
@@ -144,10 +144,11 @@ class LocalRuntime:
         reject = self._rejected.append
         frontier = self._frontier
         for raw in events:
-            event = check(raw, frontier)
-            if type(event) is Rejected:
-                reject(event)
+            checked = check(raw, frontier)
+            if type(checked) is Rejected:
+                reject(checked)
                 continue
+            event = cast(Event, checked)
             if self._finished:
                 reject(Rejected(event, Reason.LATE, "the input was already declared complete"))
                 continue

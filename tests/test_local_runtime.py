@@ -71,7 +71,7 @@ def naive_sessions(events, ttl, horizon):
         by_time[e.time].append(e)
     state, present = {}, {}
     for t in range(horizon):
-        for key, (value, set_at) in list(state.items()):
+        for key, (_value, set_at) in list(state.items()):
             if set_at + ttl == t:
                 del state[key]
         for e in sorted(by_time[t], key=lambda e: event_rank(e.order, e.symbol)):

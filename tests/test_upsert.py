@@ -98,8 +98,8 @@ def test_events_fed_between_steps_give_the_same_output(events, rnd, steps):
     stepped = []
     for frontier in steps:
         now = [e.time < frontier or rnd.random() < 0.3 for e in remaining]
-        runtime.feed([e for e, take in zip(remaining, now) if take])
-        remaining = [e for e, take in zip(remaining, now) if not take]
+        runtime.feed([e for e, take in zip(remaining, now, strict=True) if take])
+        remaining = [e for e, take in zip(remaining, now, strict=True) if not take]
         stepped.extend(runtime.advance_to(frontier).updates)
     runtime.feed(remaining)
     stepped.extend(runtime.finish().updates)
