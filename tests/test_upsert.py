@@ -20,25 +20,8 @@ from statemachines import (
 from tests import strategies as sst
 from tests.models import collection_from_replay, replay
 
-SEED_UPSERTS = ["mcsherry", "zappa", None, "oz", "oz", None]
-
-
-def test_seed_example_gives_the_six_updates_of_the_seed():
-    events = [("frank", value, time) for time, value in enumerate(SEED_UPSERTS)]
-    expected = parse_table(
-        """
-        key   | value    | time | diff
-        frank | mcsherry | 0    | +1
-        frank | mcsherry | 1    | -1
-        frank | zappa    | 1    | +1
-        frank | zappa    | 2    | -1
-        frank | oz       | 3    | +1
-        frank | oz       | 5    | -1
-        """
-    )
-    result = run_local(Upsert(), events)
-    assert result.updates == expected
-    assert result.rejected == []
+# The seed's example (six upserts -> six updates) is the first case of the contract
+# suite, tests/contract.py, run against every runtime.
 
 
 def test_same_time_commands_net_out_and_highest_order_wins():
