@@ -265,44 +265,79 @@ def run_batch(
             value type that does not match the arrangement.
     """
     from pyspark.sql import functions as F
+
+    prepared = prepare_events(events, EventColumns(key, symbol, time, order))
+    if into is None:
+        output = process_events(machine, prepared, value_type=value_type, native=native)
+        return _result(output)
+    into = open_arrangement(into)
+    lower = decode_time(read_manifest(into)["upper"])
+    latest = prepared.agg(F.max("time").alias("t")).toArrow().column(0)[0].as_py()
+    upto = time_after(latest) if latest is not None else lower
+    if lower is not None and (upto is None or upto < lower):
+        upto = lower  # every event is late: nothing new to publish
+    output = process_events(
+        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native
+    )
+    result = _result(output, lower, upto)
+    published = False
+    if upto is not None and (lower is None or upto > lower):
+        name, count = write_batch(result.updates, into)
+        published = publish_batch(into, name, lower, upto, count)
+    return attrs.evolve(result, published=published)
+
+
+def open_arrangement(path: str | os.PathLike[str]) -> str:
+    """The arrangement directory as a string, created (empty) if missing."""
+    path = os.fspath(path)
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        PersistedArrangement(path)
+    return path
+
+
+def process_events(
+    machine: Machine,
+    prepared: Any,
+    *,
+    lower: Any = None,
+    upto: Any = None,
+    into: str | None = None,
+    value_type: Any = None,
+    native: bool = True,
+) -> Any:
+    """The cached output rows (updates and rejections) of ``machine`` over ``prepared``.
+
+    Events below ``lower`` are late; deadlines before ``upto`` fire (all of them when
+    ``upto`` is ``None``); with ``into``, prior values come from that arrangement.
+    """
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    spark = events.sparkSession
-    prepared = prepare_events(events, EventColumns(key, symbol, time, order))
+    from spark_runtime import native as native_paths
+
     kind = _time_kind_of(prepared.schema["time"].dataType)
     if isinstance(value_type, str):
         value_type = T._parse_datatype_string(value_type)
-
-    lower = upto = state = None
+    state = None
     if into is not None:
-        into = os.fspath(into)
-        if not os.path.exists(os.path.join(into, "manifest.json")):
-            PersistedArrangement(into)  # creates an empty one
-        lower = decode_time(read_manifest(into)["upper"])
-        latest = prepared.agg(F.max("time").alias("t")).toArrow().column(0)[0].as_py()
-        upto = time_after(latest) if latest is not None else None
-        if upto is not None and lower is not None and upto <= lower:
-            upto = lower  # every event is late; nothing new to publish
-        state, value_type = _arrangement_state(spark, into, prepared, value_type)
+        state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
     value_type = value_type or prepared.schema["symbol"].dataType
-
-    from spark_runtime import native as native_paths
-
     fast = native_paths.for_machine(machine) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
-    output = output.persist()
+    return output.persist()
+
+
+def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
+    from pyspark.sql import functions as F
+
     updates = output.where(F.col("kind") == UPDATE).select("key", "value", "time", "diff")
     rejected = output.where(F.col("kind") == REJECTED).select(
         "key", "symbol", "time", "order", "reason", "detail"
     )
-    published = False
-    if into is not None and upto is not None and (lower is None or upto > lower):
-        published = _publish(spark, into, updates, lower, upto)
-    return BatchResult(updates, rejected, lower, upto, published)
+    return BatchResult(updates, rejected, lower, upper)
 
 
 def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema):
@@ -337,11 +372,14 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema), schema)
 
 
-def _publish(spark: Any, path: str, updates: Any, lower: Any, upper: Any) -> bool:
-    """Write ``updates`` as a new batch directory, then publish it in the manifest."""
-    name = f"batch-{uuid.uuid4().hex}"
-    count = updates.count()
+def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:
+    """Write ``frame`` as Parquet under ``path/<prefix>-<id>``; return the name and row count.
+
+    Nothing is written for an empty frame (the name is still returned).
+    """
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    count = frame.count()
     if count:
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        updates.write.parquet(os.path.join(path, name))
-    return publish_batch(path, name, lower, upper, count)
+        frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        frame.write.parquet(os.path.join(path, name))
+    return name, count

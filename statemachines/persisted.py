@@ -151,11 +151,26 @@ def _write_manifest(path: pathlib.Path, manifest: dict[str, Any]) -> pathlib.Pat
     return temporary
 
 
-def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
-    """Delete batch files and directories, and temporary manifests, not published."""
+_DATA_PREFIXES = ("batch-", "pending-", "rejected-")
+
+
+def _listed(manifest: dict[str, Any]) -> set[str]:
+    """Every data file or directory the manifest names."""
     listed = {b["file"] for b in manifest["batches"] if b["file"]}
+    stream = manifest.get("stream") or {}
+    if stream.get("pending"):
+        listed.add(stream["pending"])
+    listed.update(stream.get("rejected", []))
+    return listed
+
+
+def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
+    """Delete data files and directories, and temporary manifests, not published."""
+    listed = _listed(manifest)
     for item in path.iterdir():
-        if (item.name.startswith("batch-") and item.name not in listed) or item.name.endswith(".tmp"):
+        if (item.name.startswith(_DATA_PREFIXES) and item.name not in listed) or item.name.endswith(
+            ".tmp"
+        ):
             if item.is_dir():
                 shutil.rmtree(item, ignore_errors=True)
             else:
@@ -163,40 +178,59 @@ def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
 
 
 def publish_batch(
-    path: str | os.PathLike[str], name: str, lower: Any, upper: Any, count: int
+    path: str | os.PathLike[str],
+    name: str,
+    lower: Any,
+    upper: Any,
+    count: int,
+    *,
+    stream: dict[str, Any] | None = None,
 ) -> bool:
     """Publish a batch that another writer (e.g. Spark) wrote as ``path/name``.
 
     The batch file or directory must already be complete; only the manifest is
     touched (no data is loaded). The same rules as ``Arrangement.append`` hold:
     ``lower`` must be the published ``upper``, and a batch matching batches already
-    published is an ignored replay (its files are removed).
+    published is an ignored replay (its files are removed). ``upper == lower``
+    publishes no batch, only ``stream``.
+
+    Args:
+        stream: a streaming writer's progress (``batch_id``, ``pending``,
+            ``rejected``), published in the same atomic step; a ``batch_id`` not
+            above the published one makes the call an ignored replay.
 
     Returns:
         True if published, False if it was a replay.
     """
     path = pathlib.Path(path)
     manifest = read_manifest(path)
+    published_id = (manifest.get("stream") or {}).get("batch_id", -1)
+    if stream is not None and stream["batch_id"] <= published_id:
+        _remove_unlisted(path, manifest)
+        return False
     staged = Arrangement()
     staged._upper = decode_time(manifest["upper"])
     staged._boundaries = [decode_time(t) for t in manifest["boundaries"]]
-    if not staged._accepts(lower, upper):
-        _remove_unlisted(path, manifest)
-        return False
-    staged._add_boundaries(lower, upper)
-    since = manifest["since"]
-    manifest["upper"] = encode_time(upper)
-    manifest["boundaries"] = [encode_time(t) for t in staged._boundaries]
-    manifest["batches"].append(
-        {
-            "id": name.removeprefix("batch-"),
-            "file": name if count else None,
-            "lower": encode_time(lower),
-            "upper": encode_time(upper),
-            "since": since,
-            "count": count,
-        }
-    )
+    advances = upper is not None and upper != lower
+    if advances:
+        if not staged._accepts(lower, upper):
+            _remove_unlisted(path, manifest)
+            return False
+        staged._add_boundaries(lower, upper)
+        manifest["upper"] = encode_time(upper)
+        manifest["boundaries"] = [encode_time(t) for t in staged._boundaries]
+        manifest["batches"].append(
+            {
+                "id": name.removeprefix("batch-"),
+                "file": name if count else None,
+                "lower": encode_time(lower),
+                "upper": encode_time(upper),
+                "since": manifest["since"],
+                "count": count,
+            }
+        )
+    if stream is not None:
+        manifest["stream"] = stream
     os.replace(_write_manifest(path, manifest), path / MANIFEST)
     _remove_unlisted(path, manifest)
     return True
@@ -213,6 +247,7 @@ class PersistedArrangement(Arrangement):
         super().__init__()
         self.path = pathlib.Path(path)
         self._files: dict[str, str] = {}  # batch id -> file name
+        self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         manifest = self.path / MANIFEST
         if manifest.exists():
             with gc_paused():
@@ -274,6 +309,8 @@ class PersistedArrangement(Arrangement):
                 for batch in staged._batches
             ],
         }
+        if self._stream is not None:
+            manifest["stream"] = self._stream
         temporary = _write_manifest(self.path, manifest)
         self._fault("manifest_written")
         os.replace(temporary, self.path / MANIFEST)
@@ -305,11 +342,13 @@ class PersistedArrangement(Arrangement):
 
     def _remove_unlisted_files(self) -> None:
         self._files = {b.id: self._files[b.id] for b in self._batches if b.id in self._files}
-        _remove_unlisted(self.path, {"batches": [{"file": f} for f in self._files.values()]})
+        listed = {"batches": [{"file": f} for f in self._files.values()], "stream": self._stream}
+        _remove_unlisted(self.path, listed)
 
     # -- reading --------------------------------------------------------------------
 
     def _load(self, manifest: dict[str, Any]) -> None:
+        self._stream = manifest.get("stream")
         self._upper = decode_time(manifest["upper"])
         self._since = decode_time(manifest["since"])
         self._boundaries = [decode_time(t) for t in manifest["boundaries"]]
