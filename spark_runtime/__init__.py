@@ -4,10 +4,13 @@ from spark_runtime.arrangement import read_history, read_snapshot, read_updates
 from spark_runtime.batch import BatchResult, EventColumns, run_batch
 from spark_runtime.linear import apply_linear, consolidated, is_vectorised
 from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
+from spark_runtime.streaming import MicroBatchReport, MicroBatchRunner, read_rejected, run_stream
 
 __all__ = [
     "BatchResult",
     "EventColumns",
+    "MicroBatchReport",
+    "MicroBatchRunner",
     "JavaNotFound",
     "apply_linear",
     "consolidated",
@@ -15,8 +18,10 @@ __all__ = [
     "is_vectorised",
     "local_session",
     "read_history",
+    "read_rejected",
     "read_snapshot",
     "read_updates",
     "run_batch",
+    "run_stream",
     "session",
 ]

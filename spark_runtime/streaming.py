@@ -1,0 +1,220 @@
+"""Running a machine over a Spark Structured Streaming source, exactly once.
+
+Each micro-batch is processed by the batch runtime, with all state in the persisted
+arrangement (feedback, as in the design): the machine's values are the arrangement's,
+and events whose time is not yet complete are kept there too, as *pending* events.
+
+Per micro-batch ``b`` (Spark's ``foreachBatch``, checkpointed):
+
+1. the frontier advances to ``max(frontier, latest event time seen - delay)``: the
+   event-time watermark, computed from the data like Spark's, but by this runtime, so
+   no row is ever dropped silently;
+2. events below the old frontier are *late* and go to the rejected output;
+3. pending and new events below the new frontier are applied (deadlines before it
+   fire); the rest stay pending;
+4. the updates, the rejected rows and the new pending events are written, then
+   published in one atomic manifest write that records ``b``. A micro-batch that Spark
+   replays after a failure finds ``b`` already published and does nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time as _time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from spark_runtime.batch import (
+    EventColumns,
+    _result,
+    _time_kind_of,
+    open_arrangement,
+    prepare_events,
+    process_events,
+    write_batch,
+)
+from statemachines import InvalidArgument, Machine
+from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
+
+__all__ = ["MicroBatchReport", "MicroBatchRunner", "read_rejected", "run_stream"]
+
+
+@attrs.frozen
+class MicroBatchReport:
+    """What one micro-batch did (passed to the ``progress`` callback)."""
+
+    batch_id: int
+    events: int
+    updates: int
+    rejected: int
+    pending: int
+    frontier: Any
+    seconds: float
+    replayed: bool = False
+
+    def __str__(self) -> str:
+        if self.replayed:
+            return f"batch {self.batch_id}: already published, skipped"
+        return (
+            f"batch {self.batch_id}: {self.events:,} events in, {self.updates:,} updates out, "
+            f"{self.rejected:,} rejected, {self.pending:,} pending, frontier {self.frontier!r}, "
+            f"{self.seconds:.1f}s"
+        )
+
+
+def _latest_time(frame: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return frame.agg(F.max("time")).toArrow().column(0)[0].as_py()
+
+
+def _minus(latest: Any, delay: Any) -> Any:
+    if isinstance(latest, _dt.datetime) and not isinstance(delay, _dt.timedelta):
+        raise InvalidArgument(f"with timestamp times the delay is a timedelta, not {delay!r}")
+    return latest - delay
+
+
+@attrs.define
+class MicroBatchRunner:
+    """The ``foreachBatch`` function: one micro-batch into the arrangement, exactly once."""
+
+    machine: Machine
+    into: str
+    columns: EventColumns
+    delay: Any
+    value_type: Any = None
+    native: bool = True
+    progress: Callable[[MicroBatchReport], None] | None = print
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        started = _time.perf_counter()
+        manifest = read_manifest(self.into)
+        stream = manifest.get("stream") or {}
+        if batch_id <= stream.get("batch_id", -1):
+            self._report(MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
+            return
+        spark = batch.sparkSession
+        arrived = prepare_events(batch, self.columns)
+        lower = decode_time(manifest["upper"])
+        pending = self._pending(spark, stream, arrived)
+        events = arrived if pending is None else arrived.unionByName(pending)
+        events = events.persist()
+
+        frontier = decode_time(stream.get("frontier"))
+        latest = _latest_time(events)
+        if latest is not None:
+            candidate = _minus(latest, self.delay)
+            if frontier is None or candidate > frontier:
+                frontier = candidate
+        if lower is not None and (frontier is None or frontier < lower):
+            frontier = lower
+
+        time_type = events.schema["time"].dataType
+        bound = F.lit(frontier).cast(time_type) if frontier is not None else None
+        if bound is None:
+            due, waiting = events.limit(0), events
+        else:
+            waiting = events.where(F.col("time").isNotNull() & (F.col("time") >= bound))
+            due = events.where(F.col("time").isNull() | (F.col("time") < bound))
+        output = process_events(
+            self.machine, due, lower=lower, upto=frontier, into=self.into,
+            value_type=self.value_type, native=self.native,
+        )
+        result = _result(output, lower, frontier)
+        name, n_updates = write_batch(result.updates, self.into)
+        rejected_name, n_rejected = write_batch(result.rejected, self.into, prefix="rejected")
+        pending_name, n_pending = write_batch(waiting, self.into, prefix="pending")
+        progress = {
+            "batch_id": batch_id,
+            "frontier": encode_time(frontier),
+            "pending": pending_name if n_pending else None,
+            "pending_count": n_pending,
+            "rejected": stream.get("rejected", []) + ([rejected_name] if n_rejected else []),
+        }
+        publish_batch(self.into, name, lower, frontier, n_updates, stream=progress)
+        n_events = events.count() - stream.get("pending_count", 0)
+        output.unpersist()
+        events.unpersist()
+        self._report(
+            MicroBatchReport(
+                batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
+                _time.perf_counter() - started,
+            )
+        )
+
+    def _pending(self, spark: Any, stream: dict[str, Any], like: Any) -> Any:
+        if not stream.get("pending"):
+            return None
+        stored = spark.read.parquet(os.path.join(self.into, stream["pending"]))
+        return stored.select(*(stored[c].cast(like.schema[c].dataType).alias(c) for c in like.columns))
+
+    def _report(self, report: MicroBatchReport) -> None:
+        if self.progress is not None:
+            self.progress(report)
+
+
+def run_stream(
+    machine: Machine,
+    events: Any,
+    *,
+    into: str | os.PathLike[str],
+    checkpoint: str | os.PathLike[str],
+    key: str = "key",
+    symbol: str = "symbol",
+    time: str = "time",
+    order: str | None = None,
+    delay: Any = 0,
+    value_type: Any = None,
+    native: bool = True,
+    trigger: dict[str, Any] | None = None,
+    progress: Callable[[MicroBatchReport], None] | None = print,
+) -> Any:
+    """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
+
+    Args:
+        machine: any machine instance.
+        events: a streaming DataFrame (``spark.readStream...``).
+        into: the persisted arrangement directory (created if missing).
+        checkpoint: Spark's checkpoint directory for this query.
+        key, symbol, time, order: the event columns.
+        delay: how far behind the latest event time the frontier stays (a number,
+            or a ``timedelta`` for timestamp times); events older than the frontier
+            when they arrive are rejected as late.
+        value_type, native: as for :func:`~spark_runtime.batch.run_batch`.
+        trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
+            ``{"availableNow": True}``).
+        progress: called with a :class:`MicroBatchReport` after each micro-batch
+            (default: printed); ``None`` for silence.
+
+    Returns:
+        The started ``StreamingQuery``.
+    """
+    if not events.isStreaming:
+        raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
+    columns = EventColumns(key, symbol, time, order)
+    prepare_events(events, columns)  # column and type errors surface now
+    _time_kind_of(events.schema[time].dataType)
+    runner = MicroBatchRunner(
+        machine, open_arrangement(into), columns, delay, value_type, native, progress
+    )
+    writer = events.writeStream.foreachBatch(runner).option("checkpointLocation", os.fspath(checkpoint))
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return writer.start()
+
+
+def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:
+    """Every rejected row a streaming run published into the arrangement at ``path``.
+
+    Returns ``None`` when nothing was rejected.
+    """
+    stream = read_manifest(path).get("stream") or {}
+    names = stream.get("rejected", [])
+    if not names:
+        return None
+    return spark.read.parquet(*(os.path.join(os.fspath(path), n) for n in names))
