@@ -56,6 +56,7 @@ def main() -> None:
     ]
     print("Differential updates ((customer_id, (name, city)), lsn, diff):")
     print(format_table(sorted(updates, key=lambda u: (u.time, u.data))))
+    print(f"\n{result.summary()}")
     print("\nRejected rows:")
     for r in result.rejected.collect():
         print(f"  customer_id={r.key} lsn={r.time} reason={r.reason}: {r.detail}")

@@ -66,6 +66,25 @@ class BatchResult:
     upper: Any = None
     published: bool = False
 
+    def summary(self) -> str:
+        """A one-line account: updates out, rejected by reason, what was published.
+
+        Counts the cached output (one pass over it).
+        """
+        from pyspark.sql import functions as F
+
+        reasons = {r.reason: r.n for r in self.rejected.groupBy("reason").agg(F.count("*").alias("n")).collect()}
+        rejected = sum(reasons.values())
+        by_reason = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
+        where = (
+            f"published [{self.lower!r}, {self.upper!r})" if self.published else "nothing published"
+        )
+        return (
+            f"{self.updates.count():,} updates out, {rejected:,} rejected"
+            + (f" ({by_reason})" if by_reason else "")
+            + f"; {where}"
+        )
+
 
 def _time_kind_of(data_type: Any) -> str:
     from pyspark.sql import types as T

@@ -34,7 +34,6 @@ from statemachines.updates import Update, sort_updates, sorted_any
 __all__ = ["LocalRuntime", "RunResult", "run_local"]
 
 
-
 def _rank_of(event: Event) -> tuple[Any, ...]:
     return event_rank(event.order, event.symbol)
 
@@ -122,7 +121,11 @@ class LocalRuntime:
         return events
 
     def stats(self) -> dict[str, int]:
-        """Sizes of the working state: live keys, buffered slots and armed deadlines."""
+        """Sizes of the working state: live keys, buffered slots and armed deadlines.
+
+        ``live_keys`` counts the keys this runtime holds values for; with ``into``,
+        the arrangement holds them instead and this is 0.
+        """
         return {
             "live_keys": len(self._values),
             "buffered_key_times": sum(len(by_time) for by_time in self._pending.values()),

@@ -64,6 +64,7 @@ def test_rerunning_a_published_batch_double_counts_nothing(spark, tmp_path):
     before = PersistedArrangement(tmp_path).updates()
     again = run_batch(Upsert(), frame, into=tmp_path)
     assert not again.published
+    assert again.summary() == "0 updates out, 2 rejected (2 late); nothing published"
     assert {r.reason for r in again.rejected.collect()} == {"late"}
     assert PersistedArrangement(tmp_path).updates() == before
 
