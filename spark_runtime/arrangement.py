@@ -69,11 +69,13 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None):
     """
     from pyspark.sql import functions as F
 
-    since = decode_time(read_manifest(path)["since"])
+    files, since = _published_files(path)
     if as_of is not None and since is not None and as_of < since:
         raise InvalidArgument(f"cannot read at {as_of!r}: compacted up to since={since!r}")
-    updates = read_updates(spark, path)
-    if as_of is not None:
+    if not files:
+        raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
+    updates = spark.read.parquet(*files)
+    if as_of is not None:  # times below since read as since, which is <= as_of
         updates = updates.where(F.col("time") <= F.lit(as_of))
     return (
         updates.groupBy("key", "value")

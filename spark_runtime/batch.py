@@ -394,11 +394,18 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
 def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:
     """Write ``frame`` as Parquet under ``path/<prefix>-<id>``; return the name and row count.
 
-    Nothing is written for an empty frame (the name is still returned).
+    The rows are counted from the written files' metadata (no second Spark job); an
+    empty result leaves nothing behind.
     """
+    import shutil
+
+    import pyarrow.dataset as ds
+
     name = f"{prefix}-{uuid.uuid4().hex}"
-    count = frame.count()
-    if count:
-        frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        frame.write.parquet(os.path.join(path, name))
+    target = os.path.join(path, name)
+    frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    frame.write.parquet(target)
+    count = ds.dataset(target, format="parquet").count_rows()
+    if not count:
+        shutil.rmtree(target, ignore_errors=True)
     return name, count

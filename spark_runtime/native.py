@@ -54,48 +54,60 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
             F.format_string("time %s is below the processed frontier %s", F.col("time"), bound),
         )
     checked = prepared.withColumn("reason", reason).withColumn("detail", detail)
+    symbol_type = prepared.schema["symbol"].dataType
+    order_type = prepared.schema["order"].dataType
 
-    rejected = checked.where(F.col("reason").isNotNull()).select(
-        F.lit(1).cast("byte").alias("kind"), "key", F.lit(None).cast(value_type).alias("value"),
-        "time", F.lit(None).cast("long").alias("diff"), "symbol", "order", "reason", "detail",
-    )
-
-    # One window over each key (one shuffle): prior value first (row 0), then the
-    # commands by (time, rank); the last command of each time is the one applied.
-    commands = checked.where(F.col("reason").isNull()).select(
-        "key", "time", "order", F.col("symbol").cast(value_type).alias("value"), F.lit(1).alias("row")
+    # One pass: every row goes through one exchange by key. Per key, rows sort as
+    # the prior value (row 0), the valid commands by (time, rank) (row 1), then the
+    # rejected events (row 2); the last valid command of each time is applied.
+    rows = checked.select(
+        "key", "time", "order", "symbol", "reason", "detail",
+        F.col("symbol").cast(value_type).alias("value"),
+        F.when(F.col("reason").isNull(), 1).otherwise(2).alias("row"),
     )
     if state is not None:
-        prior = state.join(commands.select("key").distinct(), "key", "left_semi")
-        commands = commands.unionByName(
-            prior.select(
+        rows = rows.unionByName(
+            state.join(prepared.select("key").distinct(), "key", "left_semi").select(
                 "key", F.lit(None).cast(time_type).alias("time"),
-                F.lit(None).cast(prepared.schema["order"].dataType).alias("order"),
+                F.lit(None).cast(order_type).alias("order"),
+                F.lit(None).cast(symbol_type).alias("symbol"),
+                F.lit(None).cast("string").alias("reason"), F.lit(None).cast("string").alias("detail"),
                 F.col("value").cast(value_type).alias("value"), F.lit(0).alias("row"),
             )
         )
     by_rank = Window.partitionBy("key").orderBy(
         "row", "time", F.col("order").asc_nulls_first(), F.col("value").asc_nulls_first()
     )
-    applied = commands.withColumn("next_time", F.lead("time").over(by_rank)).where(
-        (F.col("row") == 0) | F.col("next_time").isNull() | (F.col("next_time") != F.col("time"))
+    superseded = (F.lead("row").over(by_rank) == 1) & (F.lead("time").over(by_rank) == F.col("time"))
+    kept = rows.withColumn("superseded", F.coalesce(superseded, F.lit(False))).where(
+        ~((F.col("row") == 1) & F.col("superseded"))
     )
     by_time = Window.partitionBy("key").orderBy("row", "time")
-    steps = applied.withColumn("before", F.lag("value").over(by_time)).where(F.col("row") == 1)
-    changed = steps.where(~F.col("before").eqNullSafe(F.col("value")))
-    pairs = F.array(
-        F.struct(F.col("before").alias("value"), F.lit(-1).cast("long").alias("diff")),
-        F.struct(F.col("value").alias("value"), F.lit(1).cast("long").alias("diff")),
+    steps = kept.withColumn("before", F.lag("value").over(by_time))
+
+    def out(kind, value, diff, symbol, order, reason, detail):
+        return F.struct(
+            F.lit(kind).cast("byte").alias("kind"), value.alias("value"),
+            F.lit(diff).cast("long").alias("diff"), symbol.alias("symbol"),
+            order.alias("order"), reason.alias("reason"), detail.alias("detail"),
+        )
+
+    none = F.lit(None)
+    changed = (F.col("row") == 1) & ~F.col("before").eqNullSafe(F.col("value"))
+    emitted = F.array(
+        F.when(changed & F.col("before").isNotNull(),
+               out(0, F.col("before"), -1, none.cast(symbol_type), none.cast(order_type),
+                   none.cast("string"), none.cast("string"))),
+        F.when(changed & F.col("value").isNotNull(),
+               out(0, F.col("value"), 1, none.cast(symbol_type), none.cast(order_type),
+                   none.cast("string"), none.cast("string"))),
+        F.when(F.col("row") == 2,
+               out(1, none.cast(value_type), None, F.col("symbol"), F.col("order"),
+                   F.col("reason"), F.col("detail"))),
     )
-    updates = (
-        changed.select("key", "time", F.explode(pairs).alias("u"))
-        .where(F.col("u.value").isNotNull())
+    return (
+        steps.select("key", "time", F.explode(F.filter(emitted, lambda o: o.isNotNull())).alias("o"))
         .select(
-            F.lit(0).cast("byte").alias("kind"), "key", F.col("u.value").alias("value"), "time",
-            F.col("u.diff").alias("diff"),
-            F.lit(None).cast(prepared.schema["symbol"].dataType).alias("symbol"),
-            F.lit(None).cast(prepared.schema["order"].dataType).alias("order"),
-            F.lit(None).cast("string").alias("reason"), F.lit(None).cast("string").alias("detail"),
+            "o.kind", "key", "o.value", "time", "o.diff", "o.symbol", "o.order", "o.reason", "o.detail"
         )
     )
-    return updates.unionByName(rejected)

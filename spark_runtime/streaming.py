@@ -65,10 +65,11 @@ class MicroBatchReport:
         )
 
 
-def _latest_time(frame: Any) -> Any:
+def _latest_and_count(frame: Any) -> tuple[Any, int]:
     from pyspark.sql import functions as F
 
-    return frame.agg(F.max("time")).toArrow().column(0)[0].as_py()
+    row = frame.agg(F.max("time"), F.count(F.lit(1))).toArrow()
+    return row.column(0)[0].as_py(), row.column(1)[0].as_py()
 
 
 def _minus(latest: Any, delay: Any) -> Any:
@@ -106,7 +107,7 @@ class MicroBatchRunner:
         events = events.persist()
 
         frontier = decode_time(stream.get("frontier"))
-        latest = _latest_time(events)
+        latest, n_all = _latest_and_count(events)
         if latest is not None:
             candidate = _minus(latest, self.delay)
             if frontier is None or candidate > frontier:
@@ -137,7 +138,7 @@ class MicroBatchRunner:
             "rejected": stream.get("rejected", []) + ([rejected_name] if n_rejected else []),
         }
         publish_batch(self.into, name, lower, frontier, n_updates, stream=progress)
-        n_events = events.count() - stream.get("pending_count", 0)
+        n_events = n_all - stream.get("pending_count", 0)
         output.unpersist()
         events.unpersist()
         self._report(
