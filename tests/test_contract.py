@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from library import Upsert
@@ -43,17 +45,56 @@ def spark_runner(native):
     return run
 
 
+FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
+
+
+def stream_runner(case, tmp_path, spark):
+    """Streaming, one file per micro-batch: the earlier run, the events, then a flush.
+
+    The flush event, far in the future, moves the frontier past every time, so all
+    events are final and every deadline fires (it stays pending itself).
+    """
+    from spark_runtime import read_rejected, run_stream
+
+    source = tmp_path / "in"
+    source.mkdir()
+    files = [case.before] if case.before else []
+    files += [case.events, [(FLUSH_KEY, None, FLUSH_TIME, None)]]
+    for i, rows in enumerate(files):
+        staging = tmp_path / f"staging-{i}"
+        spark.createDataFrame(rows, case.schema).coalesce(1).write.parquet(str(staging))
+        (part,) = staging.glob("part-*.parquet")
+        target = source / f"{i:02d}.parquet"
+        part.rename(target)
+        os.utime(target, (1_700_000_000 + i,) * 2)
+    frame = spark.readStream.schema(case.schema).option("maxFilesPerTrigger", 1).parquet(str(source))
+    arrangement = tmp_path / "arr"
+    run_stream(
+        case.machine, frame, into=arrangement, checkpoint=tmp_path / "ckpt", order="order",
+        value_type=case.value_type, trigger={"availableNow": True}, progress=None,
+    ).awaitTermination()
+    earlier = run_local(case.machine, case.before).updates if case.before else []
+    published = PersistedArrangement(arrangement).updates()
+    updates = consolidate([*published, *((d, t, -n) for d, t, n in earlier)])
+    rejected_frame = read_rejected(spark, arrangement)
+    rejected = [] if rejected_frame is None else [(r.key, r.time, r.reason) for r in rejected_frame.collect()]
+    return updates, rejected
+
+
 @pytest.fixture(
     params=[
         "local",
         pytest.param("spark", marks=pytest.mark.spark),
         pytest.param("spark-native", marks=pytest.mark.spark),
+        pytest.param("spark-stream", marks=pytest.mark.spark),
     ]
 )
 def runtime(request):
     if request.param == "local":
         return lambda case, tmp_path: run_local_case(case, tmp_path)
     spark = request.getfixturevalue("spark")
+    if request.param == "spark-stream":
+        return lambda case, tmp_path: stream_runner(case, tmp_path, spark)
     run = spark_runner(native=request.param == "spark-native")
     return lambda case, tmp_path: run(case, tmp_path, spark)
 
