@@ -323,11 +323,13 @@ def process_events(
     into: str | None = None,
     value_type: Any = None,
     native: bool = True,
+    cache: bool = True,
 ) -> Any:
-    """The cached output rows (updates and rejections) of ``machine`` over ``prepared``.
+    """The output rows (updates and rejections) of ``machine`` over ``prepared``.
 
     Events below ``lower`` are late; deadlines before ``upto`` fire (all of them when
     ``upto`` is ``None``); with ``into``, prior values come from that arrangement.
+    With ``cache`` the output is persisted, for callers that read it more than once.
     """
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -346,7 +348,7 @@ def process_events(
         output = fast(prepared, state, lower=lower, value_type=value_type)
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
-    return output.persist()
+    return output.persist() if cache else output
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:

@@ -28,13 +28,13 @@ from typing import Any
 import attrs
 
 from spark_runtime.batch import (
+    REJECTED,
+    UPDATE,
     EventColumns,
-    _result,
     _time_kind_of,
     open_arrangement,
     prepare_events,
     process_events,
-    write_batch,
 )
 from statemachines import InvalidArgument, Machine
 from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
@@ -63,6 +63,30 @@ class MicroBatchReport:
             f"{self.rejected:,} rejected, {self.pending:,} pending, frontier {self.frontier!r}, "
             f"{self.seconds:.1f}s"
         )
+
+
+PENDING = 2
+
+
+def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
+    """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind."""
+    import uuid
+
+    import pyarrow.dataset as ds
+
+    name = f"batch-{uuid.uuid4().hex}"
+    target = os.path.join(path, name)
+    conf = frame.sparkSession.conf
+    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    conf.set("spark.sql.maxConcurrentOutputFileWriters", "3")  # one writer per kind, no sort
+    frame.write.partitionBy("kind").parquet(target)
+    counts = {}
+    for part in os.listdir(target):
+        if part.startswith("kind="):
+            counts[int(part.removeprefix("kind="))] = ds.dataset(
+                os.path.join(target, part), format="parquet"
+            ).count_rows()
+    return name, counts
 
 
 def _latest_and_count(frame: Any) -> tuple[Any, int]:
@@ -104,7 +128,6 @@ class MicroBatchRunner:
         lower = decode_time(manifest["upper"])
         pending = self._pending(spark, stream, arrived)
         events = arrived if pending is None else arrived.unionByName(pending)
-        events = events.persist()
 
         frontier = decode_time(stream.get("frontier"))
         latest, n_all = _latest_and_count(events)
@@ -124,23 +147,26 @@ class MicroBatchRunner:
             due = events.where(F.col("time").isNull() | (F.col("time") < bound))
         output = process_events(
             self.machine, due, lower=lower, upto=frontier, into=self.into,
-            value_type=self.value_type, native=self.native,
+            value_type=self.value_type, native=self.native, cache=False,
         )
-        result = _result(output, lower, frontier)
-        name, n_updates = write_batch(result.updates, self.into)
-        rejected_name, n_rejected = write_batch(result.rejected, self.into, prefix="rejected")
-        pending_name, n_pending = write_batch(waiting, self.into, prefix="pending")
+        # updates (kind 0), rejected (1) and pending events (2): written in one job
+        held = waiting.select(
+            F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order"
+        )
+        name, counts = write_parts(output.unionByName(held, allowMissingColumns=True), self.into)
+        n_updates, n_rejected, n_pending = (counts.get(k, 0) for k in (UPDATE, REJECTED, PENDING))
         progress = {
             "batch_id": batch_id,
             "frontier": encode_time(frontier),
-            "pending": pending_name if n_pending else None,
+            "pending": f"{name}/kind={PENDING}" if n_pending else None,
             "pending_count": n_pending,
-            "rejected": stream.get("rejected", []) + ([rejected_name] if n_rejected else []),
+            "rejected": stream.get("rejected", [])
+            + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
         }
-        publish_batch(self.into, name, lower, frontier, n_updates, stream=progress)
+        publish_batch(
+            self.into, f"{name}/kind={UPDATE}", lower, frontier, n_updates, stream=progress
+        )
         n_events = n_all - stream.get("pending_count", 0)
-        output.unpersist()
-        events.unpersist()
         self._report(
             MicroBatchReport(
                 batch_id, n_events, n_updates, n_rejected, n_pending, frontier,

@@ -155,13 +155,13 @@ _DATA_PREFIXES = ("batch-", "pending-", "rejected-")
 
 
 def _listed(manifest: dict[str, Any]) -> set[str]:
-    """Every data file or directory the manifest names."""
-    listed = {b["file"] for b in manifest["batches"] if b["file"]}
+    """The top-level files and directories holding data the manifest names."""
+    named = [b["file"] for b in manifest["batches"] if b["file"]]
     stream = manifest.get("stream") or {}
     if stream.get("pending"):
-        listed.add(stream["pending"])
-    listed.update(stream.get("rejected", []))
-    return listed
+        named.append(stream["pending"])
+    named.extend(stream.get("rejected", []))
+    return {name.split("/")[0] for name in named}
 
 
 def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
