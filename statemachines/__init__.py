@@ -5,7 +5,7 @@ renderers with heavy dependencies live elsewhere (``spark_runtime``) or are impo
 lazily.
 """
 
-from statemachines import linear
+from statemachines import cdc, linear
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
 from statemachines.core import advance_key, apply_transition, run_key
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
@@ -50,6 +50,7 @@ __all__ = [
     "Update",
     "advance_key",
     "apply_transition",
+    "cdc",
     "collection_at",
     "consolidate",
     "event_rank",

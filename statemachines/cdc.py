@@ -1,0 +1,350 @@
+"""Change data capture that survives duplication, reordering and re-batching.
+
+Two kinds of message, each a statement that is true of the final history, so that
+writing one twice, or in any order, or cut differently, says nothing new:
+
+- :class:`Updates`: some ``(data, time, diff)`` triples; each ``diff`` is the final,
+  accumulated diff of its ``(data, time)``.
+- :class:`Progress`: for the times in ``[lower, upper)``, how many distinct updates
+  each time has (``counts``; a time not listed has none). ``upper=None`` means the
+  history is complete from ``lower`` on.
+
+A :class:`CdcReader` accepts messages in any order, any number of times, cut into
+any batches (by one writer or several), and releases each time, once, as soon as it
+is known to be complete: its count is known, that many distinct updates arrived, and
+every earlier time is released. What it keeps is only what is still unresolved::
+
+    messages (any order)                    released
+    Updates([(a, 1, +1)])                   -
+    Progress(0, 3, [(1, 2)])                -            time 1 needs 2 updates
+    Updates([(a, 1, +1), (b, 1, +1)])       time 1: (a, 1, +1), (b, 1, +1); frontier 3
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from statemachines.errors import InvalidArgument, StateMachinesError
+from statemachines.persisted import decode_time, encode_time
+from statemachines.updates import Update, consolidate, sort_updates
+
+__all__ = [
+    "CdcConflict",
+    "CdcReader",
+    "CdcWriter",
+    "Progress",
+    "Updates",
+    "messages_from_arrangement",
+    "read_jsonl",
+    "read_parquet",
+    "write_jsonl",
+    "write_parquet",
+]
+
+
+class CdcConflict(StateMachinesError, ValueError):
+    """Two messages contradict each other about the history."""
+
+
+@attrs.frozen
+class Updates:
+    """Final updates: for each ``(data, time)`` the accumulated diff."""
+
+    updates: tuple[Update, ...]
+
+
+@attrs.frozen
+class Progress:
+    """The number of distinct updates at each time of ``[lower, upper)`` that has any."""
+
+    lower: Any
+    upper: Any
+    counts: tuple[tuple[Any, int], ...] = ()
+
+
+def _covers(lower: Any, upper: Any, time: Any) -> bool:
+    return (lower is None or time >= lower) and (upper is None or time < upper)
+
+
+class CdcWriter:
+    """Turns a stream of updates plus frontier advances into CDC messages.
+
+    >>> writer = CdcWriter(batch_size=2)
+    >>> for message in writer.advance([("a", 0, 1), ("b", 0, 1), ("a", 1, -1)], upper=2):
+    ...     print(message)
+    Updates(updates=(Update(data='a', time=0, diff=1), Update(data='b', time=0, diff=1)))
+    Updates(updates=(Update(data='a', time=1, diff=-1),))
+    Progress(lower=None, upper=2, counts=((0, 2), (1, 1)))
+    """
+
+    def __init__(self, *, batch_size: int = 1000) -> None:
+        if batch_size < 1:
+            raise InvalidArgument(f"batch_size must be at least 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.lower: Any = None
+
+    def advance(self, updates: Iterable[tuple[Any, Any, int]], upper: Any) -> list[Any]:
+        """Messages for the updates of ``[lower, upper)``, all final; then ``lower = upper``.
+
+        ``upper=None`` declares the history complete.
+        """
+        final = consolidate(updates)
+        for data, time, _ in final:
+            if not _covers(self.lower, upper, time):
+                raise InvalidArgument(
+                    f"update {data!r} at time {time!r} is outside [{self.lower!r}, {upper!r})"
+                )
+        messages: list[Any] = [
+            Updates(tuple(final[i : i + self.batch_size]))
+            for i in range(0, len(final), self.batch_size)
+        ]
+        counts: dict[Any, int] = {}
+        for _, time, _ in final:
+            counts[time] = counts.get(time, 0) + 1
+        messages.append(Progress(self.lower, upper, tuple(sorted(counts.items()))))
+        self.lower = upper
+        return messages
+
+
+def messages_from_arrangement(arrangement: Any, *, batch_size: int = 1000) -> list[Any]:
+    """CDC messages for everything an arrangement holds, up to its ``upper``."""
+    return CdcWriter(batch_size=batch_size).advance(arrangement.updates(), arrangement.upper)
+
+
+class CdcReader:
+    """Recovers a history from CDC messages; see the module documentation.
+
+    Memory: O(updates and counts at unreleased times + the pending coverage
+    intervals); released times leave only the frontier behind.
+    """
+
+    def __init__(self, *, start: Any = None) -> None:
+        """Read a history from ``start`` on (``None``: from its beginning)."""
+        self.frontier: Any = start  # every time below it is released (None: nothing is)
+        self.complete = False  # the whole history is released
+        self._counts: dict[Any, int] = {}  # known counts of unreleased times
+        self._received: dict[Any, dict[Any, int]] = {}  # time -> data -> diff
+        self._coverage: list[tuple[Any, Any]] = []  # intervals with known counts
+
+    def resident(self) -> int:
+        """How many items the reader holds: updates, counts and intervals."""
+        held = sum(len(by_data) for by_data in self._received.values())
+        return held + len(self._counts) + len(self._coverage)
+
+    def _released(self, time: Any) -> bool:
+        return self.complete or (self.frontier is not None and time < self.frontier)
+
+    def push(self, message: Any) -> list[tuple[Any, list[Update]]]:
+        """Take one message; return the times it completes, with their updates, in order.
+
+        Raises:
+            CdcConflict: the message contradicts what earlier messages said.
+        """
+        if self.complete:
+            return []  # everything is released; a late repeat says nothing new
+        if isinstance(message, Updates):
+            for data, time, diff in message.updates:
+                self._receive(data, time, diff)
+        elif isinstance(message, Progress):
+            self._progress(message)
+        else:
+            raise InvalidArgument(f"not a CDC message: {message!r}")
+        return self._release()
+
+    def read(self, messages: Iterable[Any]) -> Iterator[tuple[Any, list[Update]]]:
+        """Every time the messages complete, in order."""
+        for message in messages:
+            yield from self.push(message)
+
+    def _receive(self, data: Any, time: Any, diff: int) -> None:
+        if self._released(time):
+            return  # a repeat of something already released
+        by_data = self._received.setdefault(time, {})
+        known = by_data.get(data)
+        if known is not None and known != diff:
+            raise CdcConflict(
+                f"({data!r}, {time!r}) arrived with diff {known} and with diff {diff}"
+            )
+        if self._covered(time) and time not in self._counts:
+            raise CdcConflict(f"an update ({data!r}, {time!r}) at a time progress says has none")
+        by_data[data] = diff
+        expected = self._counts.get(time)
+        if expected is not None and len(by_data) > expected:
+            raise CdcConflict(f"time {time!r} has more than its {expected} updates")
+
+    def _covered(self, time: Any) -> bool:
+        return any(_covers(lower, upper, time) for lower, upper in self._coverage)
+
+    def _progress(self, message: Progress) -> None:
+        lower, upper = message.lower, message.upper
+        given = dict(message.counts)
+        for time, count in given.items():
+            if not _covers(lower, upper, time):
+                raise CdcConflict(f"progress [{lower!r}, {upper!r}) counts time {time!r} outside it")
+            if self._released(time):
+                continue
+            known = self._counts.get(time)
+            if (known is not None and known != count) or (known is None and self._covered(time)):
+                raise CdcConflict(
+                    f"time {time!r} has {known or 0} updates by one message and {count} by another"
+                )
+            received = len(self._received.get(time, ()))
+            if received > count:
+                raise CdcConflict(f"time {time!r} has {received} updates, progress says {count}")
+            self._counts[time] = count
+        for time, known in self._counts.items():
+            if time not in given and _covers(lower, upper, time):
+                raise CdcConflict(
+                    f"time {time!r} has {known} updates by one message and 0 by another"
+                )
+        for time in self._received:
+            if time not in given and _covers(lower, upper, time) and not self._released(time):
+                raise CdcConflict(f"updates arrived at time {time!r}, progress says it has none")
+        below_frontier = upper is not None and self.frontier is not None and upper <= self.frontier
+        if not below_frontier and (lower, upper) not in self._coverage:
+            self._coverage.append((lower, upper))
+
+    def _release(self) -> list[tuple[Any, list[Update]]]:
+        released = []
+        while not self.complete:
+            interval = self._interval_at_frontier()
+            if interval is None:
+                break
+            _, upper = interval
+            pending = sorted(t for t in self._counts if _covers(None, upper, t))
+            stopped = False
+            for time in pending:
+                by_data = self._received.get(time, {})
+                if len(by_data) < self._counts[time]:
+                    self._move_frontier(time)
+                    stopped = True
+                    break
+                del self._counts[time]
+                self._received.pop(time, None)
+                updates = sort_updates([Update(d, time, n) for d, n in by_data.items()])
+                released.append((time, updates))
+            if stopped:
+                break
+            if upper is None:
+                self.complete = True
+                self._counts.clear()
+                self._received.clear()
+                self._coverage.clear()
+            else:
+                self._move_frontier(upper)
+        return released
+
+    def _interval_at_frontier(self) -> tuple[Any, Any] | None:
+        """A known interval that holds the frontier."""
+        for lower, upper in self._coverage:
+            if self.frontier is None:
+                if lower is None:
+                    return lower, upper
+            elif _covers(lower, upper, self.frontier):
+                return lower, upper
+        return None
+
+    def _move_frontier(self, time: Any) -> None:
+        if self.frontier is not None and time <= self.frontier:
+            return
+        self.frontier = time
+        self._coverage = [(lo, up) for lo, up in self._coverage if up is None or up > time]
+        for stale in [t for t in self._received if t < time]:
+            del self._received[stale]  # repeats of released times
+
+
+# -- files ------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """Tuples read back from JSON as lists; make them tuples again (hashable)."""
+    return tuple(_plain(v) for v in value) if isinstance(value, list) else value
+
+
+def _encode(message: Any) -> dict[str, Any]:
+    if isinstance(message, Updates):
+        return {"updates": [[d, encode_time(t), n] for d, t, n in message.updates]}
+    return {
+        "progress": {
+            "lower": encode_time(message.lower),
+            "upper": encode_time(message.upper),
+            "counts": [[encode_time(t), n] for t, n in message.counts],
+        }
+    }
+
+
+def _decode(record: dict[str, Any]) -> Any:
+    if "updates" in record:
+        return Updates(tuple(Update(_plain(d), decode_time(t), n) for d, t, n in record["updates"]))
+    p = record["progress"]
+    counts = tuple((decode_time(t), n) for t, n in p["counts"])
+    return Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)
+
+
+def write_jsonl(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:
+    """Write messages as JSON Lines: ``{"updates": [[data, time, diff], ...]}`` or
+    ``{"progress": {"lower": ..., "upper": ..., "counts": [[time, n], ...]}}``;
+    datetimes as ``{"datetime": iso}``, dates as ``{"date": iso}``; tuples as lists."""
+    with open(path, "w") as out:
+        for message in messages:
+            out.write(json.dumps(_encode(message)) + "\n")
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """The messages of a JSON Lines file written by :func:`write_jsonl`.
+
+    Raises:
+        InvalidArgument: a line is not a CDC message (its line number is named).
+    """
+    with open(path) as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield _decode(json.loads(line))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InvalidArgument(f"{path}:{number}: not a CDC message ({exc})") from exc
+
+
+def write_parquet(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:
+    """Write messages as a Parquet table, one row per message.
+
+    Columns: ``updates`` (JSON of the update triples, or null) and ``progress``
+    (JSON of the progress statement, or null), with the encodings of
+    :func:`write_jsonl`. Any number of such files form one CDC stream.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [_encode(m) for m in messages]
+    table = pa.table(
+        {
+            "updates": [json.dumps(r["updates"]) if "updates" in r else None for r in rows],
+            "progress": [json.dumps(r["progress"]) if "progress" in r else None for r in rows],
+        },
+        schema=pa.schema([("updates", pa.string()), ("progress", pa.string())]),
+    )
+    pq.write_table(table, path)
+
+
+def read_parquet(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """The messages of Parquet CDC files (one file, or every ``*.parquet`` in a folder)."""
+    import pyarrow.parquet as pq
+
+    path = pathlib.Path(path)
+    files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    for file in files:
+        table = pq.read_table(file, columns=["updates", "progress"])
+        for updates, progress in zip(
+            table.column("updates").to_pylist(), table.column("progress").to_pylist(), strict=True
+        ):
+            if updates is not None:
+                yield _decode({"updates": json.loads(updates)})
+            else:
+                yield _decode({"progress": json.loads(progress)})
