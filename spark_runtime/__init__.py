@@ -2,12 +2,14 @@
 
 from spark_runtime.arrangement import read_history, read_snapshot, read_updates
 from spark_runtime.batch import BatchResult, EventColumns, run_batch
+from spark_runtime.cdc import CdcRead, read_cdc, write_cdc
 from spark_runtime.linear import apply_linear, consolidated, is_vectorised
 from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
 from spark_runtime.streaming import MicroBatchReport, MicroBatchRunner, read_rejected, run_stream
 
 __all__ = [
     "BatchResult",
+    "CdcRead",
     "EventColumns",
     "MicroBatchReport",
     "MicroBatchRunner",
@@ -17,6 +19,7 @@ __all__ = [
     "ensure_java",
     "is_vectorised",
     "local_session",
+    "read_cdc",
     "read_history",
     "read_rejected",
     "read_snapshot",
@@ -24,4 +27,5 @@ __all__ = [
     "run_batch",
     "run_stream",
     "session",
+    "write_cdc",
 ]
