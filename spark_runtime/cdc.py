@@ -168,9 +168,6 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
     return CdcRead(updates, frontier, frontier is None)
 
 
-_NOTHING = object()
-
-
 def _coverage_end(judge: CdcReader) -> tuple[bool, Any]:
     """How far progress statements reach, contiguously, from where ``judge`` stands.
 
@@ -179,21 +176,7 @@ def _coverage_end(judge: CdcReader) -> tuple[bool, Any]:
     """
     if judge.complete:
         return True, None
-    end = judge.frontier
-    if end is None:  # the beginning must be covered by an interval starting there
-        end = next((upper for lower, upper in judge._coverage if lower is None), _NOTHING)
-        if end is _NOTHING:
-            return False, None
-    while end is not None:
-        further = next(
-            (
-                upper
-                for lower, upper in judge._coverage
-                if (lower is None or lower <= end) and (upper is None or upper > end)
-            ),
-            _NOTHING,
-        )
-        if further is _NOTHING:
-            break
-        end = further
-    return True, end
+    interval = judge._coverage.containing(judge.frontier, bottom=judge.frontier is None)
+    if interval is None:
+        return judge.frontier is not None, judge.frontier
+    return True, interval[1]

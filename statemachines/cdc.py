@@ -25,10 +25,12 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
+from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.persisted import decode_time, encode_time
@@ -117,28 +119,78 @@ def messages_from_arrangement(arrangement: Any, *, batch_size: int = 1000) -> li
     return CdcWriter(batch_size=batch_size).advance(arrangement.updates(), arrangement.upper)
 
 
+def _low(bound: Any) -> tuple[Any, ...]:
+    return (0,) if bound is None else (1, bound)
+
+
+def _high(bound: Any) -> tuple[Any, ...]:
+    return (2,) if bound is None else (1, bound)
+
+
+class _Coverage:
+    """The times whose counts are known: disjoint, merged intervals ``[lower, upper)``."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, Any]] = []  # sorted by lower; None is unbounded
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, lower: Any, upper: Any) -> None:
+        low, high = _low(lower), _high(upper)
+        kept = []
+        for lo, up in self.items:
+            if _high(up) < low or _low(lo) > high:
+                kept.append((lo, up))
+            else:  # overlapping or touching: merge
+                if _low(lo) < low:
+                    lower, low = lo, _low(lo)
+                if _high(up) > high:
+                    upper, high = up, _high(up)
+        kept.append((lower, upper))
+        kept.sort(key=lambda item: _low(item[0]))
+        self.items = kept
+
+    def containing(self, time: Any, *, bottom: bool = False) -> tuple[Any, Any] | None:
+        """The interval holding ``time`` (with ``bottom``: the one starting unbounded)."""
+        if bottom:
+            first = self.items[0] if self.items else None
+            return first if first is not None and first[0] is None else None
+        i = bisect_right(self.items, (1, time), key=lambda item: _low(item[0])) - 1
+        if i >= 0 and (self.items[i][1] is None or time < self.items[i][1]):
+            return self.items[i]
+        return None
+
+    def drop_below(self, time: Any) -> None:
+        self.items = [(lo, up) for lo, up in self.items if up is None or up > time]
+
+
 class CdcReader:
     """Recovers a history from CDC messages; see the module documentation.
 
-    Memory: O(updates and counts at unreleased times + the pending coverage
-    intervals); released times leave only the frontier behind.
+    Memory: O(updates and counts at unreleased times + the gaps between known
+    intervals); released times leave only the frontier behind. Each update costs
+    O(log n); each progress message O(its counts + the known intervals).
     """
 
     def __init__(self, *, start: Any = None) -> None:
         """Read a history from ``start`` on (``None``: from its beginning)."""
         self.frontier: Any = start  # every time below it is released (None: nothing is)
         self.complete = False  # the whole history is released
-        self._counts: dict[Any, int] = {}  # known counts of unreleased times
-        self._received: dict[Any, dict[Any, int]] = {}  # time -> data -> diff
-        self._coverage: list[tuple[Any, Any]] = []  # intervals with known counts
+        self._counts: SortedDict = SortedDict()  # known counts of unreleased times
+        self._received: SortedDict = SortedDict()  # time -> data -> diff, unreleased
+        self._coverage = _Coverage()
+        self._held = 0  # updates in _received
 
     def resident(self) -> int:
         """How many items the reader holds: updates, counts and intervals."""
-        held = sum(len(by_data) for by_data in self._received.values())
-        return held + len(self._counts) + len(self._coverage)
+        return self._held + len(self._counts) + len(self._coverage)
 
     def _released(self, time: Any) -> bool:
         return self.complete or (self.frontier is not None and time < self.frontier)
+
+    def _covered(self, time: Any) -> bool:
+        return self._coverage.containing(time) is not None
 
     def push(self, message: Any) -> list[tuple[Any, list[Update]]]:
         """Take one message; return the times it completes, with their updates, in order.
@@ -165,21 +217,23 @@ class CdcReader:
     def _receive(self, data: Any, time: Any, diff: int) -> None:
         if self._released(time):
             return  # a repeat of something already released
-        by_data = self._received.setdefault(time, {})
+        by_data = self._received.get(time)
+        if by_data is None:
+            if self._covered(time) and time not in self._counts:
+                raise CdcConflict(f"an update ({data!r}, {time!r}) at a time progress says has none")
+            by_data = self._received[time] = {}
         known = by_data.get(data)
-        if known is not None and known != diff:
-            raise CdcConflict(
-                f"({data!r}, {time!r}) arrived with diff {known} and with diff {diff}"
-            )
-        if self._covered(time) and time not in self._counts:
-            raise CdcConflict(f"an update ({data!r}, {time!r}) at a time progress says has none")
+        if known is not None:
+            if known != diff:
+                raise CdcConflict(
+                    f"({data!r}, {time!r}) arrived with diff {known} and with diff {diff}"
+                )
+            return
         by_data[data] = diff
+        self._held += 1
         expected = self._counts.get(time)
         if expected is not None and len(by_data) > expected:
             raise CdcConflict(f"time {time!r} has more than its {expected} updates")
-
-    def _covered(self, time: Any) -> bool:
-        return any(_covers(lower, upper, time) for lower, upper in self._coverage)
 
     def _progress(self, message: Progress) -> None:
         lower, upper = message.lower, message.upper
@@ -198,65 +252,52 @@ class CdcReader:
             if received > count:
                 raise CdcConflict(f"time {time!r} has {received} updates, progress says {count}")
             self._counts[time] = count
-        for time, known in self._counts.items():
-            if time not in given and _covers(lower, upper, time):
+        inside = (lower, upper, (True, False))
+        for time in self._counts.irange(*inside):
+            if time not in given:
                 raise CdcConflict(
-                    f"time {time!r} has {known} updates by one message and 0 by another"
+                    f"time {time!r} has {self._counts[time]} updates by one message and 0 by another"
                 )
-        for time in self._received:
-            if time not in given and _covers(lower, upper, time) and not self._released(time):
+        for time in self._received.irange(*inside):
+            if time not in given:
                 raise CdcConflict(f"updates arrived at time {time!r}, progress says it has none")
-        below_frontier = upper is not None and self.frontier is not None and upper <= self.frontier
-        if not below_frontier and (lower, upper) not in self._coverage:
-            self._coverage.append((lower, upper))
+        if upper is None or self.frontier is None or upper > self.frontier:
+            self._coverage.add(lower, upper)
 
     def _release(self) -> list[tuple[Any, list[Update]]]:
         released = []
         while not self.complete:
-            interval = self._interval_at_frontier()
+            interval = self._coverage.containing(self.frontier, bottom=self.frontier is None)
             if interval is None:
                 break
-            _, upper = interval
-            pending = sorted(t for t in self._counts if _covers(None, upper, t))
-            stopped = False
-            for time in pending:
+            upper = interval[1]
+            counts = self._counts
+            while counts and (upper is None or counts.peekitem(0)[0] < upper):
+                time, want = counts.peekitem(0)
                 by_data = self._received.get(time, {})
-                if len(by_data) < self._counts[time]:
+                if len(by_data) < want:
                     self._move_frontier(time)
-                    stopped = True
-                    break
-                del self._counts[time]
+                    return released
+                counts.popitem(0)
                 self._received.pop(time, None)
-                updates = sort_updates([Update(d, time, n) for d, n in by_data.items()])
-                released.append((time, updates))
-            if stopped:
-                break
+                self._held -= len(by_data)
+                released.append((time, sort_updates([Update(d, time, n) for d, n in by_data.items()])))
             if upper is None:
                 self.complete = True
-                self._counts.clear()
                 self._received.clear()
-                self._coverage.clear()
+                self._coverage = _Coverage()
+                self._held = 0
             else:
                 self._move_frontier(upper)
         return released
-
-    def _interval_at_frontier(self) -> tuple[Any, Any] | None:
-        """A known interval that holds the frontier."""
-        for lower, upper in self._coverage:
-            if self.frontier is None:
-                if lower is None:
-                    return lower, upper
-            elif _covers(lower, upper, self.frontier):
-                return lower, upper
-        return None
 
     def _move_frontier(self, time: Any) -> None:
         if self.frontier is not None and time <= self.frontier:
             return
         self.frontier = time
-        self._coverage = [(lo, up) for lo, up in self._coverage if up is None or up > time]
-        for stale in [t for t in self._received if t < time]:
-            del self._received[stale]  # repeats of released times
+        self._coverage.drop_below(time)
+        for stale in list(self._received.irange(None, time, (True, False))):
+            self._held -= len(self._received.pop(stale))  # repeats of released times
 
 
 # -- files ------------------------------------------------------------------------
