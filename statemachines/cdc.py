@@ -43,6 +43,7 @@ __all__ = [
     "Progress",
     "Updates",
     "messages_from_arrangement",
+    "read_into",
     "read_jsonl",
     "read_parquet",
     "write_jsonl",
@@ -298,6 +299,28 @@ class CdcReader:
         self._coverage.drop_below(time)
         for stale in list(self._received.irange(None, time, (True, False))):
             self._held -= len(self._received.pop(stale))  # repeats of released times
+
+
+def read_into(messages: Iterable[Any], arrangement: Any) -> Any:
+    """Append to ``arrangement`` what ``messages`` complete beyond its ``upper``.
+
+    The arrangement's ``upper`` is where reading starts; the times the messages
+    complete are appended as one batch ending at the frontier reached.
+
+    Returns:
+        The new ``upper`` of the arrangement (unchanged if nothing completed).
+    """
+    start = arrangement.upper
+    reader = CdcReader(start=start)
+    updates = [u for _, released in reader.read(messages) for u in released]
+    if reader.complete:
+        raise InvalidArgument(
+            "the messages declare the history complete (upper=None); an arrangement needs a "
+            "finite upper: write the messages with a finite upper"
+        )
+    if reader.frontier is not None and reader.frontier != start:
+        arrangement.append(updates, lower=start, upper=reader.frontier)
+    return arrangement.upper
 
 
 # -- files ------------------------------------------------------------------------
