@@ -1,4 +1,4 @@
-"""CDC reader throughput on mangled input: 2x duplication, full shuffle.
+"""CDC reader throughput on mangled input: 2x duplication, full shuffle (the C1 workload).
 
 Usage: python benchmarks/cdc_reader.py [N_UPDATES] [BATCH]   (default 1000000 100)
 
@@ -6,7 +6,8 @@ Writes N updates (over 100k keys, ~10 updates per time) as CDC messages of BATCH
 updates each with a progress message every 1000 times, duplicates every message,
 shuffles them all, then reads them back with CdcReader. Prints updates/s, the peak
 resident items the reader held and the process's peak memory, and checks the
-history read back equals the one written.
+history read back equals the one written. ``benchmarks/run.py cdc`` runs the same
+workload beside its floor.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ from statemachines import Update, consolidate
 from statemachines.cdc import CdcReader, CdcWriter
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    rnd = random.Random(3)
+def mangled_messages(n, rnd, batch=100):
+    """C1: a consolidated history of about ``n`` updates, and its messages 2x and shuffled."""
     history = consolidate(
         Update((rnd.randrange(100_000), rnd.randrange(1000)), i // 10, rnd.choice((-1, 1)))
         for i in range(n)
@@ -35,7 +34,13 @@ def main() -> None:
         messages += writer.advance(step, lower + 1000 if lower + 1000 < last else None)
     messages = messages * 2
     rnd.shuffle(messages)
+    return history, messages
 
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    history, messages = mangled_messages(n, random.Random(3), batch)
     reader, peak, released = CdcReader(), 0, []
     start = time.perf_counter()
     for message in messages:

@@ -1,0 +1,338 @@
+"""The benchmark runner: one command, a table of medians, ratios to a floor, checked outputs.
+
+Usage:
+    python benchmarks/run.py [SET ...] [--n N] [--k K] [--runs R] [--slow]
+
+SETs: ``local`` (U1 upsert in pure Python), ``spark`` (U1 on a local Spark session:
+batch native, batch generic, streaming in 10 micro-batches), ``cdc`` (C1: 1M updates
+delivered twice and shuffled). Default: all three. ``--slow`` adds Spark's own
+``groupBy().applyInPandas`` per-key approach, on a 2% slice.
+
+Each approach runs in its own process (so its peak memory is its own), RUNS times;
+the table shows the median, events/s, peak memory of the Python process and of the
+JVM, and the ratio to the set's floor measured in the same run. Every approach's
+output is checked (count and content hash) against the local reference runtime
+before its time is printed; a mismatch fails the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from operator import itemgetter
+
+from workloads import CACHE, upsert_workload
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STREAM_FILES = 10
+
+
+def digest(updates) -> dict:
+    """Count and content hash of consolidated updates ``((key, value), time, diff)``."""
+    lines = sorted(f"{k!r}|{v!r}|{t!r}|{d!r}" for (k, v), t, d in updates)
+    return {"count": len(lines), "hash": hashlib.sha256("\n".join(lines).encode()).hexdigest()}
+
+
+def commands_of(n, k):
+    table = upsert_workload(n, k)
+    return list(zip(*(table.column(c).to_pylist() for c in ("key", "value", "time", "offset")), strict=True))
+
+
+def bare_dict_loop(commands):
+    """The upsert without the framework: sort, keep the last per (key, time), diff."""
+    ordered = sorted(commands, key=itemgetter(0, 2, 3))
+    current, out, last = {}, [], len(ordered) - 1
+    for i, (key, value, t, _) in enumerate(ordered):
+        if i < last and ordered[i + 1][0] == key and ordered[i + 1][2] == t:
+            continue
+        old = current.get(key)
+        if old == value:
+            continue
+        if old is not None:
+            out.append(((key, old), t, -1))
+        if value is None:
+            del current[key]
+        else:
+            out.append(((key, value), t, 1))
+            current[key] = value
+    out.sort(key=itemgetter(1, 0))
+    return out
+
+
+# -- approaches: each returns (prepare, run, check); run is timed, check is not ------
+
+
+def local_approaches(n, k):
+    from library import Upsert
+    from statemachines import run_local
+
+    commands = commands_of(n, k)
+    return {
+        "local floor: bare dict loop": (lambda: bare_dict_loop(commands), digest),
+        "local: run_local(Upsert())": (
+            lambda: run_local(Upsert(), commands),
+            lambda result: digest(result.updates),
+        ),
+    }
+
+
+def spark_approaches(n, k, work):
+    from library import Upsert
+    from spark_runtime import local_session, run_batch, run_stream
+    from statemachines import PersistedArrangement
+
+    spark = local_session()
+    source = str(CACHE / f"u1_n{n}_k{k}_s7.parquet")
+
+    def floor():
+        frame = spark.read.parquet(source)
+        frame.repartition("key").sortWithinPartitions("key", "time").write.mode(
+            "overwrite"
+        ).parquet(f"{work}/floor")
+
+    def batch(native):
+        def run():
+            target = f"{work}/arr"
+            shutil.rmtree(target, ignore_errors=True)
+            result = run_batch(
+                Upsert(), spark.read.parquet(source), symbol="value", order="offset",
+                into=target, native=native,
+            )
+            result.updates.unpersist()
+            return target
+
+        return run
+
+    def stream():
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder, target, checkpoint = f"{work}/in", f"{work}/arr", f"{work}/ckpt"
+        for path in (folder, target, checkpoint):
+            shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(folder)
+        table = pq.read_table(source)
+        size = -(-table.num_rows // STREAM_FILES)
+        for i in range(STREAM_FILES):
+            path = f"{folder}/part-{i:02d}.parquet"
+            pq.write_table(table.slice(i * size, size), path)
+            os.utime(path, (1_700_000_000 + i,) * 2)
+        # a last event far in the future moves the frontier past every command
+        flush = table.slice(0, 1).to_pylist()[0]
+        flush.update(key=-1, value=None, time=flush["time"] + 10**12)
+        pq.write_table(pa.Table.from_pylist([flush], schema=table.schema), f"{folder}/part-99.parquet")
+        os.utime(f"{folder}/part-99.parquet", (1_700_000_099,) * 2)
+        frame = spark.readStream.schema(spark.read.parquet(source).schema).option(
+            "maxFilesPerTrigger", 1
+        ).parquet(folder)
+        started = time.perf_counter()
+        run_stream(
+            Upsert(), frame, into=target, checkpoint=checkpoint, symbol="value",
+            order="offset", delay=1000, trigger={"availableNow": True}, progress=None,
+        ).awaitTermination()
+        return target, time.perf_counter() - started  # file splitting is not timed
+
+    def arrangement_digest(target):
+        return digest(PersistedArrangement(target).updates())
+
+    return spark, {
+        "spark floor: read + sort + write": (floor, None),
+        "spark: run_batch native Upsert": (batch(True), arrangement_digest),
+        "spark: run_batch generic path": (batch(False), arrangement_digest),
+        "spark: run_stream, 10 micro-batches": (stream, arrangement_digest),
+    }
+
+
+def pandas_approach(n, k, work):
+    """Spark's per-key applyInPandas upsert on a 2% slice (too slow for the full N)."""
+    import pandas as pd
+
+    from spark_runtime import local_session
+
+    spark = local_session()
+    size = max(n // 50, 1)
+    source = str(CACHE / f"u1_n{n}_k{k}_s7.parquet")
+
+    def upsert_group(pdf):
+        pdf = pdf.sort_values(["time", "offset"])
+        rows, current = [], None
+        for t, group in pdf.groupby("time", sort=True):
+            value = group["value"].iloc[-1]
+            value = None if value != value else value
+            if value != current:
+                if current is not None:
+                    rows.append((pdf["key"].iloc[0], current, t, -1))
+                if value is not None:
+                    rows.append((pdf["key"].iloc[0], value, t, 1))
+                current = value
+        return pd.DataFrame(rows, columns=["key", "value", "time", "diff"])
+
+    def run():
+        frame = spark.read.parquet(source).orderBy("offset").limit(size)
+        out = frame.groupBy("key").applyInPandas(upsert_group, "key long, value string, time long, diff long")
+        out.write.mode("overwrite").parquet(f"{work}/pandas")
+        return f"{work}/pandas"
+
+    def check(path):
+        rows = spark.read.parquet(path).collect()
+        return digest(((r.key, r.value), r.time, r.diff) for r in rows)
+
+    return spark, size, (run, check)
+
+
+def cdc_approaches(n):
+    import random
+
+    from cdc_reader import mangled_messages
+
+    from statemachines.cdc import CdcReader
+
+    history, messages = mangled_messages(n, random.Random(3))
+
+    def floor():
+        """A dict keeping each delivered (data, time) once: no progress, no ordering."""
+        final = {(u.data, u.time): u.diff for m in messages if hasattr(m, "updates") for u in m.updates}
+        return [(data, time, diff) for (data, time), diff in final.items()]
+
+    def read():
+        reader = CdcReader()
+        return [u for m in messages for _, ups in reader.push(m) for u in ups]
+
+    return {
+        "cdc floor: dict of delivered updates": (floor, digest),
+        "cdc: CdcReader, 2x duplicated, shuffled": (read, digest),
+    }, digest(history)
+
+
+# -- one approach in one process --------------------------------------------------
+
+
+def jvm_peak_mb(spark) -> float:
+    if spark is None:
+        return 0.0
+    factory = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    pools = factory.getMemoryPoolMXBeans()
+    return sum(p.getPeakUsage().getUsed() for p in pools if p.getType().name() == "HEAP") / 2**20
+
+
+def run_one(name, args) -> dict:
+    work = tempfile.mkdtemp(prefix="bench-")
+    spark, events, expected = None, args.n, None
+    if name.startswith("local"):
+        run, check = local_approaches(args.n, args.k)[name]
+    elif name.startswith("spark: groupBy"):
+        spark, events, (run, check) = pandas_approach(args.n, args.k, work)
+    elif name.startswith("spark"):
+        spark, approaches = spark_approaches(args.n, args.k, work)
+        run, check = approaches[name]
+    else:
+        approaches, expected = cdc_approaches(args.n)
+        run, check = approaches[name]
+        events = 2 * args.n
+    seconds, result = [], None
+    for _ in range(args.runs):
+        result = None
+        gc.collect()
+        started = time.perf_counter()
+        result = run()
+        elapsed = time.perf_counter() - started
+        if isinstance(result, tuple):  # the approach timed itself
+            result, elapsed = result
+        seconds.append(elapsed)
+    outcome = {
+        "seconds": seconds,
+        "events": events,
+        "py_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "jvm_mb": jvm_peak_mb(spark),
+        "check": check(result) if check else None,
+        "expected": expected,
+    }
+    shutil.rmtree(work, ignore_errors=True)
+    return outcome
+
+
+def reference(n, k, slice_size=None) -> dict:
+    """The local reference runtime's output digest for U1 (or its first ``slice_size`` arrivals)."""
+    from library import Upsert
+    from statemachines import run_local
+
+    path = CACHE / f"reference_n{n}_k{k}_{slice_size or 'all'}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    commands = commands_of(n, k)
+    if slice_size:
+        commands = sorted(commands, key=itemgetter(3))[:slice_size]
+    ref = digest(run_local(Upsert(), commands).updates)
+    path.write_text(json.dumps(ref))
+    return ref
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run benchmark sets and print one table.")
+    parser.add_argument("sets", nargs="*", metavar="SET", help="local, spark, cdc (default: all)")
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--slow", action="store_true", help="add the per-key applyInPandas approach")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args)))
+        return
+    args.sets = args.sets or ["local", "spark", "cdc"]
+    unknown = set(args.sets) - {"local", "spark", "cdc"}
+    if unknown:
+        parser.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from local, spark, cdc")
+
+    names = {
+        "local": ["local floor: bare dict loop", "local: run_local(Upsert())"],
+        "spark": [
+            "spark floor: read + sort + write", "spark: run_batch native Upsert",
+            "spark: run_batch generic path", "spark: run_stream, 10 micro-batches",
+        ] + (["spark: groupBy.applyInPandas (2% slice)*"] if args.slow else []),
+        "cdc": ["cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled"],
+    }
+    upsert_workload(args.n, args.k)
+    u1 = reference(args.n, args.k) if {"local", "spark"} & set(args.sets) else None
+    rows = []
+    for group in args.sets:
+        floor = None
+        for name in names[group]:
+            command = [sys.executable, __file__, "--one", name, "--n", str(args.n), "--k", str(args.k), "--runs", str(args.runs)]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
+            if done.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
+            outcome = json.loads(done.stdout.strip().splitlines()[-1])
+            if outcome["check"] is not None:
+                if "applyInPandas" in name:
+                    want = reference(args.n, args.k, slice_size=max(args.n // 50, 1))
+                else:
+                    want = outcome["expected"] or u1
+                if outcome["check"] != want:
+                    raise SystemExit(f"{name}: output differs from the local reference {outcome['check']} != {want}")
+            median = statistics.median(outcome["seconds"])
+            per_event = median / outcome["events"]
+            floor = floor or per_event
+            rows.append((name, outcome["events"], median, outcome["events"] / median, outcome["py_mb"], outcome["jvm_mb"], per_event / floor))
+            print(f"  done: {name}", file=sys.stderr)
+
+    print(f"N={args.n:,} K={args.k:,}, median of {args.runs} runs, {os.cpu_count()} cores; outputs checked against run_local")
+    print(f"{'approach':<44}{'N':>11}{'median s':>10}{'events/s':>12}{'py MB':>8}{'JVM MB':>8}{'vs floor':>10}")
+    for name, events, median, rate, py_mb, jvm_mb, ratio in rows:
+        print(f"{name:<44}{events:>11,}{median:>10.2f}{rate:>12,.0f}{py_mb:>8,.0f}{jvm_mb:>8,.0f}{ratio:>10.2f}")
+    if args.slow:
+        print("* on a 2% slice: too slow for the full N; its ratio is per event")
+
+
+if __name__ == "__main__":
+    main()
