@@ -217,6 +217,15 @@ def cdc_approaches(n):
 # -- one approach in one process --------------------------------------------------
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM; unlike ru_maxrss, not inherited via exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def jvm_peak_mb(spark) -> float:
     if spark is None:
         return 0.0
@@ -252,7 +261,7 @@ def run_one(name, args) -> dict:
     outcome = {
         "seconds": seconds,
         "events": events,
-        "py_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "py_mb": peak_rss_mb(),
         "jvm_mb": jvm_peak_mb(spark),
         "check": check(result) if check else None,
         "expected": expected,
