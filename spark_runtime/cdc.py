@@ -133,9 +133,7 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
     statements = messages.where(F.col("progress").isNotNull()).select("progress").toArrow()
     for text in statements.column(0).to_pylist():
         judge.push(_decode({"progress": json.loads(text)}))
-    expected = dict(judge._counts)
-    if judge.complete and not judge._counts:
-        expected = {}
+    expected = judge.expected_counts()
 
     timezone = spark.conf.get("spark.sql.session.timeZone")
     updates = (
@@ -154,11 +152,11 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
     actual = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True))
     for time, count in actual.items():
         want = expected.get(time)
-        if judge._released(time) or (want is None and judge._covered(time)):
+        if judge.is_released(time) or (want is None and judge.is_covered(time)):
             raise CdcConflict(f"updates arrived at time {time!r}, progress says it has none")
         if want is not None and count > want:
             raise CdcConflict(f"time {time!r} has {count} updates, progress says {want}")
-    known, end = _coverage_end(judge)
+    known, end = judge.reach()
     if not known:
         return CdcRead(updates.limit(0), None, False)
     missing = [t for t, want in expected.items() if actual.get(t, 0) < want and (end is None or t < end)]
@@ -166,17 +164,3 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
     if frontier is not None:
         updates = updates.where(F.col("time") < F.lit(frontier).cast(given["time"].dataType))
     return CdcRead(updates, frontier, frontier is None)
-
-
-def _coverage_end(judge: CdcReader) -> tuple[bool, Any]:
-    """How far progress statements reach, contiguously, from where ``judge`` stands.
-
-    Returns ``(False, None)`` when nothing is known from the start, else
-    ``(True, end)`` with ``end=None`` for "to the end of the history".
-    """
-    if judge.complete:
-        return True, None
-    interval = judge._coverage.containing(judge.frontier, bottom=judge.frontier is None)
-    if interval is None:
-        return judge.frontier is not None, judge.frontier
-    return True, interval[1]

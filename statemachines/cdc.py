@@ -193,6 +193,32 @@ class CdcReader:
     def _covered(self, time: Any) -> bool:
         return self._coverage.containing(time) is not None
 
+    def expected_counts(self) -> dict[Any, int]:
+        """The known counts of the times not yet released."""
+        return dict(self._counts)
+
+    def is_released(self, time: Any) -> bool:
+        """Whether ``time`` was released (so its updates are all known and given out)."""
+        return self._released(time)
+
+    def is_covered(self, time: Any) -> bool:
+        """Whether a progress statement told how many updates ``time`` has."""
+        return self._covered(time)
+
+    def reach(self) -> tuple[bool, Any]:
+        """How far the progress statements reach, contiguously, from the frontier.
+
+        Returns ``(False, None)`` when nothing is known from the start, else
+        ``(True, end)``: every time below ``end`` has a known count (``end=None``:
+        to the end of the history).
+        """
+        if self.complete:
+            return True, None
+        interval = self._coverage.containing(self.frontier, bottom=self.frontier is None)
+        if interval is None:
+            return self.frontier is not None, self.frontier
+        return True, interval[1]
+
     def push(self, message: Any) -> list[tuple[Any, list[Update]]]:
         """Take one message; return the times it completes, with their updates, in order.
 
@@ -266,7 +292,7 @@ class CdcReader:
             self._coverage.add(lower, upper)
 
     def _release(self) -> list[tuple[Any, list[Update]]]:
-        released = []
+        released: list[tuple[Any, list[Update]]] = []
         while not self.complete:
             interval = self._coverage.containing(self.frontier, bottom=self.frontier is None)
             if interval is None:
