@@ -140,8 +140,8 @@ class MicroBatchRunner:
 
         time_type = events.schema["time"].dataType
         bound = F.lit(frontier).cast(time_type) if frontier is not None else None
-        if bound is None:
-            due, waiting = events.limit(0), events
+        if bound is None:  # no time seen yet: only rows without a time can be judged
+            due, waiting = events.where(F.col("time").isNull()), events.where(F.col("time").isNotNull())
         else:
             waiting = events.where(F.col("time").isNotNull() & (F.col("time") >= bound))
             due = events.where(F.col("time").isNull() | (F.col("time") < bound))
