@@ -1,0 +1,308 @@
+"""The ``statemachines`` command line: run machines, read and compact arrangements, CDC.
+
+    statemachines run upsert commands.parquet --into customers --key id --symbol value --time ts
+    statemachines show customers --history
+    statemachines compact customers --since 100
+    statemachines cdc export customers out.jsonl
+    statemachines cdc import out.jsonl copy
+
+Every command has ``--help``; bad input ends with a one-line error and exit code 2,
+before anything is written. Spark is imported only for ``run --runtime spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import importlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from library import Upsert
+from statemachines import (
+    Machine,
+    PersistedArrangement,
+    StateMachinesError,
+    format_table,
+    run_local,
+)
+from statemachines import cdc as cdc_files
+
+__all__ = ["main"]
+
+LIBRARY = {"upsert": Upsert}
+FORMATS = ("parquet", "csv", "jsonl")
+
+
+class CliError(Exception):
+    """A problem to report in one line (exit code 2)."""
+
+
+def parse_time(text: str | None) -> Any:
+    """A time from the command line: an integer, or an ISO date or datetime."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return dt.datetime.fromisoformat(text) if "T" in text or ":" in text else dt.date.fromisoformat(text)
+    except ValueError:
+        raise CliError(f"{text!r} is not a time (an integer or an ISO date/datetime)") from None
+
+
+def load_machine(name: str, params: list[str]) -> Machine:
+    """A library machine by name, or ``module:Class``, built with ``key=value`` params."""
+    kwargs = {}
+    for param in params:
+        key, sep, value = param.partition("=")
+        if not sep:
+            raise CliError(f"--param takes key=value, got {param!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    if name.lower() in LIBRARY:
+        cls = LIBRARY[name.lower()]
+    elif ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise CliError(f"cannot load machine {name!r}: {exc}") from None
+    else:
+        raise CliError(f"unknown machine {name!r}; use one of {', '.join(LIBRARY)} or module:Class")
+    if not (isinstance(cls, type) and issubclass(cls, Machine)):
+        raise CliError(f"{name!r} is not a Machine subclass")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise CliError(f"cannot build {name}: {exc}") from None
+
+
+def input_format(path: str, given: str | None) -> str:
+    fmt = given or os.path.splitext(path)[1].lstrip(".").lower().replace("ndjson", "jsonl")
+    if fmt == "json":
+        fmt = "jsonl"
+    if fmt not in FORMATS:
+        raise CliError(f"cannot tell the format of {path!r}; pass --format {'/'.join(FORMATS)}")
+    return fmt
+
+
+def read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
+    """The rows of a Parquet, CSV or JSON Lines file, as dicts."""
+    if not os.path.exists(path):
+        raise CliError(f"no such input: {path}")
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        with open(path, newline="") as handle:
+            if fmt == "csv":
+                return [{k: _cell(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+            return [json.loads(line) for line in handle if line.strip()]
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read {path} as {fmt}: {exc}") from None
+    except Exception as exc:  # pyarrow's own errors
+        raise CliError(f"cannot read {path} as {fmt}: {exc}") from None
+
+
+def _cell(text: str) -> Any:
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def command_run(args: argparse.Namespace) -> None:
+    machine = load_machine(args.machine, args.param)
+    fmt = input_format(args.input, args.format)
+    started = time.perf_counter()
+    if args.runtime == "spark":
+        summary = _run_spark(machine, args, fmt)
+    else:
+        rows = read_rows(args.input, fmt)
+        wanted = [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
+        missing = [c for c in wanted if rows and c not in rows[0]]
+        if missing:
+            raise CliError(f"{args.input} has no column(s) {', '.join(missing)}; it has {', '.join(rows[0])}")
+        events = [
+            (r.get(args.key), r.get(args.symbol), parse_event_time(r.get(args.time)), r.get(args.order) if args.order else None)
+            for r in rows
+        ]
+        result = run_local(machine, events, into=PersistedArrangement(args.into))
+        reasons = Counter(r.reason.value for r in result.rejected)
+        summary = (len(events), len(result.updates), reasons)
+        if args.rejected:
+            with open(args.rejected, "w") as out:
+                for r in result.rejected:
+                    out.write(json.dumps({"event": list(r.event), "reason": r.reason.value, "detail": r.detail}, default=str) + "\n")
+    events_in, updates_out, reasons = summary
+    rejected = sum(reasons.values())
+    detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+    print(
+        f"{events_in:,} events in, {updates_out:,} updates out, {rejected:,} rejected"
+        + (f" ({detail})" if detail else "")
+        + f"; into {args.into}; {time.perf_counter() - started:.1f}s"
+    )
+
+
+def parse_event_time(value: Any) -> Any:
+    """Times in files: numbers stay numbers; ISO strings become dates or datetimes."""
+    if isinstance(value, str):
+        try:
+            return parse_time(value)
+        except CliError:
+            return value  # the run rejects it with reason bad_time
+    return value
+
+
+def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
+    from spark_runtime import run_batch, session
+
+    spark = session(master=args.master, remote=args.remote)
+    reader = spark.read
+    if fmt == "csv":
+        reader = reader.option("header", True).option("inferSchema", True)
+    frame = {"parquet": reader.parquet, "csv": reader.csv, "jsonl": reader.json}[fmt](args.input)
+    result = run_batch(
+        machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into
+    )
+    reasons = Counter({r.reason: r["count"] for r in result.rejected.groupBy("reason").count().collect()})
+    return frame.count(), result.updates.count(), reasons
+
+
+def open_existing(path: str) -> PersistedArrangement:
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        raise CliError(f"{path} holds no arrangement")
+    return PersistedArrangement(path)
+
+
+def command_show(args: argparse.Namespace) -> None:
+    arr = open_existing(args.arrangement)
+    keep = (lambda key: str(key) == args.key) if args.key is not None else (lambda key: True)
+    if args.history:
+        header = ["key", "value", "start", "end"]
+        rows = [list(r) for r in arr.history() if keep(r.key)]
+    elif args.changes:
+        lower, _, upper = args.changes.partition(":")
+        header = ["key", "value", "time", "diff"]
+        changes = arr.changes(parse_time(lower or None), parse_time(upper or None))
+        rows = [[d[0], d[1], t, n] for d, t, n in changes if keep(d[0])]
+    else:
+        header = ["key", "value", "count"]
+        rows = [[d[0], d[1], n] for d, n in arr.snapshot(parse_time(args.as_of)) if keep(d[0])]
+    write_rows(header, rows, args.output)
+
+
+def write_rows(header: list[str], rows: list[list[Any]], fmt: str) -> None:
+    if fmt == "json":
+        for row in rows:
+            print(json.dumps(dict(zip(header, row, strict=True)), default=str))
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(rows)
+    elif header[-1] == "diff":
+        print(format_table(((r[0], r[1]), r[2], r[3]) for r in rows))
+    else:
+        cells = [header] + [["" if c is None else str(c) for c in row] for row in rows]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+        for row in cells:
+            print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def command_compact(args: argparse.Namespace) -> None:
+    arr = open_existing(args.arrangement)
+    before = arr.stored_updates()
+    reached = arr.compact(parse_time(args.since))
+    print(f"since {reached!r}: {before:,} stored updates -> {arr.stored_updates():,}")
+
+
+def command_cdc_export(args: argparse.Namespace) -> None:
+    arr = open_existing(args.arrangement)
+    messages = cdc_files.messages_from_arrangement(arr, batch_size=args.batch_size)
+    writer = cdc_files.write_parquet if args.out.endswith(".parquet") else cdc_files.write_jsonl
+    writer(messages, args.out)
+    print(f"{len(messages):,} messages for {arr.stored_updates():,} stored updates -> {args.out}")
+
+
+def command_cdc_import(args: argparse.Namespace) -> None:
+    if not os.path.exists(args.input):
+        raise CliError(f"no such input: {args.input}")
+    reader = cdc_files.read_parquet if args.input.endswith(".parquet") else cdc_files.read_jsonl
+    messages = list(reader(args.input))
+    upper = cdc_files.read_into(messages, PersistedArrangement(args.arrangement))
+    print(f"{len(messages):,} messages read; {args.arrangement} is now complete up to {upper!r}")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="statemachines", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run a machine over an input file into an arrangement")
+    run.add_argument("machine", help="a library machine (upsert) or module:Class")
+    run.add_argument("input", help="a Parquet, CSV or JSON Lines file")
+    run.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
+    run.add_argument("--key", default="key")
+    run.add_argument("--symbol", default="symbol")
+    run.add_argument("--time", default="time")
+    run.add_argument("--order", default=None)
+    run.add_argument("--format", choices=FORMATS, help="the input format (default: from the file name)")
+    run.add_argument("--param", action="append", default=[], help="machine parameter key=value (repeatable)")
+    run.add_argument("--runtime", choices=("local", "spark"), default="local")
+    run.add_argument("--master", help="Spark master URL (default local[*])")
+    run.add_argument("--remote", help="Spark Connect URL")
+    run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
+    run.set_defaults(handler=command_run)
+
+    show = commands.add_parser("show", help="read an arrangement")
+    show.add_argument("arrangement")
+    view = show.add_mutually_exclusive_group()
+    view.add_argument("--as-of", help="the snapshot at this time (default: latest)")
+    view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER)")
+    view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
+    show.add_argument("--key", help="only this key")
+    show.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    show.set_defaults(handler=command_show)
+
+    compact = commands.add_parser("compact", help="compact an arrangement up to a time")
+    compact.add_argument("arrangement")
+    compact.add_argument("--since", required=True)
+    compact.set_defaults(handler=command_compact)
+
+    cdc = commands.add_parser("cdc", help="change data capture files")
+    cdc_commands = cdc.add_subparsers(dest="cdc_command", required=True)
+    export = cdc_commands.add_parser("export", help="write an arrangement as CDC messages")
+    export.add_argument("arrangement")
+    export.add_argument("out", help="a .jsonl or .parquet file")
+    export.add_argument("--batch-size", type=int, default=1000)
+    export.set_defaults(handler=command_cdc_export)
+    imp = cdc_commands.add_parser("import", help="read CDC messages into an arrangement")
+    imp.add_argument("input", help="a .jsonl or .parquet file")
+    imp.add_argument("arrangement")
+    imp.set_defaults(handler=command_cdc_import)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except (CliError, StateMachinesError) as exc:
+        print(f"statemachines: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The command line on small files: results, summaries, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from library import Upsert
+from spark_runtime.cli import main
+from statemachines import PersistedArrangement, format_table, run_local
+from statemachines.cdc import read_jsonl
+
+ROWS = [
+    {"id": "frank", "email": "f@mcsherry", "lsn": 0, "offset": 0},
+    {"id": "frank", "email": "f@zappa", "lsn": 1, "offset": 1},
+    {"id": "ada", "email": "a@lovelace", "lsn": 1, "offset": 2},
+    {"id": "frank", "email": None, "lsn": 2, "offset": 3},
+    {"id": None, "email": "x@nowhere", "lsn": 2, "offset": 4},
+    {"id": "ada", "email": "a@byron", "lsn": "not a time", "offset": 5},
+]
+COLUMNS = ["--key", "id", "--symbol", "email", "--time", "lsn", "--order", "offset"]
+
+
+def events():
+    return [(r["id"], r["email"], r["lsn"], r["offset"]) for r in ROWS]
+
+
+@pytest.fixture
+def feed(tmp_path):
+    path = tmp_path / "feed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    return path
+
+
+def test_run_then_show_history_changes_and_snapshot(feed, tmp_path, capsys):
+    into = tmp_path / "arr"
+    assert main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS]) == 0
+    summary = capsys.readouterr().out
+    assert "6 events in, 5 updates out, 2 rejected (1 bad_time, 1 null_key)" in summary
+    expected = run_local(Upsert(), events())
+    assert PersistedArrangement(into).updates() == expected.updates
+
+    assert main(["show", str(into), "--changes", "0:"]) == 0
+    assert capsys.readouterr().out.strip() == format_table(expected.updates)
+    assert main(["show", str(into), "--history", "--output", "json", "--key", "frank"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows == [
+        {"key": "frank", "value": "f@mcsherry", "start": 0, "end": 1},
+        {"key": "frank", "value": "f@zappa", "start": 1, "end": 2},
+    ]
+    assert main(["show", str(into), "--as-of", "1", "--output", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["ada,a@lovelace,1", "frank,f@zappa,1"]
+
+
+def test_compact_and_cdc_round_trip(feed, tmp_path, capsys):
+    into, copy, out = tmp_path / "arr", tmp_path / "copy", tmp_path / "cdc.jsonl"
+    main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS])
+    assert main(["cdc", "export", str(into), str(out), "--batch-size", "1"]) == 0
+    assert len(list(read_jsonl(out))) >= 2
+    assert main(["cdc", "import", str(out), str(copy)]) == 0
+    assert PersistedArrangement(copy).updates() == PersistedArrangement(into).updates()
+    assert main(["compact", str(into), "--since", "3"]) == 0
+    assert PersistedArrangement(into).stored_updates() == len(PersistedArrangement(into).snapshot())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "upsert", "{feed}", "--into", "{arr}", "--key", "nope"], "no column(s) nope"),
+        (["run", "teleport", "{feed}", "--into", "{arr}"], "unknown machine 'teleport'"),
+        (["run", "upsert", "{bad}", "--into", "{arr}", "--format", "jsonl"], "cannot read"),
+        (["run", "upsert", "{missing}", "--into", "{arr}"], "no such input"),
+        (["show", "{arr}"], "holds no arrangement"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n{not json\n')
+    names = {"feed": feed, "arr": tmp_path / "arr", "bad": bad, "missing": tmp_path / "none.csv"}
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_runtime.cli", *(a.format(**names) for a in argv)],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert not (tmp_path / "arr").exists()
+
+
+def test_every_command_has_help():
+    for argv in (["--help"], ["run", "--help"], ["show", "--help"], ["compact", "--help"], ["cdc", "export", "--help"], ["cdc", "import", "--help"]):
+        done = subprocess.run([sys.executable, "-m", "spark_runtime.cli", *argv], capture_output=True, text=True)
+        assert done.returncode == 0 and "usage:" in done.stdout
+
+
+@pytest.mark.spark
+def test_run_on_spark_matches_the_local_runtime(feed, tmp_path, spark, capsys):
+    csv_path = tmp_path / "feed.csv"
+    csv_path.write_text("id,email,lsn,offset\n" + "".join(
+        f"{r['id'] or ''},{r['email'] or ''},{r['lsn']},{r['offset']}\n" for r in ROWS if isinstance(r["lsn"], int)
+    ))
+    into = tmp_path / "arr"
+    assert main(["run", "upsert", str(csv_path), "--into", str(into), "--runtime", "spark", *COLUMNS]) == 0
+    assert "1 null_key" in capsys.readouterr().out
+    valid = [e for e in events() if isinstance(e[2], int)]
+    assert PersistedArrangement(into).updates() == run_local(Upsert(), valid).updates
