@@ -1,0 +1,58 @@
+"""Random mixtures of valid and invalid events: the valid ones' output, the invalid ones rejected."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from library import Upsert
+from statemachines import Reason, run_local
+from tests import strategies as sst
+from tests.machines import Fragile
+
+# each kind of invalid event, with the reason it must be rejected for
+INVALID = st.one_of(
+    st.builds(lambda s, t: (None, s, t), sst.upsert_values, sst.times).map(lambda e: (e, Reason.NULL_KEY)),
+    st.builds(lambda k, s: (k, s, None), sst.keys, sst.upsert_values).map(lambda e: (e, Reason.NULL_TIME)),
+    st.builds(lambda k, s: (k, s, "noon"), sst.keys, sst.upsert_values).map(lambda e: (e, Reason.BAD_TIME)),
+    st.builds(lambda k, t: (k, ["un", "hashable"], t), sst.keys, sst.times).map(lambda e: (e, Reason.INVALID_SYMBOL)),
+    st.just(((1, 2), Reason.MALFORMED)),
+    st.just(("just a string", Reason.MALFORMED)),
+)
+
+
+@given(sst.events(), st.lists(INVALID, max_size=10), st.randoms(use_true_random=False))
+def test_invalid_events_are_exactly_the_rejected_ones(valid, invalid, rnd):
+    mixed = list(valid) + [event for event, _ in invalid]
+    rnd.shuffle(mixed)
+    result = run_local(Upsert(), mixed)
+    assert result.updates == run_local(Upsert(), valid).updates
+    assert sorted(r.reason for r in result.rejected) == sorted(reason for _, reason in invalid)
+    assert len(mixed) == len(valid) + len(result.rejected)  # input = applied + rejected
+
+
+def test_a_transition_that_raises_rejects_its_event_and_leaves_the_key_unchanged():
+    events = [("k", "a", 0), ("k", "boom", 1), ("j", "x", 1)]
+    result = run_local(Fragile(), events)
+    assert [(r.event.key, r.reason) for r in result.rejected] == [("k", Reason.TRANSITION_FAILED)]
+    assert result.updates == run_local(Fragile(), [events[0], events[2]]).updates
+
+
+@pytest.mark.spark
+def test_spark_rejects_the_same_mixture(spark):
+    rnd = random.Random(11)
+    valid = [(rnd.choice("abc"), rnd.choice(["x", "y", None]), rnd.randrange(10), rnd.randrange(3)) for _ in range(60)]
+    invalid = [(None, "x", 3, 0), ("a", "y", None, 1), (None, None, None, None)]
+    mixed = valid + invalid
+    rnd.shuffle(mixed)
+    from spark_runtime import run_batch
+
+    frame = spark.createDataFrame(mixed, "key string, symbol string, time long, order long")
+    for native in (False, True):
+        result = run_batch(Upsert(), frame, order="order", native=native)
+        got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+        assert got == sorted(tuple(u) for u in run_local(Upsert(), valid).updates)
+        assert sorted(r.reason for r in result.rejected.collect()) == ["null_key", "null_key", "null_time"]
