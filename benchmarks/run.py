@@ -270,6 +270,12 @@ def run_one(name, args) -> dict:
     return outcome
 
 
+def verify(name: str, got: dict, want: dict) -> None:
+    """Fail the whole run when an approach's output is not the reference's."""
+    if got != want:
+        raise SystemExit(f"{name}: output differs from the local reference: {got} != {want}")
+
+
 def reference(n, k, slice_size=None) -> dict:
     """The local reference runtime's output digest for U1 (or its first ``slice_size`` arrivals)."""
     from library import Upsert
@@ -327,8 +333,7 @@ def main() -> None:
                     want = reference(args.n, args.k, slice_size=max(args.n // 50, 1))
                 else:
                     want = outcome["expected"] or u1
-                if outcome["check"] != want:
-                    raise SystemExit(f"{name}: output differs from the local reference {outcome['check']} != {want}")
+                verify(name, outcome["check"], want)
             median = statistics.median(outcome["seconds"])
             per_event = median / outcome["events"]
             floor = floor or per_event
