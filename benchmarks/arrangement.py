@@ -1,7 +1,7 @@
 """Arrangement throughput: appends, point reads, compaction, vs a sorted Parquet write.
 
-Usage: python benchmarks/arrangement.py [N_COMMANDS] [K] (default 670000 100000,
-which the upsert turns into about 1M updates over 100k keys).
+Usage: python benchmarks/arrangement.py [N_COMMANDS] [K] (default 700000 100000,
+which the upsert turns into 1,022,729 updates over 100k keys).
 
 The updates are those of the U1 upsert workload; they are appended in 10 batches
 (consecutive time ranges). Printed: append throughput of the in-memory and the
@@ -37,7 +37,7 @@ def append_all(arr, batches):
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 670_000
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 700_000
     k = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
     table = upsert_workload(n, k)
     commands = list(zip(*(table.column(c).to_pylist() for c in ("key", "value", "time", "offset")), strict=True))
