@@ -1,5 +1,6 @@
 """Ready-made machines."""
 
+from library.lateness import UpsertWithLateness
 from library.upsert import Upsert
 
-__all__ = ["Upsert"]
+__all__ = ["Upsert", "UpsertWithLateness"]

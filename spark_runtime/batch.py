@@ -29,6 +29,7 @@ from statemachines.persisted import (
     publish_batch,
     read_manifest,
 )
+from statemachines.waterline import has_waterline
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch"]
 
@@ -346,6 +347,14 @@ def process_events(
     fast = native_paths.for_machine(machine) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
+    elif has_waterline(machine):
+        from spark_runtime.waterline import arrangement_high, settled_output
+
+        base = arrangement_high(prepared.sparkSession, into, machine) if into else None
+        return settled_output(
+            machine, prepared, base,
+            lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type, to_arrow_schema),
+        )
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
     return output.persist() if cache else output

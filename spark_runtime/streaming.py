@@ -154,6 +154,7 @@ class MicroBatchRunner:
             F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order"
         )
         name, counts = write_parts(output.unionByName(held, allowMissingColumns=True), self.into)
+        output.unpersist()  # cached only when settling a waterline took several runs
         n_updates, n_rejected, n_pending = (counts.get(k, 0) for k in (UPDATE, REJECTED, PENDING))
         progress = {
             "batch_id": batch_id,

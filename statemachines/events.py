@@ -49,6 +49,12 @@ class Reason(enum.StrEnum):
     """The machine's ``validate_symbol`` refused it."""
     TRANSITION_FAILED = "transition_failed"
     """The machine's transition raised on it; the key's values are unchanged."""
+    VALUE_BELOW_WATERLINE = "value_below_waterline"
+    """Its new value's event time is below the machine's waterline (lateness)."""
+    OVERWRITES_BELOW_WATERLINE = "overwrites_below_waterline"
+    """It would overwrite or delete a value whose event time is below the waterline."""
+    KEY_BELOW_WATERLINE = "key_below_waterline"
+    """Its key's event time is below the machine's key waterline (key lateness)."""
 
 
 class Rejected(NamedTuple):
@@ -68,4 +74,3 @@ def event_rank(order: Any, symbol: Any) -> tuple[Any, ...]:
     if order is None:
         return (0, total_order_key(symbol))
     return (1, order, total_order_key(symbol))
-

@@ -30,6 +30,7 @@ from statemachines.intake import Intake
 from statemachines.machine import Machine
 from statemachines.times import time_after, time_kind
 from statemachines.updates import Update, sort_updates, sorted_any
+from statemachines.waterline import Mark, has_waterline, highest, marks_by_time, settle
 
 __all__ = ["LocalRuntime", "RunResult", "run_local"]
 
@@ -88,6 +89,19 @@ class LocalRuntime:
         self._due_heap: list[tuple[Any, int, Any]] = []
         self._due_seq = 0
         self._into = into
+        self._evicted = 0
+        self._evicted_at: Mark | None = None  # the high mark of the last eviction pass
+        self._high: Mark | None = None  # waterline machines: the high mark so far
+        if has_waterline(machine):
+            if machine.spec.has_deadlines:
+                raise InvalidArgument(
+                    f"{machine.spec.name} has both waterlines and deadlines; the runtimes "
+                    f"do not support the two together yet"
+                )
+            if into is not None:
+                marks = marks_by_time(machine, into.updates())  # type: ignore[arg-type]
+                for mark in marks.values():
+                    self._high = highest(self._high, mark)
         if into is not None and into.upper is not None:
             self._frontier = into.upper
             self._intake.kind = time_kind(into.upper)
@@ -124,12 +138,15 @@ class LocalRuntime:
         """Sizes of the working state: live keys, buffered slots and armed deadlines.
 
         ``live_keys`` counts the keys this runtime holds values for; with ``into``,
-        the arrangement holds them instead and this is 0.
+        the arrangement holds them instead and this is 0. ``evicted_keys`` counts
+        keys a machine declared forgettable (key lateness): their values stay in the
+        output, only the runtime's copy is dropped.
         """
         return {
             "live_keys": len(self._values),
             "buffered_key_times": sum(len(by_time) for by_time in self._pending.values()),
             "armed_deadlines": len(self._due),
+            "evicted_keys": self._evicted,
         }
 
     # -- writing --------------------------------------------------------------------
@@ -259,11 +276,52 @@ class LocalRuntime:
 
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
-        for key, by_time in ready.items():
-            events = self._key_events(by_time)
-            self._advance(key, self.values(key), events, upto, updates, rejected)
+        work = ((key, self.values(key), self._key_events(by_time)) for key, by_time in ready.items())
+        for key, values, outcome in self._run(work, upto):
+            self._commit(key, values, outcome, updates, rejected)
         self._wake_due_keys(upto, updates, rejected)
+        self._evict()
         return RunResult(sort_updates(updates), rejected, upto)
+
+    def _run(self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], upto: Any) -> Iterable[Any]:
+        """``(key, values before, advance_key's outcome)`` for each key's final events.
+
+        A machine with waterlines is run by :func:`~statemachines.waterline.settle`:
+        its rules read what every key inserted at earlier times.
+        """
+
+        if not has_waterline(self.machine):
+            advance = self.machine.advance_key
+            return ((key, values, advance(key, values, events, upto)) for key, values, events in work)
+        work = list(work)
+
+        def run(machine: Machine) -> list[Any]:
+            return [(key, values, machine.advance_key(key, values, events, upto)) for key, values, events in work]
+
+        times = {e[2] for _, _, events in work for e in events}
+        outcomes, waterline = settle(
+            self.machine,  # type: ignore[arg-type]
+            self._high,
+            run,
+            lambda outcomes: marks_by_time(
+                self.machine,  # type: ignore[arg-type]
+                (u for _, _, (_, key_updates, _) in outcomes for u in key_updates),
+            ),
+            max_rounds=len(times) + 2,
+        )
+        self._high = waterline.high
+        return outcomes
+
+    def _evict(self) -> None:
+        """Drop the keys the machine will never look up again (key lateness)."""
+        forgets = getattr(self.machine, "forgets", None)
+        if forgets is None or self._high is None or self._high == self._evicted_at:
+            return
+        self._evicted_at = self._high
+        gone = [key for key in self._values if forgets(key, self._high)]
+        for key in gone:
+            del self._values[key]
+        self._evicted += len(gone)
 
     def _advance(
         self,
@@ -274,7 +332,18 @@ class LocalRuntime:
         updates: list[Update],
         rejected: list[Rejected],
     ) -> None:
-        after, key_updates, key_rejected = self.machine.advance_key(key, values, events, upto)
+        outcome = self.machine.advance_key(key, values, events, upto)
+        self._commit(key, values, outcome, updates, rejected)
+
+    def _commit(
+        self,
+        key: Any,
+        values: frozenset[Any],
+        outcome: tuple[frozenset[Any], list[Update], list[Rejected]],
+        updates: list[Update],
+        rejected: list[Rejected],
+    ) -> None:
+        after, key_updates, key_rejected = outcome
         if self._into is None:  # with an arrangement, the step's batch carries the change
             if after:
                 self._values[key] = after

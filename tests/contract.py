@@ -7,9 +7,11 @@ case against every runtime.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import attrs
 
-from library import Upsert
+from library import Upsert, UpsertWithLateness
 from statemachines import Machine, Reason, Update, parse_table
 from tests.machines import Session, Tags
 
@@ -134,4 +136,33 @@ _NAMED = {"A": ("a", 0), "B": ("b", 3), "C": ("c", 1)}
 CASES[-1] = attrs.evolve(
     CASES[-1],
     expected=[Update((k, _NAMED[v]), t, d) for (k, v), t, d in CASES[-1].expected],
+)
+
+# Lateness 5 on the value's first field: one case with each rule (see library/lateness.py)
+CASES.append(
+    Case(
+        "upsert with lateness rejects late values and overwrites of late values",
+        UpsertWithLateness(5, value_time=itemgetter(0)),
+        [
+            ("a", (10, "x"), 1, None),
+            ("a", (12, "y"), 2, 0), ("a", (3, "z"), 2, 1), ("d", (9, "old"), 2, None),
+            ("b", (4, "w"), 3, None), ("a", None, 3, None), ("c", (20, "p"), 3, None),
+            ("c", (2, "q"), 4, None), ("d", (30, "new"), 4, None),
+        ],
+        [
+            Update(("a", (10, "x")), 1, 1),
+            Update(("a", (10, "x")), 2, -1),
+            Update(("a", (12, "y")), 2, 1),
+            Update(("d", (9, "old")), 2, 1),
+            Update(("a", (12, "y")), 3, -1),
+            Update(("c", (20, "p")), 3, 1),
+        ],
+        rejected=[
+            ("a", 2, Reason.VALUE_BELOW_WATERLINE),
+            ("b", 3, Reason.VALUE_BELOW_WATERLINE),
+            ("c", 4, Reason.VALUE_BELOW_WATERLINE),
+            ("d", 4, Reason.OVERWRITES_BELOW_WATERLINE),
+        ],
+        schema="key string, symbol struct<at: long, reading: string>, time long, order long",
+    )
 )

@@ -48,3 +48,48 @@ def collection_from_replay(history, time):
                 values = after
         present.update((key, v) for v in values)
     return present
+
+
+def upsert_with_lateness(events, lateness, *, value_time=None, key_time=None):
+    """The lateness rules applied literally, one time after another across all keys.
+
+    Returns ``(updates, rejected)``: updates as ``((key, value), time, diff)``
+    and rejected as ``(event, reason)`` pairs.
+    """
+    from collections import defaultdict
+
+    by_time = defaultdict(list)
+    for event in events:
+        by_time[event.time].append(event)
+    state, high_value, high_key = {}, None, None
+    updates, rejected = [], []
+    for time in sorted(by_time):
+        value_line = None if high_value is None else high_value - lateness
+        key_line = None if high_key is None else high_key - lateness
+        before = {}
+        for e in sorted(by_time[time], key=lambda e: event_rank(e.order, e.symbol)):
+            before.setdefault(e.key, state.get(e.key))
+            current = state.get(e.key)
+            if key_line is not None and key_time(e.key) < key_line:
+                rejected.append((e, "key_below_waterline"))
+            elif value_line is not None and e.symbol is not None and value_time(e.symbol) < value_line:
+                rejected.append((e, "value_below_waterline"))
+            elif value_line is not None and current is not None and value_time(current) < value_line:
+                rejected.append((e, "overwrites_below_waterline"))
+            elif e.symbol is None:
+                state.pop(e.key, None)
+            else:
+                state[e.key] = e.symbol
+        for key, old in before.items():
+            new = state.get(key)
+            if old == new:
+                continue
+            if old is not None:
+                updates.append(((key, old), time, -1))
+            if new is not None:
+                updates.append(((key, new), time, 1))
+                if value_time is not None:
+                    high_value = max(high_value, value_time(new)) if high_value is not None else value_time(new)
+                if key_time is not None:
+                    high_key = max(high_key, key_time(key)) if high_key is not None else key_time(key)
+    return updates, rejected

@@ -108,7 +108,9 @@ def test_deadlines_wait_for_the_frontier():
     assert [u.diff for u in runtime.advance_to(5).updates] == [1]  # expiry at 5 not final
     assert runtime.stats()["armed_deadlines"] == 1
     assert [(u.time, u.diff) for u in runtime.advance_to(6).updates] == [(5, -1)]
-    assert runtime.stats() == {"live_keys": 0, "buffered_key_times": 0, "armed_deadlines": 0}
+    assert runtime.stats() == {
+        "live_keys": 0, "buffered_key_times": 0, "armed_deadlines": 0, "evicted_keys": 0
+    }
 
 
 def test_a_deadline_that_does_not_move_forward_is_an_error():

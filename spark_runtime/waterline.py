@@ -1,0 +1,96 @@
+"""Machines with waterlines on Spark: every key in parallel, the waterline settled.
+
+A machine such as ``UpsertWithLateness`` judges each command against the high mark
+of what *every* key inserted at earlier times. Spark runs the keys in parallel with a
+guessed waterline, collects the inserts' marks per time (one small row per
+partition), and runs again until guess and truth agree
+(:func:`statemachines.waterline.settle`); usually the second run confirms the first.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from statemachines import Machine
+from statemachines.persisted import column_to_python
+from statemachines.waterline import Mark, WaterlineMachine, highest, settle
+
+__all__ = ["arrangement_high", "settled_output"]
+
+
+def _marks_runner(machine: WaterlineMachine) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        found: dict[Any, Mark] = {}
+        for batch in batches:
+            keys = column_to_python(batch.column(0))
+            values = column_to_python(batch.column(1))
+            times = batch.column(2).to_pylist()
+            for key, value, time in zip(keys, values, times, strict=True):
+                found[time] = highest(found.get(time), machine.insert_marks(key, value))  # type: ignore[assignment]
+        yield pa.RecordBatch.from_pydict({"marks": [pickle.dumps(found)]})
+
+    return run
+
+
+def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
+    """The high mark of the inserts at each time of an updates DataFrame."""
+    from pyspark.sql import functions as F
+
+    inserts = updates.where(F.col("diff") > 0).select("key", "value", "time")
+    merged: dict[Any, Mark] = {}
+    for row in inserts.mapInArrow(_marks_runner(machine), "marks binary").collect():
+        for time, mark in pickle.loads(row.marks).items():
+            merged[time] = highest(merged.get(time), mark)  # type: ignore[assignment]
+    return merged
+
+
+def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark | None:
+    """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
+    from spark_runtime.arrangement import read_updates
+    from statemachines.persisted import read_manifest
+
+    if not any(b["file"] for b in read_manifest(path)["batches"]):
+        return None
+    high = None
+    for mark in _insert_marks(read_updates(spark, path), machine).values():
+        high = highest(high, mark)
+    return high
+
+
+def settled_output(
+    machine: WaterlineMachine,
+    prepared: Any,
+    base: Mark | None,
+    run: Callable[[Machine], Any],
+) -> Any:
+    """The output rows of ``run`` (a Spark run of one bound machine), settled.
+
+    Args:
+        machine: the machine with waterlines.
+        prepared: the events (for the number of distinct times, which bounds the rounds).
+        base: the high mark of everything before these events.
+        run: builds the output DataFrame (updates and rejections) of a bound machine.
+    """
+    from pyspark.sql import functions as F
+
+    from spark_runtime.batch import UPDATE
+
+    rounds = prepared.select("time").distinct().count() + 2
+    outputs: list[Any] = []
+
+    def run_cached(bound: Machine) -> Any:
+        output = run(bound).persist()
+        outputs.append(output)
+        return output
+
+    def marks_of(output: Any) -> dict[Any, Mark]:
+        return _insert_marks(output.where(F.col("kind") == UPDATE), machine)
+
+    output, _ = settle(machine, base, run_cached, marks_of, max_rounds=rounds)
+    for earlier in outputs[:-1]:
+        earlier.unpersist()
+    return output

@@ -1,0 +1,172 @@
+"""Waterlines: a machine rule that looks at what the whole collection accepted before.
+
+Some machines judge a command by more than its own key: an upsert with lateness
+rejects values far behind the newest value *any* key holds. Such a machine declares
+a **mark** for each inserted ``(key, value)`` (a tuple of event times, one per rule,
+``None`` where a rule does not apply) and reads, for commands at time ``t``, the
+component-wise maximum of the marks of every insert at times ``< t``: the *high
+mark* at ``t``. It depends only on earlier times, so the output never depends on
+batching::
+
+    inserts (time, mark)        high mark at time
+    1  (10,)                    1 -> (None,)   2 -> (10,)
+    2  (7,)                     3 -> (10,)
+    3  (15,)                    4 -> (15,)
+
+Runtimes run such a machine key by key, in parallel, by speculation: run every key
+with a guessed :class:`Waterline`, read the true one off the inserts that run made,
+and repeat until the two agree (:func:`settle`). If a guess is right at every time up
+to ``s``, the run is exact up to ``s``, so each round fixes at least one more time
+and the result is exactly the time-by-time one. In practice the first round after
+the initial guess agrees.
+
+A machine with waterlines defines two methods (see :class:`WaterlineMachine`):
+``insert_marks(key, value)`` and ``with_waterline(waterline)``, the same machine
+bound to a waterline.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import attrs
+
+from statemachines.errors import MachineError
+from statemachines.machine import Machine
+
+__all__ = [
+    "Mark",
+    "Waterline",
+    "WaterlineMachine",
+    "has_waterline",
+    "highest",
+    "marks_by_time",
+    "settle",
+]
+
+Mark = tuple[Any, ...]
+"""One event time (or ``None``) per waterline rule of a machine."""
+
+R = TypeVar("R")
+
+
+@runtime_checkable
+class WaterlineMachine(Protocol):
+    """A machine whose rules read the high mark of earlier inserts."""
+
+    def insert_marks(self, key: Any, value: Any) -> Mark:
+        """The mark an insert of ``(key, value)`` contributes to later times."""
+        ...  # pragma: no cover - a protocol
+
+    def with_waterline(self, waterline: Waterline) -> Machine:
+        """This machine, reading its high marks from ``waterline``."""
+        ...  # pragma: no cover - a protocol
+
+
+def has_waterline(machine: Machine) -> bool:
+    """True if ``machine`` needs a runtime that settles its waterline."""
+    return isinstance(machine, WaterlineMachine)
+
+
+def highest(first: Mark | None, second: Mark | None) -> Mark | None:
+    """Component-wise maximum of two marks; ``None`` (no mark) is below everything.
+
+    >>> highest((3, None), (2, 5))
+    (3, 5)
+    """
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return tuple(
+        b if a is None else a if b is None else (a if a >= b else b)
+        for a, b in zip(first, second, strict=True)
+    )
+
+
+@attrs.frozen
+class Waterline:
+    """The high mark of the inserts at times below each time: a step function.
+
+    Attributes:
+        base: the high mark of everything before this run (``None``: nothing).
+        times: the times of this run's inserts, increasing.
+        highs: ``highs[i]`` is the high mark of ``base`` and the inserts at
+            ``times[0..i]``.
+    """
+
+    base: Mark | None = None
+    times: tuple[Any, ...] = ()
+    highs: tuple[Mark, ...] = ()
+
+    @classmethod
+    def from_marks(cls, base: Mark | None, marks: Mapping[Any, Mark]) -> Waterline:
+        """The waterline of ``base`` followed by the inserts' marks per time.
+
+        >>> Waterline.from_marks(None, {2: (7,), 1: (10,), 3: (15,)}).high_before(3)
+        (10,)
+        """
+        times = tuple(sorted(marks))
+        highs: list[Mark] = []
+        high = base
+        for t in times:
+            high = highest(high, marks[t])
+            highs.append(high)  # type: ignore[arg-type]  # marks[t] is a mark
+        return cls(base, times, tuple(highs))
+
+    def high_before(self, time: Any) -> Mark | None:
+        """The high mark of every insert at a time ``< time`` (and of ``base``)."""
+        i = bisect.bisect_left(self.times, time)
+        return self.highs[i - 1] if i else self.base
+
+    @property
+    def high(self) -> Mark | None:
+        """The high mark after every insert of the run."""
+        return self.highs[-1] if self.highs else self.base
+
+
+def marks_by_time(
+    machine: WaterlineMachine, updates: Iterable[tuple[Any, Any, int]]
+) -> dict[Any, Mark]:
+    """The high mark of the inserts (positive diffs) at each time."""
+    marks: dict[Any, Mark] = {}
+    for (key, value), time, diff in updates:
+        if diff > 0:
+            mark = machine.insert_marks(key, value)
+            marks[time] = highest(marks.get(time), mark)  # type: ignore[assignment]
+    return marks
+
+
+def settle(
+    machine: WaterlineMachine,
+    base: Mark | None,
+    run: Callable[[Machine], R],
+    marks_of: Callable[[R], Mapping[Any, Mark]],
+    *,
+    max_rounds: int,
+) -> tuple[R, Waterline]:
+    """Run ``run`` with better and better waterlines until the guess is the truth.
+
+    Args:
+        machine: the machine with waterlines.
+        base: the high mark of everything before this run.
+        run: runs every key with the given bound machine; must not commit anything.
+        marks_of: the inserts' high marks per time in one run's result.
+        max_rounds: a bound the rounds cannot exceed (one more than the number of
+            distinct event times suffices, since each round fixes one more time).
+
+    Returns:
+        ``(the result of the final run, its waterline)``.
+    """
+    guess = Waterline(base)
+    for _ in range(max(max_rounds, 1)):
+        result = run(machine.with_waterline(guess))
+        found = Waterline.from_marks(base, marks_of(result))
+        if found == guess:
+            return result, found
+        guess = found
+    raise MachineError(  # pragma: no cover - impossible unless a machine is not deterministic
+        f"the waterline did not settle in {max_rounds} rounds; is the machine deterministic?"
+    )
