@@ -148,7 +148,7 @@ class UpsertWithLateness(Machine):
         hash(symbol)
 
     def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any
+        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
     ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
         """Apply one key's commands, time by time, against the waterlines."""
         current = next(iter(values)) if values else _ABSENT
@@ -168,7 +168,7 @@ class UpsertWithLateness(Machine):
                 rejected.extend(Rejected(e, reason, detail) for e in events[i:j])
             else:
                 for event in events[i:j]:
-                    outcome = self._command(current, event, high)
+                    outcome = self._command(current, event, high, check)
                     if type(outcome) is Rejected:
                         rejected.append(outcome)
                     else:
@@ -196,9 +196,11 @@ class UpsertWithLateness(Machine):
             f"inserted before time {time!r}, minus lateness {self.lateness!r})"
         )
 
-    def _command(self, current: Any, event: Event, high: Mark | None) -> Any:
+    def _command(self, current: Any, event: Event, high: Mark | None, check: Any) -> Any:
         """The key's value after ``event``, or the event's rejection."""
         new = event[1]
+        if check is not None and new is not None and (problem := check(new)) is not None:
+            return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
         if self.value_time is None:
             return _ABSENT if new is None else new
         if new is not None:

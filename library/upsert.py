@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines import Event, Machine, Rejected, Update, event_rank
+from statemachines import Event, Machine, Rejected, Update, advance_key, event_rank
 
 __all__ = ["Upsert"]
 
@@ -55,9 +55,13 @@ class Upsert(Machine):
         return second if later else first
 
     def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any
+        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
     ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
-        """The generic ``advance_key`` for upserts, without building sets per command."""
+        """The generic ``advance_key`` for upserts, without building sets per command.
+
+        If ``check`` refuses a value this path would insert, the key is run by the
+        generic path instead, which rejects exactly the offending commands.
+        """
         current = next(iter(values)) if values else _ABSENT
         updates: list[Update] = []
         emit = updates.append
@@ -78,5 +82,7 @@ class Upsert(Machine):
                 emit(_NEW(Update, ((key, current), time, -1)))
                 emit(_NEW(Update, ((key, new), time, 1)))
                 current = new
+        if check is not None and any(u[2] > 0 and check(u[0][1]) is not None for u in updates):
+            return advance_key(self, key, values, events, upto, check)
         after = _EMPTY if current is _ABSENT else frozenset((current,))
         return after, updates, []

@@ -191,7 +191,9 @@ def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_s
     """The function Spark calls once per partition (rows sorted by key, kind, time)."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        intake = Intake(machine, kind=kind)
+        from spark_runtime.values import value_check_for
+
+        intake = Intake(machine, kind=kind, value_check=value_check_for(arrow_schema.field("value").type))
         out = _Output(arrow_schema)
         no_key = object()
         current, prior, raw = no_key, [], []

@@ -7,6 +7,7 @@ Spark. The local runtime and the Spark runtime both call it (through
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from statemachines.errors import MachineError
@@ -15,20 +16,28 @@ from statemachines.intake import Intake
 from statemachines.machine import Machine
 from statemachines.updates import Update
 
-__all__ = ["advance_key", "apply_transition", "run_key"]
+__all__ = ["ValueCheck", "advance_key", "apply_transition", "run_key"]
+
+ValueCheck = Callable[[Any], "str | None"]
+"""A runtime's test that its output can store a value: ``None`` if so, else why not."""
 
 _NEW = tuple.__new__
 
 
 def apply_transition(
-    machine: Machine, key: Any, values: frozenset[Any], event: Event
+    machine: Machine,
+    key: Any,
+    values: frozenset[Any],
+    event: Event,
+    check: ValueCheck | None = None,
 ) -> frozenset[Any] | Rejected:
     """``machine.transition`` on one event, as a frozenset or as a rejection.
 
     The machine sees ``machine.initial_values(key)`` in place of an empty set. A
     transition that raises, or returns something that is not an iterable of
     hashable values, rejects the event (reason ``transition_failed``) and leaves
-    the key's values as they were.
+    the key's values as they were; so does a new value that ``check`` refuses
+    (reason ``unserialisable_value``).
     """
     seen = values if values else machine.initial_values(key)
     try:
@@ -37,9 +46,15 @@ def apply_transition(
             raise TypeError(
                 "transition returned None; it must return the key's next set of values"
             )
-        return result if type(result) is frozenset else frozenset(result)
+        after = result if type(result) is frozenset else frozenset(result)
     except Exception as exc:  # noqa: BLE001 - any failure of user code rejects the event
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
+    if check is not None:
+        for value in after - values:
+            problem = check(value)
+            if problem is not None:
+                return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
+    return after
 
 
 def advance_key(
@@ -48,6 +63,7 @@ def advance_key(
     values: frozenset[Any],
     events: list[Event],
     upto: Any,
+    check: ValueCheck | None = None,
 ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
     """Run one key forward over its final events and the deadlines before ``upto``.
 
@@ -66,6 +82,8 @@ def advance_key(
         events: the key's events, sorted by ``(time, event_rank)``; all are final.
         upto: the frontier: deadlines at times ``< upto`` fire. ``None`` means the
             input is complete, so every deadline fires.
+        check: the runtime's test that its output can store a new value; an event
+            whose new value fails it is rejected (see :func:`apply_transition`).
 
     Returns:
         ``(values after, updates, rejected events)``; the updates are consolidated.
@@ -89,7 +107,7 @@ def advance_key(
         else:
             break
         while i < n and events[i].time == now:
-            outcome = apply_transition(machine, key, after, events[i])
+            outcome = apply_transition(machine, key, after, events[i], check)
             if type(outcome) is Rejected:
                 rejected.append(outcome)
             else:
@@ -158,5 +176,5 @@ def run_key(
         events.append(checked)  # type: ignore[arg-type]
     if not in_order:
         events.sort(key=_time_then_rank)
-    after, updates, failed = machine.advance_key(key, values, events, upto)
+    after, updates, failed = machine.advance_key(key, values, events, upto, intake.value_check)
     return after, updates, rejected + failed if failed else rejected

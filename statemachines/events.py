@@ -55,6 +55,8 @@ class Reason(enum.StrEnum):
     """It would overwrite or delete a value whose event time is below the waterline."""
     KEY_BELOW_WATERLINE = "key_below_waterline"
     """Its key's event time is below the machine's key waterline (key lateness)."""
+    UNSERIALISABLE_VALUE = "unserialisable_value"
+    """It would give the key a value the output cannot store (e.g. not of the column type)."""
 
 
 class Rejected(NamedTuple):

@@ -26,8 +26,11 @@ _SHAPE = "an event is a (key, symbol, time) or (key, symbol, time, order) tuple"
 class Intake:
     """Checks raw events for one run of one machine."""
 
-    def __init__(self, machine: Machine, *, kind: str | None = None) -> None:
+    def __init__(
+        self, machine: Machine, *, kind: str | None = None, value_check: Any = None
+    ) -> None:
         self.kind = kind
+        self.value_check = value_check  # the output's test of new values (see core.ValueCheck)
         self._time_type: type | None = None
         self._validate = machine.validate_symbol if machine.spec.validates_symbols else None
 

@@ -67,8 +67,8 @@ class LocalRuntime:
     run over the same arrangement continues exactly where the last step ended.
 
     Memory: O(live keys + buffered events) (without ``into``; with it, the live
-    values are the arrangement's); with a machine that reduces same-time events,
-    buffered events are O(distinct (key, time) pairs).
+    values are the arrangement's); with a machine that reduces same-time events and
+    an in-memory output, buffered events are O(distinct (key, time) pairs).
     """
 
     def __init__(self, machine: Machine, *, into: Arrangement | None = None) -> None:
@@ -84,7 +84,13 @@ class LocalRuntime:
         self._rejected: list[Rejected] = []
         self._frontier: Any = None
         self._finished = False
-        self._intake = Intake(machine)
+        # an arrangement that cannot store every value says so (PersistedArrangement)
+        self._check = getattr(into, "value_check", None)
+        self._intake = Intake(machine, value_check=self._check)
+        # Reducing same-time events would hide an earlier event behind a later one
+        # that the value check then rejects; with a check, every event is kept.
+        reduces = machine.spec.reduces_same_time and self._check is None
+        self._reduce = machine.reduce_same_time if reduces else None
         self._due: dict[Any, Any] = {}
         self._due_heap: list[tuple[Any, int, Any]] = []
         self._due_seq = 0
@@ -158,7 +164,7 @@ class LocalRuntime:
         the machine rejects) are reported by the next :meth:`advance_to` or
         :meth:`finish`.
         """
-        reduce = self.machine.reduce_same_time if self.machine.spec.reduces_same_time else None
+        reduce = self._reduce
         check = self._intake.check
         pending = self._pending
         reject = self._rejected.append
@@ -248,7 +254,7 @@ class LocalRuntime:
     def _key_events(self, by_time: dict[Any, Any]) -> list[Event]:
         """One key's buffered events in (time, rank) order."""
         times = sorted(by_time)
-        if self.machine.spec.reduces_same_time:
+        if self._reduce is not None:
             return [by_time[t] for t in times]
         events = []
         for t in times:
@@ -291,12 +297,13 @@ class LocalRuntime:
         """
 
         if not has_waterline(self.machine):
-            advance = self.machine.advance_key
-            return ((key, values, advance(key, values, events, upto)) for key, values, events in work)
+            advance, check = self.machine.advance_key, self._check
+            return ((key, values, advance(key, values, events, upto, check)) for key, values, events in work)
         work = list(work)
 
         def run(machine: Machine) -> list[Any]:
-            return [(key, values, machine.advance_key(key, values, events, upto)) for key, values, events in work]
+            check = self._check
+            return [(key, values, machine.advance_key(key, values, events, upto, check)) for key, values, events in work]
 
         times = {e[2] for _, _, events in work for e in events}
         outcomes, waterline = settle(
@@ -332,7 +339,7 @@ class LocalRuntime:
         updates: list[Update],
         rejected: list[Rejected],
     ) -> None:
-        outcome = self.machine.advance_key(key, values, events, upto)
+        outcome = self.machine.advance_key(key, values, events, upto, self._check)
         self._commit(key, values, outcome, updates, rejected)
 
     def _commit(

@@ -113,7 +113,7 @@ class Machine:
     # -- plumbing -------------------------------------------------------------------
 
     def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any
+        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
     ) -> tuple[frozenset[Any], list[Any], list[Any]]:
         """Apply one key's events; see :func:`statemachines.core.advance_key`.
 
@@ -122,7 +122,7 @@ class Machine:
         """
         from statemachines.core import advance_key
 
-        return advance_key(self, key, values, events, upto)
+        return advance_key(self, key, values, events, upto, check)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

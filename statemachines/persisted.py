@@ -284,6 +284,19 @@ class PersistedArrangement(Arrangement):
         self._remove_unlisted_files()
         return result
 
+    @staticmethod
+    def value_check(value: Any) -> str | None:
+        """``None`` if a value can be stored here, else why not (runtimes reject it).
+
+        Values are stored as typed Arrow columns or, failing that, pickled; a value
+        that cannot even be pickled cannot be stored.
+        """
+        try:
+            pickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot be stored"
+            return f"the value {value!r} cannot be stored (pickled): {type(exc).__name__}: {exc}"
+        return None
+
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
 

@@ -51,3 +51,17 @@ class Session(Machine):
 
     def on_deadline(self, key, values, time):
         return frozenset()
+
+
+class Measure(Machine):
+    """Keeps the last reading: ``int(symbol)`` for digits, else the symbol as it is."""
+
+    def transition(self, key, values, symbol, time):
+        return {int(symbol) if symbol.isdigit() else symbol}
+
+
+class Unpicklable:
+    """A hashable value that refuses to be pickled (so it cannot be stored)."""
+
+    def __reduce__(self):
+        raise TypeError("this object cannot be pickled")

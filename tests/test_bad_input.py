@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from library import Upsert
-from statemachines import Reason, run_local
+from statemachines import PersistedArrangement, Reason, run_local
 from tests import strategies as sst
-from tests.machines import Fragile
+from tests.machines import Fragile, Measure, Unpicklable
 
 # each kind of invalid event, with the reason it must be rejected for
 INVALID = st.one_of(
@@ -56,3 +56,30 @@ def test_spark_rejects_the_same_mixture(spark):
         got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
         assert got == sorted(tuple(u) for u in run_local(Upsert(), valid).updates)
         assert sorted(r.reason for r in result.rejected.collect()) == ["null_key", "null_key", "null_time"]
+
+
+def test_a_value_the_arrangement_cannot_store_is_rejected_and_the_run_goes_on(tmp_path):
+    bad = Unpicklable()
+    events = [("k", "a", 0), ("k", bad, 1), ("j", "x", 1), ("k", "b", 2, 0), ("k", bad, 2, 1), ("k", "c", 3)]
+    arrangement = PersistedArrangement(tmp_path)
+    result = run_local(Upsert(), events, into=arrangement)
+    assert [(r.event.time, r.reason) for r in result.rejected] == [
+        (1, Reason.UNSERIALISABLE_VALUE),
+        (2, Reason.UNSERIALISABLE_VALUE),
+    ]
+    assert "cannot be stored" in result.rejected[0].detail
+    stored = [e for e in events if e[1] is not bad]
+    assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), stored).updates
+
+
+@pytest.mark.spark
+def test_spark_rejects_values_that_do_not_fit_the_value_column(spark):
+    from spark_runtime import run_batch
+
+    events = [("k", "1", 0), ("k", "oops", 1), ("j", "7", 1), ("k", "3", 2)]
+    frame = spark.createDataFrame(events, "key string, symbol string, time long")
+    result = run_batch(Measure(), frame, value_type="bigint")
+    rejected = [(r.key, r.time, r.reason) for r in result.rejected.collect()]
+    assert rejected == [("k", 1, "unserialisable_value")]
+    got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+    assert got == sorted(tuple(u) for u in run_local(Measure(), [e for e in events if e[1] != "oops"]).updates)
