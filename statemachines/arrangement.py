@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import threading
 import uuid
 import weakref
 from bisect import bisect_left
@@ -247,6 +248,8 @@ class Arrangement:
         self._boundaries: list[Any] = []
         self._holds: dict[int, Any] = {}
         self._handle_ids = itertools.count()
+        # taking a hold and advancing ``since`` must not interleave (reader threads)
+        self._holds_lock = threading.RLock()
 
     # -- frontiers ------------------------------------------------------------------
 
@@ -336,13 +339,16 @@ class Arrangement:
 
     def _push(self, batch: Batch) -> None:
         self._add_boundaries(batch.lower, batch.upper)
-        self._batches.append(batch)
+        # geometric merging: merge while the newer batch is at least half the older.
+        # The spine is rebuilt aside and swapped in whole, so a reader in another
+        # thread sees the spine before or after, never a batch missing mid-merge.
+        spine = [*self._batches, batch]
+        while len(spine) >= 2 and spine[-2].count <= 2 * spine[-1].count:
+            newer = spine.pop()
+            older = spine.pop()
+            spine.append(self._merge([older, newer]))
+        self._batches = spine
         self._upper = batch.upper
-        # geometric merging: merge while the newer batch is at least half the older
-        while len(self._batches) >= 2 and self._batches[-2].count <= 2 * self._batches[-1].count:
-            newer = self._batches.pop()
-            older = self._batches.pop()
-            self._batches.append(self._merge([older, newer]))
 
     def _add_boundaries(self, lower: Any, upper: Any) -> None:
         if not self._boundaries:
@@ -363,14 +369,15 @@ class Arrangement:
         """
         if self._upper is None:
             return self._since  # nothing written, nothing to compact
-        target = min(since, self._upper)
-        for held in self._holds.values():
-            if held is None:
-                return self._since
-            target = min(target, held)
-        if self._since is None or target > self._since:
-            self._since = target
-        return self._since
+        with self._holds_lock:
+            target = min(since, self._upper)
+            for held in list(self._holds.values()):  # handles may be released meanwhile
+                if held is None:
+                    return self._since
+                target = min(target, held)
+            if self._since is None or target > self._since:
+                self._since = target
+            return self._since
 
     def compact(self, since: Any = None) -> Any:
         """Advance ``since`` (if given) and merge the whole spine into one batch.
@@ -392,9 +399,10 @@ class Arrangement:
 
     def reader(self, since: Any = None) -> ReadHandle:
         """A handle that holds history from ``since`` (default: the current ``since``)."""
-        since = self._since if since is None else since
-        self._check_readable(since, "hold")
-        return ReadHandle(self, since)
+        with self._holds_lock:
+            since = self._since if since is None else since
+            self._check_readable(since, "hold")
+            return ReadHandle(self, since)
 
     def _check_readable(self, time: Any, what: str) -> None:
         if self._since is not None and time is not None and time < self._since:

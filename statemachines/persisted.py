@@ -250,8 +250,7 @@ class PersistedArrangement(Arrangement):
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         manifest = self.path / MANIFEST
         if manifest.exists():
-            with gc_paused():
-                self._load(read_manifest(self.path))
+            self._open()
         else:
             self.path.mkdir(parents=True, exist_ok=True)
             self._publish(self)
@@ -261,11 +260,14 @@ class PersistedArrangement(Arrangement):
     def append(self, updates: Iterable[tuple[Any, Any, int]], lower: Any, upper: Any) -> bool:
         return bool(self._transact(lambda staged: Arrangement.append(staged, updates, lower, upper)))
 
+    # No reader may take a hold between the staged ``since`` and its adoption.
     def advance_since(self, since: Any) -> Any:
-        return self._transact(lambda staged: Arrangement.advance_since(staged, since))
+        with self._holds_lock:
+            return self._transact(lambda staged: Arrangement.advance_since(staged, since))
 
     def compact(self, since: Any = None) -> Any:
-        return self._transact(lambda staged: Arrangement.compact(staged, since))
+        with self._holds_lock:
+            return self._transact(lambda staged: Arrangement.compact(staged, since))
 
     def _transact(self, change: Callable[[PersistedArrangement], Any]) -> Any:
         """Apply ``change`` to a staged copy, publish it, and only then adopt it."""
@@ -359,6 +361,23 @@ class PersistedArrangement(Arrangement):
         _remove_unlisted(self.path, listed)
 
     # -- reading --------------------------------------------------------------------
+
+    def _open(self, attempts: int = 20) -> None:
+        """Load the published state, even while another process writes.
+
+        A writer publishes a new manifest before it deletes the files the old one
+        listed; so a file vanishing under this reader means a newer manifest is in
+        place, and the load starts over from it.
+        """
+        for attempt in range(attempts):
+            try:
+                with gc_paused():
+                    self._load(read_manifest(self.path))
+                return
+            except FileNotFoundError:
+                if attempt == attempts - 1:
+                    raise
+                self._batches, self._files, self._boundaries = [], {}, []
 
     def _load(self, manifest: dict[str, Any]) -> None:
         self._stream = manifest.get("stream")
