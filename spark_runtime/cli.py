@@ -237,12 +237,17 @@ def command_cdc_export(args: argparse.Namespace) -> None:
 
 
 def command_cdc_import(args: argparse.Namespace) -> None:
-    if not os.path.exists(args.input):
-        raise CliError(f"no such input: {args.input}")
-    reader = cdc_files.read_parquet if args.input.endswith(".parquet") else cdc_files.read_jsonl
-    messages = list(reader(args.input))
-    upper = cdc_files.read_into(messages, PersistedArrangement(args.arrangement))
-    print(f"{len(messages):,} messages read; {args.arrangement} is now complete up to {upper!r}")
+    messages = []
+    for path in args.input:  # read every file before anything is written
+        if not os.path.exists(path):
+            raise CliError(f"no such input: {path}")
+        reader = cdc_files.read_parquet if path.endswith(".parquet") else cdc_files.read_jsonl
+        messages.extend(reader(path))
+    arrangement = PersistedArrangement(args.arrangement)
+    before = arrangement.upper
+    upper = cdc_files.read_into(messages, arrangement)
+    news = "nothing new" if upper == before else f"now complete up to {upper!r}"
+    print(f"{len(messages):,} messages read from {len(args.input)} file(s); {args.arrangement}: {news}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -288,7 +293,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--batch-size", type=int, default=1000)
     export.set_defaults(handler=command_cdc_export)
     imp = cdc_commands.add_parser("import", help="read CDC messages into an arrangement")
-    imp.add_argument("input", help="a .jsonl or .parquet file")
+    imp.add_argument("input", nargs="+", help=".jsonl or .parquet files, in any order, duplicates allowed")
     imp.add_argument("arrangement")
     imp.set_defaults(handler=command_cdc_import)
     return top

@@ -25,7 +25,11 @@ class Light(Machine):
 
 
 class Fragile(Machine):
-    """Fails on the symbol "boom"; otherwise keeps the last symbol."""
+    """Fails on the symbol "boom"; otherwise keeps the last symbol (a string)."""
+
+    def validate_symbol(self, symbol):
+        if not isinstance(symbol, str):
+            raise TypeError(f"a symbol is a string, not {symbol!r}")
 
     def transition(self, key, values, symbol, time):
         if symbol == "boom":

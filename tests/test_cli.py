@@ -106,3 +106,45 @@ def test_run_on_spark_matches_the_local_runtime(feed, tmp_path, spark, capsys):
     assert "1 null_key" in capsys.readouterr().out
     valid = [e for e in events() if isinstance(e[2], int)]
     assert PersistedArrangement(into).updates() == run_local(Upsert(), valid).updates
+
+
+def test_a_replayed_cdc_file_set_imports_exactly_once(feed, tmp_path, capsys):
+    into, copy = tmp_path / "arr", tmp_path / "copy"
+    main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS])
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    main(["cdc", "export", str(into), str(first), "--batch-size", "1"])
+    lines = first.read_text().splitlines(keepends=True)
+    second.write_text("".join(reversed(lines * 2)))  # every message twice, backwards
+    for _ in range(2):
+        assert main(["cdc", "import", str(second), str(first), str(second), str(copy)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].endswith(f"now complete up to {PersistedArrangement(into).upper}")
+    assert out[-1].endswith("nothing new")
+    assert PersistedArrangement(copy).updates() == PersistedArrangement(into).updates()
+    print(f"{len(lines) * 5} messages (each 5 times, reordered) imported twice: one history")
+
+
+def test_every_kind_of_bad_row_is_reported_and_the_rest_applied(tmp_path, capsys):
+    valid = [("a", "x", 1), ("b", "y", 2), ("a", "z", 3)]
+    bad = {
+        "null_key": [(None, "x", 1)],
+        "null_time": [("a", "x", None)],
+        "bad_time": [("a", "x", "noon"), ("b", "y", True)],
+        "invalid_symbol": [("b", ["un", "hashable"], 2)],
+        "transition_failed": [("a", "boom", 2)],
+    }
+    rows = valid + [r for rows in bad.values() for r in rows]
+    feed = tmp_path / "mixed.jsonl"
+    feed.write_text("".join(json.dumps({"key": k, "symbol": s, "time": t}) + "\n" for k, s, t in rows))
+    report = tmp_path / "rejected.jsonl"
+    argv = ["run", "tests.machines:Fragile", str(feed), "--into", str(tmp_path / "arr"), "--rejected", str(report)]
+    assert main(argv) == 0
+    got = [json.loads(line) for line in report.read_text().splitlines()]
+    assert sorted(r["reason"] for r in got) == sorted(reason for reason, rows in bad.items() for _ in rows)
+    assert "cannot handle boom" in next(r["detail"] for r in got if r["reason"] == "transition_failed")
+    assert len(rows) == len(valid) + len(got)  # input = applied + rejected
+    from tests.machines import Fragile
+
+    assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Fragile(), valid).updates
+    assert f"{len(rows)} events in" in capsys.readouterr().out
+    print({reason: len(rows) for reason, rows in bad.items()})

@@ -87,3 +87,36 @@ def test_timestamps_and_struct_keys_stay_typed(spark, tmp_path):
     assert result.updates.schema["key"].dataType.simpleString() == "struct<region:string,id:int>"
     assert str(result.updates.schema["time"].dataType) == "TimestampType()"
     assert PersistedArrangement(tmp_path).values(("eu", 7)) == {"on"}
+
+
+@pytest.mark.parametrize("point", ["written", "manifest"])
+def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_completes_once(spark, tmp_path, monkeypatch, point):
+    import spark_runtime.batch as batch_module
+    from statemachines import persisted
+
+    events = [e for e in random_events(4) if e[0] is not None and e[2] is not None]
+    first = spark.createDataFrame([e for e in events if e[2] < 15], SCHEMA)
+    second = spark.createDataFrame([e for e in events if e[2] >= 15], SCHEMA)
+    run_batch(Upsert(), first, order="order", into=tmp_path)
+    published = PersistedArrangement(tmp_path).updates()
+
+    def crash(*args, **kwargs):
+        raise OSError(f"simulated crash: {point}")
+
+    if point == "written":  # the batch's files are on disk, the manifest untouched
+        monkeypatch.setattr(batch_module, "publish_batch", crash)
+    else:  # the new manifest is staged but never put in place
+        write = persisted._write_manifest
+        monkeypatch.setattr(persisted, "_write_manifest", lambda *a: (write(*a), crash())[0])
+    with pytest.raises(OSError, match="simulated crash"):
+        run_batch(Upsert(), second, order="order", into=tmp_path)
+    monkeypatch.undo()
+    assert PersistedArrangement(tmp_path).updates() == published
+    assert consolidate(((r.key, r.value), r.time, r.diff) for r in read_updates(spark, tmp_path).collect()) == published
+
+    retry = run_batch(Upsert(), second, order="order", into=tmp_path)
+    assert retry.published
+    assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), events).updates
+    # the dead writer's files were removed by the retry's publish
+    listed = {p.name for p in PersistedArrangement(tmp_path).files()}
+    assert {p.name for p in tmp_path.iterdir()} == listed | {"manifest.json"}

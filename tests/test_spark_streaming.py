@@ -126,3 +126,34 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
 
     assert [r.batch_id for r in first] == [0, 1] and [r.batch_id for r in second] == [2, 3]
     assert published(spark, tmp_path / "arr") == published(spark, tmp_path / "whole")
+
+
+def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangement(spark, tmp_path):
+    """SIGKILL the driver at a different point of three micro-batches, restarting after each."""
+    import json
+    import subprocess
+    import sys
+
+    source = tmp_path / "in"
+    source.mkdir()
+    make_files(source, n_files=4)
+    uninterrupted = []
+    stream(spark, source, tmp_path / "whole", tmp_path / "ckpt-whole", uninterrupted).awaitTermination()
+
+    arrangement = tmp_path / "arr"
+    job = [sys.executable, "-m", "tests.stream_job", str(source), str(arrangement), str(tmp_path / "ckpt")]
+    for batch_id, point in enumerate(["written", "manifest", "published"], start=1):
+        killed = subprocess.run([*job, point, str(batch_id)], capture_output=True, text=True, timeout=300)
+        assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL, mid-way through the batch
+        upper = PersistedArrangement(arrangement).upper  # readable: the last published state
+        print(f"killed at {point!r} of micro-batch {batch_id}; published upper {upper}; it printed:")
+        print(killed.stdout)
+    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
+    assert restarted.returncode == 0, restarted.stderr[-2000:]
+    print(f"final restart printed:\n{restarted.stdout}")
+    assert published(spark, arrangement) == published(spark, tmp_path / "whole")
+    # nothing the dead drivers wrote is left behind unlisted
+    manifest = json.loads((arrangement / "manifest.json").read_text())
+    stream_entries = [manifest["stream"]["pending"], *manifest["stream"]["rejected"]]
+    listed = {e.split("/")[0] for e in [b["file"] for b in manifest["batches"]] + stream_entries if e}
+    assert {p.name for p in arrangement.iterdir()} == listed | {"manifest.json"}
