@@ -13,7 +13,7 @@ import attrs
 
 from library import Upsert, UpsertWithLateness
 from statemachines import Machine, Reason, Update, parse_table
-from tests.machines import Session, Tags
+from tests.machines import Fragile, Session, Tags
 
 
 @attrs.frozen
@@ -97,6 +97,21 @@ CASES = [
             """
         ),
         rejected=[(None, 1, Reason.NULL_KEY), ("k", None, Reason.NULL_TIME)],
+    ),
+    Case(
+        "a transition that raises rejects its event; the key keeps its value",
+        Fragile(),
+        [("k", "a", 1, None), ("k", "boom", 2, None), ("j", "b", 2, None), ("k", "c", 3, None)],
+        parse_table(
+            """
+            key | value | time | diff
+            k   | a     | 1    | +1
+            j   | b     | 2    | +1
+            k   | a     | 3    | -1
+            k   | c     | 3    | +1
+            """
+        ),
+        rejected=[("k", 2, Reason.TRANSITION_FAILED)],
     ),
     Case(
         "events below the arrangement's upper are late",
