@@ -275,7 +275,9 @@ def run_batch(
         into: a persisted arrangement directory (created if missing) to read prior
             values from and publish the updates into.
         value_type: the Spark type (or DDL string) of the machine's values; default:
-            the arrangement's value type, else the symbol column's type.
+            the arrangement's value type, else what the machine declares with a
+            ``value_type(symbol_type, time_type)`` method (pattern detectors do),
+            else the symbol column's type.
         native: use a library machine's native Spark path when it has one.
 
     Returns:
@@ -345,7 +347,7 @@ def process_events(
     state = None
     if into is not None:
         state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
-    value_type = value_type or prepared.schema["symbol"].dataType
+    value_type = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
     fast = native_paths.for_machine(machine) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
@@ -360,6 +362,17 @@ def process_events(
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
     return output.persist() if cache else output
+
+
+def _machine_value_type(machine: Machine, prepared: Any) -> Any:
+    """The value type a machine declares for its input's types (``value_type(symbol, time)``)."""
+    from pyspark.sql import types as T
+
+    declare = getattr(machine, "value_type", None)
+    if declare is None:
+        return None
+    symbol, time = (prepared.schema[c].dataType.simpleString() for c in ("symbol", "time"))
+    return T._parse_datatype_string(declare(symbol, time))
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:

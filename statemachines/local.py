@@ -144,7 +144,8 @@ class LocalRuntime:
         """Sizes of the working state: live keys, buffered slots and armed deadlines.
 
         ``live_keys`` counts the keys this runtime holds values for; with ``into``,
-        the arrangement holds them instead and this is 0. ``evicted_keys`` counts
+        the arrangement holds them instead and this is 0; ``live_values`` counts
+        their values (for a pattern detector: live partial matches). ``evicted_keys`` counts
         keys a machine declared forgettable (key lateness): their values stay in the
         output, only the runtime's copy is dropped.
         """
@@ -153,6 +154,7 @@ class LocalRuntime:
             "buffered_key_times": sum(len(by_time) for by_time in self._pending.values()),
             "armed_deadlines": len(self._due),
             "evicted_keys": self._evicted,
+            "live_values": sum(len(values) for values in self._values.values()),
         }
 
     # -- writing --------------------------------------------------------------------

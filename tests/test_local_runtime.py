@@ -109,7 +109,8 @@ def test_deadlines_wait_for_the_frontier():
     assert runtime.stats()["armed_deadlines"] == 1
     assert [(u.time, u.diff) for u in runtime.advance_to(6).updates] == [(5, -1)]
     assert runtime.stats() == {
-        "live_keys": 0, "buffered_key_times": 0, "armed_deadlines": 0, "evicted_keys": 0
+        "live_keys": 0, "buffered_key_times": 0, "armed_deadlines": 0, "evicted_keys": 0,
+        "live_values": 0,
     }
 
 

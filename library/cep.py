@@ -1,0 +1,381 @@
+"""Complex event detection: a pattern compiled to an NFA, run as a machine per key.
+
+``Detector(pattern)`` is a machine whose values are the key's live *partial
+matches*: each is a position in the pattern's NFA with the events it has taken.
+Its output holds three kinds of rows, told apart by the value's first field:
+
+    value                                   updates
+    ("partial", state, events)              +1 when it appears, -1 when it moves on
+    ("match", "", events)                   +1 at the time the match completes
+    ("timeout", state, events)              +1 when a partial match's window ends
+
+``events`` is a tuple of ``(step, time, seq, symbol)``: ``seq`` numbers a key's
+events at one time in the order they are applied, so every event has an identity.
+Matches and timeouts are never retracted: they are the detector's findings, and
+:func:`matches` / :func:`timeouts` read them back. Only partial matches are state;
+with ``within`` every one of them ends (as a match or a timeout) when its window
+closes, through a deadline, so a key's state is bounded by what its window holds.
+
+Three failed logins then a success within 10 (one key)::
+
+    time  event      partial matches after                 found
+    1     fail       fail#1                                 -
+    2     fail       fail#1 (from 2), fail#2 (from 1)       -
+    4     fail       fail#1, fail#2, fail#3 (from 1)        -
+    5     ok         ...                                    match: fail fail fail ok (from 1)
+    11    (window)   the partial matches begun at 1 end     timeouts for those still partial
+
+Semantics follow Flink CEP's documentation where it is explicit: contiguity,
+quantifiers, negation, ``within`` (last event minus first below the window) and
+the skip strategies. Where we differ: identical partial matches reached by two
+paths are one value (a set, not a bag), and a trailing ``not_followed_by`` match
+is reported when its window closes (Flink reports it then too, but only as time
+advances; here the deadline makes it exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from library.pattern import Contiguity, Negation, Pattern, Skip, Step
+from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines.errors import InvalidArgument
+
+__all__ = ["Detector", "Found", "matches", "timeouts"]
+
+PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
+_NEW = tuple.__new__
+_ACCEPT = -1  # the "continuation" a trailing negation blocks
+
+
+@attrs.frozen
+class _Cont:
+    """A way a partial match at some position may take its next event."""
+
+    target: int  # the step that takes the event
+    count: int  # the position's count in that step afterwards
+    contiguity: Contiguity
+    guards: tuple[Negation, ...]
+    loop: bool  # another event of the current step
+
+
+@attrs.frozen
+class _Position:
+    step: int
+    count: int
+    conts: tuple[_Cont, ...]
+    accepting: bool
+
+
+def _cap(step: Step) -> int:
+    """Counts above this are all alike (an unbounded loop past its minimum)."""
+    return step.max if step.max is not None else max(step.min, 1)
+
+
+class _Nfa:
+    """The compiled pattern: positions ``(step, count)`` and their continuations."""
+
+    def __init__(self, pattern: Pattern) -> None:
+        self.pattern = pattern
+        self.steps = pattern.steps
+        self.index = {s.name: i for i, s in enumerate(self.steps)}
+        self.positions: dict[tuple[int, int], _Position] = {}
+        for i, step in enumerate(self.steps):
+            for count in range(_cap(step) + 1):
+                self.positions[i, count] = self._position(i, count)
+        self.start = self.positions[0, 0]
+
+    def _position(self, i: int, count: int) -> _Position:
+        steps = self.steps
+        step = steps[i]
+        conts = []
+        if step.max is None or count < step.max:
+            contiguity = step.contiguity if count == 0 else step.inner
+            guards = step.guards if count == 0 else ()
+            conts.append(_Cont(i, min(count + 1, _cap(step)), contiguity, guards, count > 0))
+        accepting = False
+        if count >= step.min:
+            guards: tuple[Negation, ...] = ()
+            j = i + 1
+            while j < len(steps):
+                guards += steps[j].guards
+                conts.append(_Cont(j, 1, steps[j].contiguity, guards, False))
+                if steps[j].min > 0:
+                    break
+                j += 1
+            else:
+                accepting = count > 0 or i > 0
+        return _Position(i, count, tuple(conts), accepting)
+
+
+def _state(position: _Position, fresh: bool, blocked: frozenset[int]) -> str:
+    """A partial match's NFA state as text: ``step#count``, then its flags."""
+    text = f"{position.step}#{position.count}"
+    if not fresh:
+        text += "~"
+    if blocked:
+        text += "!" + ",".join(str(b) for b in sorted(blocked))
+    return text
+
+
+class Detector(Machine):
+    """Detects ``pattern`` per key; see the module documentation.
+
+    >>> from statemachines import run_local
+    >>> pattern = (Pattern.begin("hot").where(lambda t: t > 80).times(3).consecutive()
+    ...            .within(10))
+    >>> readings = [("s1", t, i) for i, t in enumerate([81, 85, 79, 90, 91, 95])]
+    >>> [[s for _, _, _, s in m.events] for m in matches(run_local(Detector(pattern), readings).updates)]
+    [[90, 91, 95]]
+    """
+
+    def __init__(self, pattern: Pattern) -> None:
+        if not isinstance(pattern, Pattern):
+            raise InvalidArgument(f"Detector needs a Pattern, got {pattern!r}")
+        self.pattern = pattern.compiled()
+        self._nfa = _Nfa(self.pattern)
+
+    def __repr__(self) -> str:
+        return f"Detector({self.pattern!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"pattern": self.pattern}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.pattern = state["pattern"]
+        self._nfa = _Nfa(self.pattern)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Detector and other.pattern == self.pattern
+
+    def __hash__(self) -> int:
+        return hash((Detector, len(self.pattern.steps)))
+
+    # -- what runtimes and users ask ------------------------------------------------------
+
+    def value_type(self, symbol_type: str, time_type: str) -> str:
+        """The Spark type (DDL) of this detector's values, given its input columns' types."""
+        event = f"struct<step: string, time: {time_type}, seq: bigint, symbol: {symbol_type}>"
+        return f"struct<kind: string, state: string, events: array<{event}>>"
+
+    def validate_symbol(self, symbol: Any) -> None:
+        """Symbols are kept in partial matches, which are values: they must be hashable."""
+        hash(symbol)
+
+    def deadline(self, key: Any, values: frozenset[Any]) -> Any:
+        """When the oldest partial match's window closes (``None`` without ``within``)."""
+        window = self.pattern.window
+        starts = [v[2][0][1] for v in values if v[0] == PARTIAL]
+        return min(starts) + window if window is not None and starts else None
+
+    def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> frozenset[Any]:
+        """The partial matches left when the windows closing at ``time`` have closed."""
+        return self._expire(frozenset(v for v in values if v[0] == PARTIAL), time)[0]
+
+    def transition(self, key: Any, values: frozenset[Any], symbol: Any, time: Any) -> frozenset[Any]:
+        """The partial matches after one event (its findings are reported by ``advance_key``)."""
+        partials = frozenset(v for v in values if v[0] == PARTIAL)
+        return self._on_event(partials, symbol, time, 0)[0]
+
+    def advance_key(
+        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
+    ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
+        """Run one key's events and closing windows in time order; report findings."""
+        partials = frozenset(v for v in values if v[0] == PARTIAL)
+        window = self.pattern.window
+        updates: list[Update] = []
+        rejected: list[Rejected] = []
+        i, n = 0, len(events)
+        while True:
+            due = self.deadline(key, partials) if window is not None else None
+            t = events[i][2] if i < n else None
+            before = partials
+            if due is not None and (upto is None or due < upto) and (t is None or due <= t):
+                now = due
+                partials, found = self._expire(partials, due)
+            elif t is not None:
+                now, found = t, []
+            else:
+                break
+            seq = 0
+            while i < n and events[i][2] == now:
+                event = events[i]
+                after, new = self._on_event(partials, event[1], now, seq)
+                problem = check(_first_new(after, new, partials)) if check is not None else None
+                if problem is not None:
+                    rejected.append(Rejected(event, Reason.UNSERIALISABLE_VALUE, problem))
+                else:
+                    partials = after
+                    found += new
+                    seq += 1
+                i += 1
+            for gone in before - partials:
+                updates.append(_NEW(Update, ((key, gone), now, -1)))
+            for came in partials - before:
+                updates.append(_NEW(Update, ((key, came), now, 1)))
+            for value in found:
+                updates.append(_NEW(Update, ((key, value), now, 1)))
+        return partials, updates, rejected
+
+    # -- the NFA ---------------------------------------------------------------------------
+
+    def _on_event(
+        self, partials: frozenset[Any], symbol: Any, time: Any, seq: int
+    ) -> tuple[frozenset[Any], list[Any]]:
+        """The partial matches after one event, and the matches it completed."""
+        kept: set[Any] = set()
+        completed: list[Any] = []
+        trailing = self.pattern.trailing
+        for value in (*partials, None):
+            if value is None:  # every event may begin a new match
+                position, fresh, blocked, taken = self._nfa.start, True, frozenset(), ()
+            else:
+                position, fresh, blocked, taken = self._parse(value)
+            matched = self._matched(taken)
+            newly: set[int] = set()
+            for cont in position.conts if value is not None else ():  # nothing to guard at a start
+                if cont.target in blocked:
+                    continue
+                if any((g.kind == "not_followed_by" or fresh) and g.condition(symbol, matched) for g in cont.guards) or cont.loop and (until := self._nfa.steps[cont.target].until) is not None and until(symbol, matched):
+                    newly.add(cont.target)
+            live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
+            meets = {c.target: self._nfa.steps[c.target].condition(symbol, matched) for c in live}
+            takes = [c for c in live if meets[c.target] and (c.contiguity != Contiguity.STRICT or fresh)]
+            if self._nfa.steps[position.step].greedy and any(c.loop for c in takes):
+                takes = [c for c in takes if c.loop]
+            for cont in takes:
+                step = self._nfa.steps[cont.target]
+                events = (*taken, (step.name, time, seq, symbol))
+                after = self._nfa.positions[cont.target, cont.count]
+                if after.accepting and not trailing:
+                    completed.append((MATCH, "", events))
+                if after.conts or (after.accepting and trailing):
+                    kept.add((PARTIAL, _state(after, True, frozenset()), events))
+            if value is None:
+                continue
+            pending = position.accepting and trailing and _ACCEPT not in blocked
+            if pending and any(g.condition(symbol, matched) for g in trailing if g.kind == "not_followed_by" or fresh):
+                newly.add(_ACCEPT)
+                pending = False
+            surviving = [
+                c for c in live
+                if c.contiguity == Contiguity.ANY or (c.contiguity == Contiguity.RELAXED and not meets[c.target])
+            ]
+            if surviving or pending:
+                lost = {c.target for c in live if c not in surviving}
+                state = _state(position, False, blocked | newly | lost)
+                kept.add((PARTIAL, state, taken))
+        return self._skip(frozenset(kept), sorted(completed, key=_order))
+
+    def _expire(self, partials: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
+        """Close the windows ending at or before ``time``: matches and timeouts."""
+        window = self.pattern.window
+        left, found = set(), []
+        for value in partials:
+            if value[2][0][1] + window > time:
+                left.add(value)
+                continue
+            position, _, blocked, taken = self._parse(value)
+            if position.accepting and self.pattern.trailing and _ACCEPT not in blocked:
+                found.append((MATCH, "", taken))
+            else:
+                found.append((TIMEOUT, value[1], taken))
+        matched = sorted((f for f in found if f[0] == MATCH), key=_order)
+        remaining, kept_matches = self._skip(frozenset(left), matched)
+        return remaining, kept_matches + sorted((f for f in found if f[0] == TIMEOUT), key=_order)
+
+    def _skip(self, partials: frozenset[Any], completed: list[Any]) -> tuple[frozenset[Any], list[Any]]:
+        """Apply the after-match skip strategy of each match, in order."""
+        skip = self.pattern.skip
+        if skip == Skip.NO_SKIP or not completed:
+            return partials, completed
+        kept_matches: list[Any] = []
+        for match in completed:
+            if any(_discards(self.pattern, earlier, match) for earlier in kept_matches):
+                continue
+            kept_matches.append(match)
+            partials = frozenset(p for p in partials if not _discards(self.pattern, match, p))
+        return partials, kept_matches
+
+    def _parse(self, value: Any) -> tuple[_Position, bool, frozenset[int], tuple[Any, ...]]:
+        state = value[1]
+        head, _, flags = state.partition("!")
+        fresh = not head.endswith("~")
+        step, count = head.rstrip("~").split("#")
+        blocked = frozenset(int(b) for b in flags.split(",")) if flags else frozenset()
+        return self._nfa.positions[int(step), int(count)], fresh, blocked, value[2]
+
+    def _matched(self, taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
+        matched: dict[str, tuple[Any, ...]] = {}
+        for name, _, _, symbol in taken:
+            matched[name] = (*matched.get(name, ()), symbol)
+        return matched
+
+
+def _order(found: Any) -> tuple[Any, ...]:
+    return tuple((time, seq) for _, time, seq, _ in found[2])
+
+
+def _discards(pattern: Pattern, match: Any, other: Any) -> bool:
+    """Whether ``match``'s skip strategy discards ``other`` (a partial match or a match)."""
+    events = match[2]
+    first = other[2][0][1:3]
+    skip = pattern.skip
+    if skip == Skip.SKIP_TO_NEXT:
+        return first == events[0][1:3]
+    if skip == Skip.SKIP_PAST_LAST_EVENT:
+        return first <= events[-1][1:3]
+    of_step = [e[1:3] for e in events if e[0] == pattern.skip_step]
+    if not of_step:
+        return False
+    target = of_step[0] if skip == Skip.SKIP_TO_FIRST else of_step[-1]
+    return first < target
+
+
+def _first_new(after: frozenset[Any], found: list[Any], before: frozenset[Any]) -> Any:
+    """One value this event created (they all hold its symbol), for the output's check."""
+    for value in found:
+        return value
+    for value in after - before:
+        return value
+    return None
+
+
+@attrs.frozen
+class Found:
+    """A match or a timed-out partial match, read from a detector's output."""
+
+    key: Any
+    time: Any
+    events: tuple[tuple[Any, Any, int, Any], ...]
+    state: str = ""
+
+    def by_step(self) -> dict[str, tuple[Any, ...]]:
+        """The symbols taken, per step."""
+        steps: dict[str, tuple[Any, ...]] = {}
+        for name, _, _, symbol in self.events:
+            steps[name] = (*steps.get(name, ()), symbol)
+        return steps
+
+
+def _found(updates: Iterable[tuple[Any, Any, int]], kind: str) -> list[Found]:
+    rows = [
+        Found(key, time, tuple(tuple(e) for e in value[2]), value[1])
+        for (key, value), time, diff in updates
+        for _ in range(diff)
+        if value[0] == kind
+    ]
+    return sorted(rows, key=lambda f: (f.time, repr(f.key), [e[1:3] for e in f.events]))
+
+
+def matches(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
+    """The matches in a detector's updates, by completion time."""
+    return _found(updates, MATCH)
+
+
+def timeouts(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
+    """The partial matches whose window closed, by expiry time."""
+    return _found(updates, TIMEOUT)

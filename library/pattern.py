@@ -1,0 +1,375 @@
+"""The pattern language of complex event detection: steps, contiguity, quantifiers.
+
+A pattern is a sequence of named steps, each matching one event or a run of events,
+built fluently; every call returns a new, immutable pattern::
+
+    fraud = (
+        Pattern.begin("fail").where(lambda e: e[0] == "fail").times(3)
+        .followed_by("ok").where(lambda e: e[0] == "ok")
+        .within(600)
+    )
+
+Building checks the pattern, so a pattern that cannot work fails here, saying why.
+
+Contiguity, between a step and the one before it (for the first event of a step):
+
+    method                 events a, c, b1, b2 for "a then b"      matches
+    next(name)             strict: b must directly follow a        (none)
+    followed_by(name)      relaxed: skip events b cannot take      a b1
+    followed_by_any(name)  also skip events b could take           a b1, a b2
+
+Inside a looping step (``times``, ``one_or_more``) events are relaxed by default;
+``consecutive()`` makes them strict, ``allow_combinations()`` non-deterministic.
+
+Quantifiers: ``times(n)``, ``times(n, m)``, ``times_or_more(n)``, ``one_or_more()``,
+``optional()`` (the step may match no event), ``greedy()`` (a looping step keeps an
+event it can take rather than also letting the next step take it), ``until(cond)``
+(an event meeting ``cond`` ends the loop).
+
+Negation: ``not_next(name)`` (the event right after the previous step must not
+meet the condition) and ``not_followed_by(name)`` (no event meeting it may come
+before the next step; at the end of a pattern it needs ``within``: the match is
+then complete when the window closes without such an event).
+
+Conditions: ``where(cond)`` (and), ``or_where(cond)`` (or). ``cond(event)`` sees the
+event's symbol; ``cond(event, matched)`` also sees the events the partial match has
+taken so far, as ``{step name: (symbols...)}``.
+
+``within(duration)``: the last event of a match is less than ``duration`` after its
+first. After a match, ``skip`` says which other partial matches to drop: see
+:class:`Skip`.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from statemachines.errors import DefinitionError
+
+__all__ = ["Contiguity", "Negation", "Pattern", "Skip", "Step"]
+
+Condition = Callable[[Any, dict[str, tuple[Any, ...]]], bool]
+
+
+class Contiguity(enum.StrEnum):
+    """How a step treats events it does not take (see the module documentation)."""
+
+    STRICT = "strict"
+    RELAXED = "relaxed"
+    ANY = "any"
+
+
+class Skip(enum.StrEnum):
+    """After-match skip strategies: which partial matches a match discards.
+
+    For the pattern ``a+ then b`` (relaxed) over ``a1 a2 a3 b``:
+
+        strategy                 matches
+        NO_SKIP                  a1 a2 a3 b, a2 a3 b, a3 b (and the shorter a1 b ...)
+        SKIP_TO_NEXT             one match per first event: drops the others that
+                                 began with the match's first event
+        SKIP_PAST_LAST_EVENT     a1 a2 a3 b only: drops everything begun before b
+        SKIP_TO_FIRST(step)      drops partial matches begun before the match's first
+                                 event of ``step``
+        SKIP_TO_LAST(step)       ... before its last event of ``step``
+    """
+
+    NO_SKIP = "no_skip"
+    SKIP_TO_NEXT = "skip_to_next"
+    SKIP_PAST_LAST_EVENT = "skip_past_last_event"
+    SKIP_TO_FIRST = "skip_to_first"
+    SKIP_TO_LAST = "skip_to_last"
+
+
+def _always(event: Any, matched: Any) -> bool:
+    return True
+
+
+def _as_condition(cond: Callable[..., bool], what: str) -> Condition:
+    """``cond`` as a two-argument condition; one-argument conditions ignore ``matched``."""
+    if not callable(cond):
+        raise DefinitionError(f"{what} needs a function, got {cond!r}")
+    try:
+        params = [
+            p
+            for p in inspect.signature(cond).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+    except (TypeError, ValueError):  # builtins without a signature: one argument
+        params = [None]  # type: ignore[list-item]
+    if len(params) == 1:
+        return _OneArgument(cond)
+    if len(params) == 2:
+        return cond
+    raise DefinitionError(
+        f"{what} takes cond(event) or cond(event, matched); {cond!r} takes {len(params)} arguments"
+    )
+
+
+@attrs.frozen
+class _OneArgument:
+    fn: Callable[[Any], bool]
+
+    def __call__(self, event: Any, matched: Any) -> bool:
+        return bool(self.fn(event))
+
+
+@attrs.frozen
+class _All:
+    parts: tuple[Condition, ...]
+
+    def __call__(self, event: Any, matched: Any) -> bool:
+        return all(part(event, matched) for part in self.parts)
+
+
+@attrs.frozen
+class _Any:
+    parts: tuple[Condition, ...]
+
+    def __call__(self, event: Any, matched: Any) -> bool:
+        return any(part(event, matched) for part in self.parts)
+
+
+@attrs.frozen
+class Negation:
+    """A condition no event may meet at a point of the pattern."""
+
+    name: str
+    kind: str  # "not_next" or "not_followed_by"
+    condition: Condition = _always
+
+
+@attrs.frozen
+class Step:
+    """One named step: its condition, how many events it takes, its contiguity."""
+
+    name: str
+    contiguity: Contiguity = Contiguity.RELAXED  # to the step before (first event)
+    condition: Condition = _always
+    min: int = 1
+    max: int | None = 1  # None: no upper bound
+    inner: Contiguity = Contiguity.RELAXED  # between the events of a looping step
+    greedy: bool = False
+    until: Condition | None = None
+    guards: tuple[Negation, ...] = ()  # negations between the previous step and this one
+
+    @property
+    def loops(self) -> bool:
+        return self.max is None or self.max > 1
+
+
+@attrs.frozen
+class Pattern:
+    """An immutable pattern; build it with :meth:`begin` and the fluent methods."""
+
+    steps: tuple[Step, ...]
+    trailing: tuple[Negation, ...] = ()
+    window: Any = None
+    skip: Skip = Skip.NO_SKIP
+    skip_step: str | None = None
+    _quantified: bool = False  # the last step had its quantifier set
+    _pending: tuple[Negation, ...] = ()  # negations waiting for the next step
+
+    # -- starting and chaining ---------------------------------------------------------
+
+    @classmethod
+    def begin(cls, name: str, skip: Skip | str = Skip.NO_SKIP, step: str | None = None) -> Pattern:
+        """A pattern whose first step is ``name``; ``skip`` is the after-match strategy
+        (``step`` names the step of ``SKIP_TO_FIRST`` / ``SKIP_TO_LAST``)."""
+        strategy = _skip(skip)
+        if (strategy in (Skip.SKIP_TO_FIRST, Skip.SKIP_TO_LAST)) != (step is not None):
+            raise DefinitionError(
+                f"{strategy.value} {'needs' if step is None else 'takes no'} a step name "
+                f"(skip_to_first / skip_to_last name the step to skip to)"
+            )
+        return cls((Step(_name(name)),), skip=strategy, skip_step=step)
+
+    def next(self, name: str) -> Pattern:
+        """A new step whose first event directly follows the previous step's last."""
+        return self._then(name, Contiguity.STRICT)
+
+    def followed_by(self, name: str) -> Pattern:
+        """A new step; events it cannot take are skipped until it takes one."""
+        return self._then(name, Contiguity.RELAXED)
+
+    def followed_by_any(self, name: str) -> Pattern:
+        """A new step that may also skip events it could take (every combination)."""
+        return self._then(name, Contiguity.ANY)
+
+    def not_next(self, name: str) -> Pattern:
+        """The event right after the previous step must not meet this step's condition."""
+        return self._negate(name, "not_next")
+
+    def not_followed_by(self, name: str) -> Pattern:
+        """No event meeting this step's condition may come before the next step."""
+        return self._negate(name, "not_followed_by")
+
+    # -- conditions ----------------------------------------------------------------------
+
+    def where(self, cond: Callable[..., bool]) -> Pattern:
+        """The current step also requires ``cond``."""
+        condition = _as_condition(cond, "where")
+        return self._change(lambda old: condition if old is _always else _All((old, condition)))
+
+    def or_where(self, cond: Callable[..., bool]) -> Pattern:
+        """The current step accepts events meeting its condition so far or ``cond``."""
+        condition = _as_condition(cond, "or_where")
+        if self._condition() is _always:
+            raise DefinitionError("or_where needs a where before it (an always-true step stays true)")
+        return self._change(lambda old: _Any((old, condition)))
+
+    # -- quantifiers ---------------------------------------------------------------------
+
+    def times(self, n: int, m: int | None = ...) -> Pattern:  # type: ignore[assignment]
+        """Exactly ``n`` events, or between ``n`` and ``m`` with ``times(n, m)``."""
+        upper = n if m is ... else m
+        if not isinstance(n, int) or n < 1 or (upper is not None and (not isinstance(upper, int) or upper < n)):
+            raise DefinitionError(f"times needs 1 <= n <= m; got n={n!r}, m={upper!r}")
+        return self._quantify(n, upper)
+
+    def times_or_more(self, n: int) -> Pattern:
+        """At least ``n`` events."""
+        if not isinstance(n, int) or n < 1:
+            raise DefinitionError(f"times_or_more needs n >= 1; got {n!r}")
+        return self._quantify(n, None)
+
+    def one_or_more(self) -> Pattern:
+        """One event or more."""
+        return self._quantify(1, None)
+
+    def optional(self) -> Pattern:
+        """The current step may also match no event at all."""
+        return self._last(lambda s: attrs.evolve(s, min=0), "optional")
+
+    def greedy(self) -> Pattern:
+        """A looping step keeps every event it can take (the next step does not get it)."""
+        return self._looping("greedy", lambda s: attrs.evolve(s, greedy=True))
+
+    def consecutive(self) -> Pattern:
+        """A looping step's events must directly follow one another."""
+        return self._looping("consecutive", lambda s: attrs.evolve(s, inner=Contiguity.STRICT))
+
+    def allow_combinations(self) -> Pattern:
+        """A looping step may skip events it could take (every combination)."""
+        return self._looping("allow_combinations", lambda s: attrs.evolve(s, inner=Contiguity.ANY))
+
+    def until(self, cond: Callable[..., bool]) -> Pattern:
+        """An event meeting ``cond`` ends the current looping step (it is not taken)."""
+        condition = _as_condition(cond, "until")
+        return self._looping("until", lambda s: attrs.evolve(s, until=condition))
+
+    def within(self, duration: Any) -> Pattern:
+        """Every match's last event comes less than ``duration`` after its first."""
+        try:
+            positive = duration > duration * 0
+        except TypeError:
+            positive = False
+        if not positive:
+            raise DefinitionError(f"within needs a positive duration, got {duration!r}")
+        return attrs.evolve(self, window=duration)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """Every step and negation name, in pattern order."""
+        names = []
+        for step in self.steps:
+            names += [g.name for g in step.guards] + [step.name]
+        return names + [g.name for g in (*self.trailing, *self._pending)]
+
+    def __repr__(self) -> str:
+        parts = [f"{s.name}[{s.min}..{'' if s.max is None else s.max}]" for s in self.steps]
+        return f"Pattern({' -> '.join(parts)}, within={self.window!r}, skip={self.skip.value})"
+
+    # -- insides -------------------------------------------------------------------------
+
+    def _then(self, name: str, contiguity: Contiguity) -> Pattern:
+        name = self._new_name(name)
+        step = Step(name, contiguity, guards=self._pending)
+        return attrs.evolve(self, steps=(*self.steps, step), pending=(), quantified=False)
+
+    def _negate(self, name: str, kind: str) -> Pattern:
+        name = self._new_name(name)
+        if self._pending:
+            raise DefinitionError(
+                f"{kind}({name!r}) follows the negation {self._pending[-1].name!r}; put a step "
+                f"between two negations"
+            )
+        return attrs.evolve(self, pending=(Negation(name, kind),))
+
+    def _new_name(self, name: str) -> str:
+        name = _name(name)
+        if name in self.names:
+            raise DefinitionError(f"step name {name!r} is used twice; names must be unique")
+        return name
+
+    def _condition(self) -> Condition:
+        return self._pending[-1].condition if self._pending else self.steps[-1].condition
+
+    def _change(self, update: Callable[[Condition], Condition]) -> Pattern:
+        if self._pending:
+            negation = self._pending[-1]
+            changed = attrs.evolve(negation, condition=update(negation.condition))
+            return attrs.evolve(self, pending=(*self._pending[:-1], changed))
+        return self._replace_last(lambda s: attrs.evolve(s, condition=update(s.condition)))
+
+    def _replace_last(self, change: Callable[[Step], Step]) -> Pattern:
+        return attrs.evolve(self, steps=(*self.steps[:-1], change(self.steps[-1])))
+
+    def _last(self, change: Callable[[Step], Step], what: str) -> Pattern:
+        if self._pending:
+            raise DefinitionError(f"{what} applies to a step, not to the negation {self._pending[-1].name!r}")
+        return self._replace_last(change)
+
+    def _quantify(self, low: int, high: int | None) -> Pattern:
+        if self._quantified:
+            raise DefinitionError(f"step {self.steps[-1].name!r} already has a quantifier")
+        quantified = self._last(lambda s: attrs.evolve(s, min=low if s.min else 0, max=high), "a quantifier")
+        return attrs.evolve(quantified, quantified=True)
+
+    def _looping(self, what: str, change: Callable[[Step], Step]) -> Pattern:
+        step = self.steps[-1]
+        if self._pending or not step.loops:
+            raise DefinitionError(
+                f"{what} applies to a looping step (times, times_or_more, one_or_more); "
+                f"{self._pending[-1].name if self._pending else step.name!r} is not one"
+            )
+        return self._replace_last(change)
+
+    def compiled(self) -> Pattern:
+        """This pattern, checked as a whole: what a detector runs."""
+        steps = self.steps
+        if all(s.min == 0 for s in steps):
+            raise DefinitionError("every step is optional: a pattern must take at least one event")
+        if self._pending and self.window is None:
+            raise DefinitionError(
+                f"the pattern ends with the negation {self._pending[-1].name!r} but has no within(); "
+                f"a trailing negation is only decided when the window closes"
+            )
+        if self._pending and self._pending[-1].kind == "not_next":
+            raise DefinitionError(
+                f"the pattern ends with not_next({self._pending[-1].name!r}); end it with "
+                f"not_followed_by(...) and within(), or add a step after it"
+            )
+        if self.skip_step is not None and self.skip_step not in [s.name for s in steps]:
+            raise DefinitionError(f"the skip strategy names {self.skip_step!r}, which is not a step")
+        return attrs.evolve(self, trailing=self._pending, pending=())
+
+
+def _name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise DefinitionError(f"a step needs a non-empty name, got {name!r}")
+    return name
+
+
+def _skip(skip: Skip | str) -> Skip:
+    try:
+        return Skip(skip)
+    except ValueError:
+        raise DefinitionError(f"unknown skip strategy {skip!r}; use one of {', '.join(Skip)}") from None

@@ -1,0 +1,267 @@
+"""Pattern detectors: each feature on hand-written sequences, and a brute-force check."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from library import Detector, Pattern, matches, timeouts
+from statemachines import DefinitionError, LocalRuntime, run_local
+
+
+def kind(prefix):
+    return lambda symbol: symbol.startswith(prefix)
+
+
+def found(pattern, symbols, times=None):
+    """Matches and timeouts of one key's symbols (time i unless given), as symbol lists."""
+    times = list(range(len(symbols))) if times is None else times
+    result = run_local(Detector(pattern), [("k", s, t) for s, t in zip(symbols, times, strict=True)])
+    assert not result.rejected
+    as_lists = lambda rows: [[e[3] for e in row.events] for row in rows]  # noqa: E731
+    return as_lists(matches(result.updates)), as_lists(timeouts(result.updates))
+
+
+def a_then_b(contiguity):
+    return getattr(Pattern.begin("a").where(kind("a")), contiguity)("b").where(kind("b"))
+
+
+# -- contiguity -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("contiguity", "expected"),
+    [("next", []), ("followed_by", [["a", "b1"]]), ("followed_by_any", [["a", "b1"], ["a", "b2"]])],
+)
+def test_contiguity_between_steps(contiguity, expected):
+    assert found(a_then_b(contiguity), ["a", "c", "b1", "b2"])[0] == expected
+
+
+def test_strict_contiguity_matches_adjacent_events():
+    assert found(a_then_b("next"), ["c", "a", "b1", "b2"])[0] == [["a", "b1"]]
+
+
+def flink_loop_example(consecutive):
+    """Flink CEP's documented example for consecutive(): c, then a+, then b."""
+    middle = Pattern.begin("start").where(kind("C")).followed_by("middle").where(kind("A")).one_or_more()
+    if consecutive:
+        middle = middle.consecutive()
+    return middle.followed_by("end").where(kind("B"))
+
+
+@pytest.mark.parametrize(
+    ("consecutive", "expected"),
+    [
+        (True, [["C", "A1", "B"], ["C", "A1", "A2", "B"], ["C", "A1", "A2", "A3", "B"]]),
+        (False, [["C", "A1", "B"], ["C", "A1", "A2", "B"], ["C", "A1", "A2", "A3", "B"], ["C", "A1", "A2", "A3", "A4", "B"]]),
+    ],
+)
+def test_looping_contiguity_follows_flinks_documented_example(consecutive, expected):
+    events = ["C", "D", "A1", "A2", "A3", "D", "A4", "B"]
+    assert sorted(found(flink_loop_example(consecutive), events)[0]) == sorted(expected)
+
+
+def test_allow_combinations_may_skip_events_a_loop_could_take():
+    pattern = Pattern.begin("a").where(kind("a")).times(2).allow_combinations().followed_by("b").where(kind("b"))
+    got = found(pattern, ["a1", "a2", "a3", "b"])[0]
+    assert sorted(got) == [["a1", "a2", "b"], ["a1", "a3", "b"], ["a2", "a3", "b"]]
+    relaxed = Pattern.begin("a").where(kind("a")).times(2).followed_by("b").where(kind("b"))
+    assert sorted(found(relaxed, ["a1", "a2", "a3", "b"])[0]) == [["a1", "a2", "b"], ["a2", "a3", "b"]]
+
+
+# -- quantifiers ------------------------------------------------------------------------
+
+
+def test_times_exact_and_ranges():
+    exact = Pattern.begin("a").where(kind("a")).times(2).consecutive()
+    assert found(exact, ["a1", "a2", "a3"])[0] == [["a1", "a2"], ["a2", "a3"]]
+    ranged = Pattern.begin("a").where(kind("a")).times(2, 3).consecutive()
+    assert found(ranged, ["a1", "a2", "a3"])[0] == [["a1", "a2"], ["a1", "a2", "a3"], ["a2", "a3"]]
+    at_least = Pattern.begin("a").where(kind("a")).times_or_more(3).consecutive()
+    assert found(at_least, ["a1", "a2", "a3", "a4"])[0] == [["a1", "a2", "a3"], ["a1", "a2", "a3", "a4"], ["a2", "a3", "a4"]]
+
+
+def test_optional_step_may_be_left_out():
+    pattern = Pattern.begin("a").where(kind("a")).followed_by("b").where(kind("b")).optional().followed_by("c").where(kind("c"))
+    assert sorted(found(pattern, ["a", "b", "c"])[0]) == [["a", "b", "c"], ["a", "c"]]
+
+
+def test_greedy_loop_keeps_the_events_the_next_step_also_wants():
+    def pattern(greedy):
+        loop = Pattern.begin("x").where(kind("x")).one_or_more().consecutive()
+        loop = loop.greedy() if greedy else loop
+        return loop.next("y").where(kind("x2"))
+
+    events = ["x1", "x2"]
+    assert found(pattern(False), events)[0] == [["x1", "x2"]]  # x2 may end the loop as y
+    assert found(pattern(True), events)[0] == []  # the greedy loop keeps x2
+
+
+def test_until_ends_a_loop():
+    pattern = Pattern.begin("a").where(kind("a")).one_or_more().until(kind("stop")).followed_by("b").where(kind("b"))
+    assert sorted(found(pattern, ["a1", "stop", "a2", "b"])[0]) == [["a1", "b"], ["a2", "b"]]
+
+
+# -- negation ---------------------------------------------------------------------------
+
+
+def test_not_next_and_not_followed_by():
+    not_next = Pattern.begin("a").where(kind("a")).not_next("x").where(kind("x")).followed_by("b").where(kind("b"))
+    assert found(not_next, ["a1", "x", "b", "a2", "c", "x", "b"])[0] == [["a2", "b"]]
+    never = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).followed_by("b").where(kind("b"))
+    assert found(never, ["a1", "c", "x", "a2", "b"])[0] == [["a2", "b"]]
+
+
+def test_trailing_not_followed_by_completes_when_the_window_closes():
+    pattern = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).within(3)
+    result = run_local(Detector(pattern), [("k", s, t) for t, s in enumerate(["a1", "c", "x", "a2", "c"])])
+    assert [([e[3] for e in m.events], m.time) for m in matches(result.updates)] == [(["a2"], 6)]
+    assert timeouts(result.updates) == []
+
+
+# -- within, timeouts, skip strategies, iterative conditions ----------------------------
+
+
+def test_partial_matches_time_out_at_the_end_of_their_window():
+    pattern = a_then_b("followed_by").within(2)
+    result = run_local(Detector(pattern), [("k", s, t) for t, s in enumerate(["a1", "c", "b1", "a2", "b2"])])
+    assert [([e[3] for e in m.events], m.time) for m in matches(result.updates)] == [(["a2", "b2"], 4)]
+    assert [(m.state, [e[3] for e in m.events], m.time) for m in timeouts(result.updates)] == [("0#1~", ["a1"], 2)]
+
+
+def test_a_timeout_fires_without_any_later_event_for_its_key():
+    runtime = LocalRuntime(Detector(a_then_b("followed_by").within(5)))
+    runtime.feed([("k", "a", 1), ("other", "c", 9)])
+    step = runtime.advance_to(10)  # key k had nothing after time 1
+    assert [(t.key, t.time) for t in timeouts(step.updates)] == [("k", 6)]
+
+
+SKIP_INPUT = ["b1", "b2", "b3", "c"]
+
+
+@pytest.mark.parametrize(
+    ("skip", "step", "expected"),
+    [
+        ("no_skip", None, [["b1", "b2", "b3", "c"], ["b2", "b3", "c"], ["b3", "c"]]),
+        ("skip_to_next", None, [["b1", "b2", "b3", "c"], ["b2", "b3", "c"], ["b3", "c"]]),
+        ("skip_past_last_event", None, [["b1", "b2", "b3", "c"]]),
+        ("skip_to_first", "b", [["b1", "b2", "b3", "c"], ["b2", "b3", "c"], ["b3", "c"]]),
+        ("skip_to_last", "b", [["b1", "b2", "b3", "c"], ["b3", "c"]]),
+    ],
+)
+def test_skip_strategies_on_flinks_documented_example(skip, step, expected):
+    """Flink's table for ``b+ c`` over ``b1 b2 b3 c`` (b+ greedy and strict, like a regex)."""
+    pattern = Pattern.begin("b", skip, step).where(kind("b")).one_or_more().consecutive().greedy().next("c").where(kind("c"))
+    assert found(pattern, SKIP_INPUT)[0] == expected
+
+
+def test_skip_strategies_differ_on_the_same_input():
+    def pattern(skip, step=None):
+        return Pattern.begin("a", skip, step).where(kind("a")).one_or_more().followed_by("b").where(kind("b"))
+
+    events = ["a1", "a2", "b"]
+    results = {skip: found(pattern(skip), events)[0] for skip in ("no_skip", "skip_to_next", "skip_past_last_event")}
+    assert results["no_skip"] == [["a1", "a2", "b"], ["a1", "b"], ["a2", "b"]]
+    assert results["skip_to_next"] == [["a1", "a2", "b"], ["a2", "b"]]
+    assert results["skip_past_last_event"] == [["a1", "a2", "b"]]
+
+
+def test_conditions_can_read_the_events_already_matched():
+    rising = Pattern.begin("first").followed_by("higher").where(lambda v, matched: v > matched["first"][0]).times(2).consecutive()
+    assert found(rising, [5, 7, 9, 3])[0] == [[5, 7, 9]]
+
+
+# -- definitions that cannot work --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Pattern.begin("a").not_followed_by("x"), "has no within"),
+        (lambda: Pattern.begin("a").not_next("x").within(5), "ends with not_next"),
+        (lambda: Pattern.begin("a").optional(), "every step is optional"),
+        (lambda: Pattern.begin("a").followed_by("a"), "used twice"),
+        (lambda: Pattern.begin("a").greedy(), "applies to a looping step"),
+        (lambda: Pattern.begin("a").until(kind("x")), "applies to a looping step"),
+        (lambda: Pattern.begin("a").times(3, 2), "1 <= n <= m"),
+        (lambda: Pattern.begin("a").times(2).times(3), "already has a quantifier"),
+        (lambda: Pattern.begin("a").within(0), "positive duration"),
+        (lambda: Pattern.begin("a").where(lambda a, b, c: True), "takes 3 arguments"),
+        (lambda: Pattern.begin("a", "skip_to_last"), "needs a step name"),
+        (lambda: Pattern.begin("a", "skip_to_last", "zz"), "not a step"),
+        (lambda: Pattern.begin("a", "sideways"), "unknown skip strategy"),
+        (lambda: Pattern.begin("a").not_next("x").not_followed_by("y"), "between two negations"),
+        (lambda: Pattern.begin("a").not_next("x").times(2), "not to the negation"),
+    ],
+)
+def test_invalid_patterns_fail_when_built(build, message):
+    with pytest.raises(DefinitionError, match=message):
+        Detector(build())
+
+
+# -- against brute force ----------------------------------------------------------------
+
+alphabet = st.sampled_from(["a", "b", "c"])
+# (symbol, time) in the order the runtime applies them: by time, then by symbol
+histories = st.lists(st.tuples(alphabet, st.integers(0, 3)), max_size=9).map(
+    lambda rows: sorted(
+        [(s, t) for s, t in zip([r[0] for r in rows], itertools.accumulate(r[1] for r in rows), strict=True)],
+        key=lambda r: (r[1], r[0]),
+    )
+)
+step_kinds = st.lists(alphabet, min_size=1, max_size=3)
+
+
+def brute_force(kinds, contiguity, history, window):
+    """Every way to pick one event per step, by the definitions of the contiguities."""
+    found_ = []
+    n = len(history)
+    for picks in itertools.combinations(range(n), len(kinds)):
+        if any(history[i][0] != k for i, k in zip(picks, kinds, strict=True)):
+            continue
+        if window is not None and history[picks[-1]][1] - history[picks[0]][1] >= window:
+            continue
+        gaps = list(itertools.pairwise(picks))
+        if contiguity == "next" and any(j != i + 1 for i, j in gaps):
+            continue
+        if contiguity == "followed_by" and any(
+            history[m][0] == kinds[g + 1] for g, (i, j) in enumerate(gaps) for m in range(i + 1, j)
+        ):
+            continue
+        found_.append(sorted(picks))
+    return sorted(found_)
+
+
+@given(step_kinds, st.sampled_from(["next", "followed_by", "followed_by_any"]), histories, st.none() | st.integers(1, 6))
+def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, contiguity, history, window):
+    pattern = Pattern.begin("s0").where(kind(kinds[0]))
+    for i, k in enumerate(kinds[1:], start=1):
+        pattern = getattr(pattern, contiguity)(f"s{i}").where(kind(k))
+    if window is not None:
+        pattern = pattern.within(window)
+    result = run_local(Detector(pattern), [("k", s, t) for s, t in history])
+    # an event's identity is (time, seq); map it back to its index in the history
+    index = {}
+    for i, (_, t) in enumerate(history):
+        index[(t, sum(1 for _, u in history[:i] if u == t))] = i
+    got = sorted(sorted(index[e[1:3]] for e in m.events) for m in matches(result.updates))
+    assert got == brute_force(kinds, contiguity, history, window)
+
+
+def test_state_is_bounded_by_the_window():
+    events = [("k", "a", t) for t in range(400)]
+    pattern = a_then_b("followed_by_any")
+    for window, bound in ((None, None), (10, 10)):
+        runtime = LocalRuntime(Detector(pattern.within(window) if window else pattern))
+        peak = 0
+        for t in range(0, 400, 20):
+            runtime.feed([e for e in events if t <= e[2] < t + 20])
+            runtime.advance_to(t + 20)
+            peak = max(peak, runtime.stats()["live_values"])
+        if bound is None:
+            assert peak == 400  # every "a" waits for a "b" forever
+        else:
+            assert peak <= bound
