@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from library.pattern import Contiguity, Negation, Pattern, Skip, Step
+from library.pattern import Contiguity, Negation, Pattern, Skip, Step, _All, _always, _Any, _OneArgument
 from statemachines import Event, Machine, Reason, Rejected, Update
 from statemachines.errors import InvalidArgument
 
@@ -87,6 +87,11 @@ class _Nfa:
             for count in range(_cap(step) + 1):
                 self.positions[i, count] = self._position(i, count)
         self.start = self.positions[0, 0]
+        self.parsed: dict[str, tuple[_Position, bool, frozenset[int]]] = {}  # state text -> parts
+        conditions = [s.condition for s in self.steps] + [s.until for s in self.steps if s.until]
+        conditions += [g.condition for s in self.steps for g in s.guards]
+        conditions += [g.condition for g in pattern.trailing]
+        self.iterative = any(_reads_matched(c) for c in conditions)
 
     def _position(self, i: int, count: int) -> _Position:
         steps = self.steps
@@ -109,6 +114,18 @@ class _Nfa:
             else:
                 accepting = count > 0 or i > 0
         return _Position(i, count, tuple(conts), accepting)
+
+
+def _reads_matched(condition: Any) -> bool:
+    """Whether a condition looks at the events already matched (then they are built)."""
+    if isinstance(condition, _OneArgument):
+        return False
+    if isinstance(condition, _All | _Any):
+        return any(_reads_matched(part) for part in condition.parts)
+    return condition is not _always
+
+
+_NOTHING: dict[str, tuple[Any, ...]] = {}
 
 
 def _state(position: _Position, fresh: bool, blocked: frozenset[int]) -> str:
@@ -234,7 +251,7 @@ class Detector(Machine):
                 position, fresh, blocked, taken = self._nfa.start, True, frozenset(), ()
             else:
                 position, fresh, blocked, taken = self._parse(value)
-            matched = self._matched(taken)
+            matched = self._matched(taken) if self._nfa.iterative else _NOTHING
             newly: set[int] = set()
             for cont in position.conts if value is not None else ():  # nothing to guard at a start
                 if cont.target in blocked:
@@ -301,12 +318,14 @@ class Detector(Machine):
         return partials, kept_matches
 
     def _parse(self, value: Any) -> tuple[_Position, bool, frozenset[int], tuple[Any, ...]]:
-        state = value[1]
-        head, _, flags = state.partition("!")
-        fresh = not head.endswith("~")
-        step, count = head.rstrip("~").split("#")
-        blocked = frozenset(int(b) for b in flags.split(",")) if flags else frozenset()
-        return self._nfa.positions[int(step), int(count)], fresh, blocked, value[2]
+        parsed = self._nfa.parsed.get(value[1])
+        if parsed is None:
+            head, _, flags = value[1].partition("!")
+            step, count = head.rstrip("~").split("#")
+            blocked = frozenset(int(b) for b in flags.split(",")) if flags else frozenset()
+            parsed = self._nfa.positions[int(step), int(count)], not head.endswith("~"), blocked
+            self._nfa.parsed[value[1]] = parsed
+        return (*parsed, value[2])
 
     def _matched(self, taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
         matched: dict[str, tuple[Any, ...]] = {}

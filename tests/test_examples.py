@@ -40,3 +40,19 @@ def test_customers_cdc_main_job_matches_the_local_runtime(tmp_path):
     assert format_table(expected.updates) in out
     assert "lsn=106 reason=null_key" in out
     assert (tmp_path / "customers" / "manifest.json").exists()
+
+
+@pytest.mark.spark
+def test_login_fraud_prints_the_matches_the_local_runtime_finds():
+    import login_fraud
+
+    from library import Detector, matches, timeouts
+
+    out = run_example("login_fraud.py", "--users", "100")
+    local = run_local(Detector(login_fraud.fraud_pattern()), login_fraud.login_events(100)).updates
+    found = matches(local)
+    assert found, "the generated data should hold attacks"
+    assert f"{len(found)} suspicious successes" in out
+    for match in found:
+        assert f"{match.key:<10} {match.time:%Y-%m-%d %H:%M:%S}" in out
+    assert f"{len(timeouts(local))} partial matches timed out" in out
