@@ -67,16 +67,15 @@ class Contiguity(enum.StrEnum):
 class Skip(enum.StrEnum):
     """After-match skip strategies: which partial matches a match discards.
 
-    For the pattern ``a+ then b`` (relaxed) over ``a1 a2 a3 b``:
+    For ``b.one_or_more().consecutive().greedy().next(c)`` over ``b1 b2 b3 c``
+    (Flink CEP's documented example; ``tests/test_cep.py`` checks it)::
 
-        strategy                 matches
-        NO_SKIP                  a1 a2 a3 b, a2 a3 b, a3 b (and the shorter a1 b ...)
-        SKIP_TO_NEXT             one match per first event: drops the others that
-                                 began with the match's first event
-        SKIP_PAST_LAST_EVENT     a1 a2 a3 b only: drops everything begun before b
-        SKIP_TO_FIRST(step)      drops partial matches begun before the match's first
-                                 event of ``step``
-        SKIP_TO_LAST(step)       ... before its last event of ``step``
+        strategy                matches                          discards
+        NO_SKIP                 b1 b2 b3 c, b2 b3 c, b3 c        nothing
+        SKIP_TO_NEXT            b1 b2 b3 c, b2 b3 c, b3 c        those begun at the match's first event
+        SKIP_PAST_LAST_EVENT    b1 b2 b3 c                       those begun before its last event
+        SKIP_TO_FIRST (b)       b1 b2 b3 c, b2 b3 c, b3 c        those begun before its first b
+        SKIP_TO_LAST (b)        b1 b2 b3 c, b3 c                 those begun before its last b
     """
 
     NO_SKIP = "no_skip"
