@@ -40,8 +40,19 @@ from typing import Any
 
 import attrs
 
-from library.pattern import Contiguity, Negation, Pattern, Skip, Step, _All, _always, _Any, _OneArgument
+from library.pattern import (
+    Contiguity,
+    Negation,
+    Pattern,
+    Skip,
+    Step,
+    _All,
+    _always,
+    _Any,
+    _OneArgument,
+)
 from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 
 __all__ = ["Detector", "Found", "matches", "timeouts"]
@@ -237,6 +248,44 @@ class Detector(Machine):
                 updates.append(_NEW(Update, ((key, value), now, 1)))
         return partials, updates, rejected
 
+    def diagram(self) -> Diagram:
+        """The compiled NFA: one state per ``step#count`` position, edges that take events."""
+        nfa, pattern = self._nfa, self.pattern
+        reachable = [(0, 0)]
+        seen = {(0, 0)}
+        edges = []
+        for at in reachable:
+            position = nfa.positions[at]
+            for cont in position.conts:
+                target = (cont.target, cont.count)
+                name = nfa.steps[cont.target].name
+                label = f"{cont.contiguity.value}: {name}" if at != (0, 0) else f"begin: {name}"
+                if cont.guards:
+                    label += " " + " ".join(f"[{g.kind} {g.name}]" for g in cont.guards)
+                if cont.loop and nfa.steps[cont.target].until is not None:
+                    label += " [until]"
+                edges.append(Edge(_node_id(at), _node_id(target), label))
+                if target not in seen:
+                    seen.add(target)
+                    reachable.append(target)
+        nodes = []
+        for at in reachable:
+            position = nfa.positions[at]
+            if at == (0, 0):
+                label = "start"
+            else:
+                step = nfa.steps[at[0]]
+                loop = "+" if step.max is None and at[1] >= _cap(step) else ""
+                label = f"{step.name} #{at[1]}{loop}"
+            nodes.append(Node(_node_id(at), label, initial=at == (0, 0), final=position.accepting))
+        notes = [f"after a match: {pattern.skip.value}" + (f" ({pattern.skip_step})" if pattern.skip_step else "")]
+        if pattern.window is not None:
+            notes.insert(0, f"within {pattern.window}: partial matches time out")
+        if pattern.trailing:
+            names = ", ".join(g.name for g in pattern.trailing)
+            notes.append(f"accepting states complete when the window closes without {names}")
+        return Diagram(f"Detector({' -> '.join(s.name for s in nfa.steps)})", tuple(nodes), tuple(edges), tuple(notes))
+
     # -- the NFA ---------------------------------------------------------------------------
 
     def _on_event(
@@ -332,6 +381,10 @@ class Detector(Machine):
         for name, _, _, symbol in taken:
             matched[name] = (*matched.get(name, ()), symbol)
         return matched
+
+
+def _node_id(position: tuple[int, int]) -> str:
+    return f"p{position[0]}_{position[1]}"
 
 
 def _order(found: Any) -> tuple[Any, ...]:

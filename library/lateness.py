@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.times import time_kind
 from statemachines.waterline import Mark, Waterline
@@ -120,6 +121,21 @@ class UpsertWithLateness(Machine):
         return UpsertWithLateness(
             self.lateness, value_time=self.value_time, key_time=self.key_time, waterline=waterline
         )
+
+    def diagram(self) -> Diagram:
+        """The upsert's diagram, plus the commands the waterlines reject."""
+        late = "rejected (value below waterline)"
+        edges = [
+            Edge("absent", "present", "v / insert +v"),
+            Edge("absent", "absent", f"None / no-op, v / {late}"),
+            Edge("present", "present", f"w / -v +w, v / no-op, w / {late}, any / rejected (overwrites v below it)"),
+            Edge("present", "absent", "None / delete -v (rejected if v is below the waterline)"),
+        ]
+        notes = [f"waterline = newest value time inserted earlier - {self.lateness!r}"]
+        if self.key_time is not None:
+            notes.append("key lateness: keys below the key waterline are rejected, and may be evicted")
+        nodes = (Node("absent", "absent", initial=True), Node("present", "present (v)"))
+        return Diagram(type(self).__name__, nodes, tuple(edges), tuple(notes))
 
     def forgets(self, key: Any, high: Mark | None) -> bool:
         """True if every later command to ``key`` is rejected without a look-up."""

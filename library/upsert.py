@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from statemachines import Event, Machine, Rejected, Update, advance_key, event_rank
+from statemachines.diagram import Diagram, Edge, Node
 
 __all__ = ["Upsert"]
 
@@ -46,6 +47,19 @@ class Upsert(Machine):
     def validate_symbol(self, symbol: Any) -> None:
         """A value must be hashable: it becomes part of the collection's data."""
         hash(symbol)
+
+    def diagram(self) -> Diagram:
+        """A key is absent or holds one value; each command's effect on the output."""
+        return Diagram(
+            type(self).__name__,
+            (Node("absent", "absent", initial=True), Node("present", "present (v)")),
+            (
+                Edge("absent", "present", "v / insert +v"),
+                Edge("absent", "absent", "None / no-op"),
+                Edge("present", "present", "v / no-op, w / -v +w"),
+                Edge("present", "absent", "None / delete -v"),
+            ),
+        )
 
     def reduce_same_time(self, first: Event, second: Event) -> Event:
         """Keep the command that is applied last: the one of highest ``event_rank``."""

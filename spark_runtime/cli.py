@@ -5,6 +5,7 @@
     statemachines compact customers --since 100
     statemachines cdc export customers out.jsonl
     statemachines cdc import out.jsonl copy
+    statemachines diagram upsert upsert.svg
 
 Every command has ``--help``; bad input ends with a one-line error and exit code 2,
 before anything is written. Spark is imported only for ``run --runtime spark``.
@@ -23,7 +24,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from library import Upsert
+from library import Upsert, UpsertWithLateness
 from statemachines import (
     Machine,
     PersistedArrangement,
@@ -35,7 +36,18 @@ from statemachines import cdc as cdc_files
 
 __all__ = ["main"]
 
-LIBRARY = {"upsert": Upsert}
+def upsert_with_lateness(lateness: Any, value_field: Any = 0, key_field: Any = None) -> Machine:
+    """``UpsertWithLateness`` with value (and key) times read from a field of the value (key)."""
+    from operator import itemgetter
+
+    return UpsertWithLateness(
+        lateness,
+        value_time=itemgetter(value_field) if value_field is not None else None,
+        key_time=itemgetter(key_field) if key_field is not None else None,
+    )
+
+
+LIBRARY = {"upsert": Upsert, "upsert_with_lateness": upsert_with_lateness}
 FORMATS = ("parquet", "csv", "jsonl")
 
 
@@ -69,8 +81,11 @@ def load_machine(name: str, params: list[str]) -> Machine:
         except json.JSONDecodeError:
             kwargs[key] = value
     if name.lower() in LIBRARY:
-        cls = LIBRARY[name.lower()]
-    elif ":" in name:
+        try:
+            return LIBRARY[name.lower()](**kwargs)
+        except (TypeError, StateMachinesError) as exc:
+            raise CliError(f"cannot build {name}: {exc}") from None
+    if ":" in name:
         module, _, attr = name.partition(":")
         try:
             cls = getattr(importlib.import_module(module), attr)
@@ -78,8 +93,12 @@ def load_machine(name: str, params: list[str]) -> Machine:
             raise CliError(f"cannot load machine {name!r}: {exc}") from None
     else:
         raise CliError(f"unknown machine {name!r}; use one of {', '.join(LIBRARY)} or module:Class")
+    if isinstance(cls, Machine):  # module:name may name a ready machine instance
+        if kwargs:
+            raise CliError(f"{name!r} is a machine instance; it takes no --param")
+        return cls
     if not (isinstance(cls, type) and issubclass(cls, Machine)):
-        raise CliError(f"{name!r} is not a Machine subclass")
+        raise CliError(f"{name!r} is not a Machine subclass or instance")
     try:
         return cls(**kwargs)
     except TypeError as exc:
@@ -236,6 +255,25 @@ def command_cdc_export(args: argparse.Namespace) -> None:
     print(f"{len(messages):,} messages for {arr.stored_updates():,} stored updates -> {args.out}")
 
 
+def command_diagram(args: argparse.Namespace) -> None:
+    from library.diagrams import render
+
+    machine = load_machine(args.machine, args.param)
+    alphabet = [_symbol(s) for s in args.alphabet.split(",")] if args.alphabet else None
+    try:
+        written = render(machine, args.output, alphabet=alphabet)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {exc}") from None
+    print(f"{type(machine).__name__} -> {written}")
+
+
+def _symbol(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def command_cdc_import(args: argparse.Namespace) -> None:
     messages = []
     for path in args.input:  # read every file before anything is written
@@ -255,7 +293,7 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run a machine over an input file into an arrangement")
-    run.add_argument("machine", help="a library machine (upsert) or module:Class")
+    run.add_argument("machine", help=f"a library machine ({', '.join(LIBRARY)}) or module:Class")
     run.add_argument("input", help="a Parquet, CSV or JSON Lines file")
     run.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
     run.add_argument("--key", default="key")
@@ -296,6 +334,14 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("input", nargs="+", help=".jsonl or .parquet files, in any order, duplicates allowed")
     imp.add_argument("arrangement")
     imp.set_defaults(handler=command_cdc_import)
+    draw = commands.add_parser("diagram", help="draw a machine's state diagram")
+    draw.add_argument("machine", help="a library machine (upsert, upsert_with_lateness) or module:Name")
+    draw.add_argument("output", help="the file: .svg .png .pdf (need Graphviz), .dot, .mmd (Mermaid)")
+    draw.add_argument("--param", action="append", default=[], help="machine parameter key=value (repeatable)")
+    draw.add_argument(
+        "--alphabet", help="comma-separated symbols (JSON or text) to explore a machine that draws no diagram itself"
+    )
+    draw.set_defaults(handler=command_diagram)
     return top
 
 

@@ -8,8 +8,10 @@ lazily.
 from statemachines import cdc, linear
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
 from statemachines.core import advance_key, apply_transition, run_key
+from statemachines.diagram import Diagram, diagram, explore
 from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
 from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.finite import FiniteMachine, State, Transition
 from statemachines.intake import Intake
 from statemachines.linear import Linear, LinearView
 from statemachines.local import LocalRuntime, RunResult, run_local
@@ -34,7 +36,9 @@ __all__ = [
     "PersistedArrangement",
     "ReadHandle",
     "DefinitionError",
+    "Diagram",
     "Event",
+    "FiniteMachine",
     "Intake",
     "Linear",
     "LinearView",
@@ -46,14 +50,18 @@ __all__ = [
     "Reason",
     "Rejected",
     "RunResult",
+    "State",
     "StateMachinesError",
+    "Transition",
     "Update",
     "advance_key",
     "apply_transition",
     "cdc",
     "collection_at",
     "consolidate",
+    "diagram",
     "event_rank",
+    "explore",
     "format_table",
     "is_consolidated",
     "linear",

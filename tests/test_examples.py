@@ -56,3 +56,30 @@ def test_login_fraud_prints_the_matches_the_local_runtime_finds():
     for match in found:
         assert f"{match.key:<10} {match.time:%Y-%m-%d %H:%M:%S}" in out
     assert f"{len(timeouts(local))} partial matches timed out" in out
+
+
+def test_order_lifecycle_prints_its_updates_and_its_diagram():
+    import order_lifecycle
+
+    from statemachines import diagram
+
+    out = run_example("order_lifecycle.py")
+    assert format_table(run_local(order_lifecycle.OrderLifecycle(), order_lifecycle.EVENTS).updates) in out
+    assert diagram(order_lifecycle.OrderLifecycle()).to_mermaid() in out
+
+
+def test_diagrams_example_draws_the_four_machines(tmp_path):
+    import shutil
+
+    import diagrams
+
+    from statemachines import diagram
+
+    out = run_example("diagrams.py", "--out", str(tmp_path))
+    for name, machine in diagrams.MACHINES.items():
+        assert (tmp_path / f"{name}.mmd").read_text() == diagram(machine).to_mermaid()
+        assert (tmp_path / f"{name}.dot").read_text() == diagram(machine).to_dot()
+        if shutil.which("dot"):
+            assert "<svg" in (tmp_path / f"{name}.svg").read_text()
+        else:
+            assert f"no SVG for {name}" in out

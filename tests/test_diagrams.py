@@ -1,0 +1,227 @@
+"""Declared finite machines, and diagrams of every kind of machine."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import sys
+from operator import itemgetter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from library import Detector, Pattern, Upsert, UpsertWithLateness
+from library.diagrams import GraphvizMissing, render
+from spark_runtime.cli import main
+from statemachines import (
+    DefinitionError,
+    FiniteMachine,
+    InvalidArgument,
+    Machine,
+    Reason,
+    State,
+    diagram,
+    explore,
+    run_local,
+)
+from tests import strategies as sst
+from tests.machines import Light, Tags
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+
+def not_exit(key, symbol, time):
+    return key != "exit"
+
+
+class Door(FiniteMachine):
+    closed = State(initial=True)
+    opened = State()
+    locked = State(final=True)
+
+    open = closed.to(opened, on="open")
+    close = opened.to(closed, on="close")
+    lock = closed.to(locked, on="lock", guard=not_exit)
+    unlock = locked.to(closed, on=("unlock", "force"))
+
+
+class HandWrittenDoor(Machine):
+    """The same door as a plain transition function."""
+
+    moves = {("closed", "open"): "opened", ("opened", "close"): "closed", ("locked", "unlock"): "closed",
+             ("locked", "force"): "closed"}
+
+    def initial_values(self, key):
+        return frozenset({"closed"})
+
+    def transition(self, key, values, symbol, time):
+        (state,) = values
+        if state == "closed" and symbol == "lock" and key != "exit":
+            return {"locked"}
+        return {self.moves.get((state, symbol), state)}
+
+
+@given(
+    sst.events(st.sampled_from(["open", "close", "lock", "unlock", "force", "knock"]), key=st.sampled_from(["front", "exit"])),
+)
+def test_the_declared_door_runs_like_the_hand_written_one(events):
+    assert run_local(Door(), events).updates == run_local(HandWrittenDoor(), events).updates
+
+
+class SecureDoor(Door):
+    """A subclass: force no longer unlocks; an alarm state is added."""
+
+    alarm = State()
+    unlock = Door.locked.to(Door.closed, on="unlock")
+    tamper = Door.locked.to(alarm, on="force")
+
+
+def test_a_subclass_inherits_overrides_and_draws_its_own_diagram():
+    events = [("d", "lock", 1), ("d", "force", 2)]
+    def entered_at_2(machine):
+        return [u.data for u in run_local(machine, events).updates if u.time == 2 and u.diff > 0]
+
+    assert entered_at_2(Door()) == [("d", "closed")]
+    assert entered_at_2(SecureDoor()) == [("d", "alarm")]
+    parent, child = diagram(Door()).to_mermaid(), diagram(SecureDoor()).to_mermaid()
+    assert "unlock | force" in parent and "alarm" not in parent
+    assert '"alarm"' in child and ": force" in child and "unlock | force" not in child
+
+
+class Fork(FiniteMachine):
+    """Non-deterministic: "split" leads to two states at once."""
+
+    start = State(initial=True)
+    left = State()
+    right = State()
+    go_left = start.to(left, on="split")
+    go_right = start.to(right, on="split")
+
+
+class StrictDoor(Door):
+    strict = True
+
+
+def test_non_deterministic_and_strict_machines():
+    assert {u.data for u in run_local(Fork(), [("k", "split", 1)]).updates} == {("k", "left"), ("k", "right")}
+    result = run_local(StrictDoor(), [("d", "open", 1), ("d", "lock", 2)])
+    assert [(r.event.symbol, r.reason) for r in result.rejected] == [("lock", Reason.TRANSITION_FAILED)]
+    assert "no transition from 'opened' on 'lock'" in result.rejected[0].detail
+
+
+def test_wrong_declarations_fail_when_the_class_is_created():
+    with pytest.raises(DefinitionError, match="exactly one State\\(initial=True\\); found none"):
+        type("NoStart", (FiniteMachine,), {"a": State()})
+    with pytest.raises(DefinitionError, match="found a, b"):
+        type("TwoStarts", (FiniteMachine,), {"a": State(initial=True), "b": State(initial=True)})
+    stray, home = State(), State(initial=True)
+    with pytest.raises(DefinitionError, match="is not a state declared on"):
+        type("Stray", (FiniteMachine,), {"home": home, "go": home.to(stray, on="x")})
+    with pytest.raises(DefinitionError, match="island cannot be reached"):
+        type("Island", (FiniteMachine,), {"home": State(initial=True), "island": State()})
+    with pytest.raises(DefinitionError, match="needs a State"):
+        State().to("closed", on="x")
+
+
+# -- diagram text of every kind of machine --------------------------------------------
+
+
+def fraud():
+    return (
+        Pattern.begin("fail").where(lambda s: s == "fail").times(3)
+        .followed_by("ok").where(lambda s: s == "ok").within(10)
+    )
+
+
+KINDS = {
+    "declared": (Door, ["closed", "opened", "locked", "lock [not_exit]", "unlock | force"]),
+    "upsert": (Upsert, ["absent", "present (v)", "insert +v", "delete -v"]),
+    "lateness": (lambda: UpsertWithLateness(5, value_time=itemgetter(0)), ["value below waterline", "overwrites", "- 5"]),
+    "pattern": (lambda: Detector(fraud()), ["start", "fail #1", "fail #3", "ok #1", "relaxed", "within 10"]),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dot_and_mermaid_name_every_state_and_label_deterministically(kind):
+    build, words = KINDS[kind]
+    drawn = diagram(build())
+    dot, mermaid = drawn.to_dot(), drawn.to_mermaid()
+    for node in drawn.nodes:
+        assert f'"{node.id}" [label=' in dot
+        assert f'state "{node.label}"'.replace(":", "#58;") in mermaid
+    assert dot.count('" -> "') == len(drawn.edges) + sum(n.initial for n in drawn.nodes)
+    assert mermaid.count(" --> ") == len(drawn.edges) + sum(n.initial for n in drawn.nodes) + sum(n.final for n in drawn.nodes)
+    for word in words:
+        assert word in dot or word in mermaid.replace("#58;", ":")
+    assert diagram(build()).to_dot() == dot and diagram(build()).to_mermaid() == mermaid
+
+
+def test_the_detector_diagram_shows_loops_and_accepting_states():
+    pattern = Pattern.begin("a").where(lambda s: s == "a").one_or_more().next("b").where(lambda s: s == "b")
+    drawn = diagram(Detector(pattern))
+    labels = {(e.source, e.target): e.label for e in drawn.edges}
+    assert labels[("p0_1", "p0_1")] == "relaxed: a"  # the loop
+    assert labels[("p0_1", "p1_1")] == "strict: b"
+    assert [n.label for n in drawn.nodes if n.final] == ["b #1"]
+
+
+def test_exploration_draws_reachable_value_sets_and_says_when_cut():
+    lights = explore(Light(), ["toggle"])
+    assert [n.label for n in lights.nodes] == ["{'off'}", "{'on'}"]
+    assert [(e.source, e.target, e.label) for e in lights.edges] == [
+        ("{'off'}", "{'on'}", "'toggle'"), ("{'on'}", "{'off'}", "'toggle'")
+    ]
+    tags = explore(Tags(), [("add", t) for t in "abcdef"], max_states=10)
+    assert len(tags.nodes) == 10 and any("cut at 10 states" in note for note in tags.notes)
+    assert any("rejected" in note for note in explore(Tags(), ["not a pair"]).notes)
+    with pytest.raises(InvalidArgument, match="declares no diagram; pass alphabet"):
+        diagram(Tags())
+
+
+# -- files, the dot binary, the command line ------------------------------------------
+
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None and not os.environ.get("CI"), reason="Graphviz's dot is not installed here"
+)
+
+
+@needs_dot
+def test_real_svg_and_png_files(tmp_path):
+    svg = render(Door(), tmp_path / "door.svg")
+    assert "<svg" in svg.read_text() and "locked" in svg.read_text()
+    png = render(Detector(fraud()), tmp_path / "fraud.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_missing_dot_binary_gives_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot on this PATH
+    with pytest.raises(GraphvizMissing, match="apt-get install -y graphviz"):
+        render(Upsert(), tmp_path / "upsert.svg")
+    assert render(Upsert(), tmp_path / "upsert.mmd").read_text().startswith("---")  # text needs no binary
+
+
+def test_the_diagram_command(tmp_path, capsys):
+    assert main(["diagram", "upsert", str(tmp_path / "u.mmd")]) == 0
+    assert (tmp_path / "u.mmd").read_text() == diagram(Upsert()).to_mermaid()
+    assert main(["diagram", "upsert_with_lateness", str(tmp_path / "l.dot"), "--param", "lateness=5"]) == 0
+    assert "waterline" in (tmp_path / "l.dot").read_text()
+    assert main(["diagram", "tests.machines:Light", str(tmp_path / "light.mmd"), "--alphabet", "t"]) == 0
+    assert (tmp_path / "light.mmd").read_text() == explore(Light(), ["t"]).to_mermaid()
+    assert main(["diagram", "tests.test_diagrams:Door", str(tmp_path / "door.txt")]) == 2
+    assert "cannot tell the format" in capsys.readouterr().err
+    assert main(["diagram", "tests.machines:Tags", str(tmp_path / "t.mmd")]) == 2
+    assert "pass alphabet" in capsys.readouterr().err
+
+
+def test_the_readme_shows_the_example_machines_diagram():
+    from order_lifecycle import OrderLifecycle
+
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    assert "```mermaid\n" + diagram(OrderLifecycle()).to_mermaid() + "```" in readme
+
+
+def test_notebooks_see_mermaid():
+    assert Door().diagram()._repr_markdown_().startswith("```mermaid\n---\ntitle: Door")
