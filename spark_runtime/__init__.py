@@ -4,10 +4,12 @@ from spark_runtime.arrangement import read_history, read_snapshot, read_updates
 from spark_runtime.batch import BatchResult, EventColumns, run_batch
 from spark_runtime.cdc import CdcRead, read_cdc, write_cdc
 from spark_runtime.linear import apply_linear, consolidated, is_vectorised
+from spark_runtime.progress import StageProgress
 from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
 from spark_runtime.streaming import MicroBatchReport, MicroBatchRunner, read_rejected, run_stream
 
 __all__ = [
+    "StageProgress",
     "BatchResult",
     "CdcRead",
     "EventColumns",

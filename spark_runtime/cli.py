@@ -26,11 +26,12 @@ from typing import Any
 
 from library import Upsert, UpsertWithLateness
 from statemachines import (
+    LocalRuntime,
     Machine,
     PersistedArrangement,
+    RunResult,
     StateMachinesError,
     format_table,
-    run_local,
 )
 from statemachines import cdc as cdc_files
 
@@ -48,6 +49,8 @@ def upsert_with_lateness(lateness: Any, value_field: Any = 0, key_field: Any = N
 
 
 LIBRARY = {"upsert": Upsert, "upsert_with_lateness": upsert_with_lateness}
+CHUNK = 100_000  # events fed at a time by a local run
+PROGRESS_EVERY = 2.0  # seconds between progress lines of a long run
 FORMATS = ("parquet", "csv", "jsonl")
 
 
@@ -106,6 +109,9 @@ def load_machine(name: str, params: list[str]) -> Machine:
 
 
 def input_format(path: str, given: str | None) -> str:
+    if not given and os.path.isdir(path):  # a directory: the suffix its files share
+        suffixes = {os.path.splitext(f)[1] for f in os.listdir(path) if not f.startswith((".", "_"))}
+        path = "x" + suffixes.pop() if len(suffixes) == 1 else path
     fmt = given or os.path.splitext(path)[1].lstrip(".").lower().replace("ndjson", "jsonl")
     if fmt == "json":
         fmt = "jsonl"
@@ -144,9 +150,13 @@ def _cell(text: str) -> Any:
 
 def command_run(args: argparse.Namespace) -> None:
     machine = load_machine(args.machine, args.param)
+    if args.stream and args.runtime != "spark":
+        raise CliError("--stream runs on Spark: add --runtime spark")
     fmt = input_format(args.input, args.format)
     started = time.perf_counter()
-    if args.runtime == "spark":
+    if args.stream:
+        summary = _run_spark_stream(machine, args, fmt)
+    elif args.runtime == "spark":
         summary = _run_spark(machine, args, fmt)
     else:
         rows = read_rows(args.input, fmt)
@@ -158,7 +168,7 @@ def command_run(args: argparse.Namespace) -> None:
             (r.get(args.key), r.get(args.symbol), parse_event_time(r.get(args.time)), r.get(args.order) if args.order else None)
             for r in rows
         ]
-        result = run_local(machine, events, into=PersistedArrangement(args.into))
+        result = _run_local(machine, events, args.into)
         reasons = Counter(r.reason.value for r in result.rejected)
         summary = (len(events), len(result.updates), reasons)
         if args.rejected:
@@ -185,19 +195,76 @@ def parse_event_time(value: Any) -> Any:
     return value
 
 
-def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
-    from spark_runtime import run_batch, session
+def _run_local(machine: Machine, events: list[Any], into: str) -> RunResult:
+    """``run_local`` fed in chunks, printing progress to stderr when a run takes a while."""
+    runtime = LocalRuntime(machine, into=PersistedArrangement(into))
+    started = shown = time.perf_counter()
+    for start in range(0, len(events), CHUNK):
+        runtime.feed(events[start : start + CHUNK])
+        now = time.perf_counter()
+        if now - shown >= PROGRESS_EVERY:
+            shown = now
+            print(f"run: {start + CHUNK:,} of {len(events):,} events read, {now - started:.1f}s", file=sys.stderr)
+    return runtime.finish()
 
-    spark = session(master=args.master, remote=args.remote)
-    reader = spark.read
+
+def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
+    reader = spark.readStream if streaming else spark.read
     if fmt == "csv":
         reader = reader.option("header", True).option("inferSchema", True)
-    frame = {"parquet": reader.parquet, "csv": reader.csv, "jsonl": reader.json}[fmt](args.input)
-    result = run_batch(
-        machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into
-    )
+    return reader.format({"jsonl": "json"}.get(fmt, fmt))
+
+
+def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
+    from spark_runtime import StageProgress, run_batch, session
+
+    spark = session(master=args.master, remote=args.remote)
+    frame = _spark_reader(spark, fmt).load(args.input)
+    with StageProgress(spark, label="run", every=PROGRESS_EVERY):
+        result = run_batch(
+            machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into
+        )
     reasons = Counter({r.reason: r["count"] for r in result.rejected.groupBy("reason").count().collect()})
     return frame.count(), result.updates.count(), reasons
+
+
+def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
+    """The files now in the input directory, as micro-batches (one file each), then stop.
+
+    Run again later to take the files added since: the checkpoint remembers which
+    were done. Prints one line per micro-batch.
+    """
+    from spark_runtime import run_stream, session
+
+    if not os.path.isdir(args.input):
+        raise CliError(f"--stream reads a directory of files; {args.input} is not one")
+    spark = session(master=args.master, remote=args.remote)
+    schema = _spark_reader(spark, fmt).load(args.input).schema
+    frame = _spark_reader(spark, fmt, streaming=True).schema(schema).option("maxFilesPerTrigger", 1).load(args.input)
+    reports: list[Any] = []
+
+    def report(batch: Any) -> None:
+        reports.append(batch)
+        print(batch, file=sys.stderr, flush=True)
+
+    run_stream(
+        machine, frame, into=args.into, checkpoint=args.checkpoint or args.into.rstrip("/") + ".checkpoint",
+        key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
+        trigger={"availableNow": True}, progress=report,
+    ).awaitTermination()
+    reasons: Counter = Counter()
+    rejected = read_rejected_reasons(spark, args.into)
+    reasons.update(rejected)
+    return sum(r.events for r in reports), sum(r.updates for r in reports), reasons
+
+
+def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
+    from spark_runtime import read_rejected
+
+    rejected = read_rejected(spark, path)
+    if rejected is None:
+        return {}
+    return {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
 
 
 def open_existing(path: str) -> PersistedArrangement:
@@ -305,6 +372,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=("local", "spark"), default="local")
     run.add_argument("--master", help="Spark master URL (default local[*])")
     run.add_argument("--remote", help="Spark Connect URL")
+    run.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
+    run.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
+    run.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest time")
     run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
     run.set_defaults(handler=command_run)
 

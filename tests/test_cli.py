@@ -148,3 +148,52 @@ def test_every_kind_of_bad_row_is_reported_and_the_rest_applied(tmp_path, capsys
     assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Fragile(), valid).updates
     assert f"{len(rows)} events in" in capsys.readouterr().out
     print({reason: len(rows) for reason, rows in bad.items()})
+
+
+def test_a_long_local_run_prints_progress(feed, tmp_path, capsys, monkeypatch):
+    import spark_runtime.cli as cli
+
+    monkeypatch.setattr(cli, "CHUNK", 2)
+    monkeypatch.setattr(cli, "PROGRESS_EVERY", 0.0)
+    assert main(["run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in err] == ["run: 2 of 6 events read", "run: 4 of 6 events read", "run: 6 of 6 events read"]
+    assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Upsert(), events()).updates
+
+
+@pytest.mark.spark
+def test_stream_a_directory_of_files(tmp_path, spark, capsys):
+    from tests.test_spark_streaming import DELAY, local_reference, make_files
+
+    source = tmp_path / "incoming"
+    source.mkdir()
+    files = make_files(source, n_files=3)
+    into = tmp_path / "arr"
+    argv = ["run", "upsert", str(source), "--into", str(into), "--runtime", "spark", "--stream", "--order", "order", "--delay", str(DELAY)]
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    assert [line.split(":")[0] for line in out.err.splitlines() if line.startswith("batch")] == ["batch 0", "batch 1", "batch 2"]
+    updates, rejected = local_reference(files)
+    assert PersistedArrangement(into).updates() == updates
+    assert f"{sum(len(f) for f in files):,} events in" in out.out and f"{len(rejected)} rejected" in out.out
+    assert (tmp_path / "arr.checkpoint").is_dir()
+    assert main(argv) == 0  # nothing new: the checkpoint remembers the files
+    assert "0 events in" in capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_stage_progress_reports_running_stages(spark):
+    import io
+    import time as clock
+
+    from spark_runtime import StageProgress
+
+    def slow(batches):
+        for batch in batches:
+            clock.sleep(0.4)
+            yield batch
+
+    out = io.StringIO()
+    with StageProgress(spark, label="job", every=0.2, out=out):
+        spark.range(0, 8, numPartitions=4).mapInArrow(slow, "id long").collect()
+    assert "job: stage" in out.getvalue() and "/4 tasks" in out.getvalue()

@@ -83,3 +83,27 @@ def test_diagrams_example_draws_the_four_machines(tmp_path):
             assert "<svg" in (tmp_path / f"{name}.svg").read_text()
         else:
             assert f"no SVG for {name}" in out
+
+
+def test_iot_lateness_reports_every_refused_reading():
+    from collections import Counter
+    from operator import itemgetter
+
+    import iot_lateness
+
+    from library import UpsertWithLateness
+
+    out = run_example("iot_lateness.py")
+    events = iot_lateness.readings()
+    result = run_local(UpsertWithLateness(iot_lateness.LATENESS, value_time=itemgetter(0)), events)
+    assert result.rejected, "the generated data should hold late readings"
+    assert f"{len(events)} readings, {len(result.updates)} updates, {len(result.rejected)} rejected" in out
+    for reason, n in Counter(r.reason.value for r in result.rejected).items():
+        assert f"  {reason}: {n}" in out
+
+
+@pytest.mark.spark
+def test_upsert_batch_and_stream_agree():
+    out = run_example("upsert_batch_and_stream.py")
+    assert "the same history in both arrangements: True" in out
+    assert out.count("stream: batch") == 5
