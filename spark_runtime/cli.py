@@ -121,7 +121,23 @@ def input_format(path: str, given: str | None) -> str:
 
 
 def read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
-    """The rows of a Parquet, CSV or JSON Lines file, as dicts."""
+    """The rows of a Parquet, CSV or JSON Lines file, as dicts of hashable cells.
+
+    Arrays and objects (structs) in a cell become tuples (an object's values in its
+    field order), as Spark hands them to a machine.
+    """
+    return [{k: _hashable(v) for k, v in row.items()} for row in _read_rows(path, fmt)]
+
+
+def _hashable(cell: Any) -> Any:
+    if isinstance(cell, dict):
+        return tuple(_hashable(v) for v in cell.values())
+    if isinstance(cell, list):
+        return tuple(_hashable(v) for v in cell)
+    return cell
+
+
+def _read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
     if not os.path.exists(path):
         raise CliError(f"no such input: {path}")
     try:

@@ -197,3 +197,13 @@ def test_stage_progress_reports_running_stages(spark):
     with StageProgress(spark, label="job", every=0.2, out=out):
         spark.range(0, 8, numPartitions=4).mapInArrow(slow, "id long").collect()
     assert "job: stage" in out.getvalue() and "/4 tasks" in out.getvalue()
+
+
+def test_upsert_with_lateness_by_name_on_json_readings(tmp_path, capsys):
+    rows = [("s1", [100, 20.5], 1), ("s1", [130, 21.0], 2), ("s2", [20, 19.0], 3), ("s1", {"at": 131, "c": 21.5}, 4)]
+    feed = tmp_path / "readings.jsonl"
+    feed.write_text("".join(json.dumps({"key": k, "symbol": s, "time": t}) + "\n" for k, s, t in rows))
+    argv = ["run", "upsert_with_lateness", str(feed), "--into", str(tmp_path / "arr"), "--param", "lateness=60"]
+    assert main(argv) == 0
+    assert "4 events in, 5 updates out, 1 rejected (1 value_below_waterline)" in capsys.readouterr().out
+    assert PersistedArrangement(tmp_path / "arr").values("s1") == {(131, 21.5)}
