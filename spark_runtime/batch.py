@@ -312,8 +312,12 @@ def run_batch(
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:
-    """The arrangement directory as a string, created (empty) if missing."""
-    path = os.fspath(path)
+    """The arrangement directory as an absolute path, created (empty) if missing.
+
+    Absolute, because Spark's JVM and this Python process may not share a working
+    directory (Python may have changed its own since the session started).
+    """
+    path = os.path.abspath(os.fspath(path))
     if not os.path.exists(os.path.join(path, "manifest.json")):
         PersistedArrangement(path)
     return path
