@@ -226,6 +226,40 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class WorkerPeak:
+    """Polls the Spark Python workers (``pyspark.daemon`` and its forks) for their peak memory."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        import threading
+
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._every = every
+
+    def __enter__(self) -> WorkerPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"pyspark.daemon" not in f.read():
+                            continue
+                    with open(f"/proc/{pid}/status") as status:
+                        for line in status:
+                            if line.startswith("VmHWM:"):
+                                self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
+                except OSError:
+                    continue  # the process ended meanwhile
+
+
 def jvm_peak_mb(spark) -> float:
     if spark is None:
         return 0.0
@@ -249,6 +283,8 @@ def run_one(name, args) -> dict:
         run, check = approaches[name]
         events = 2 * args.n
     seconds, result = [], None
+    workers = WorkerPeak()
+    workers.__enter__()
     for _ in range(args.runs):
         result = None
         gc.collect()
@@ -258,7 +294,9 @@ def run_one(name, args) -> dict:
         if isinstance(result, tuple):  # the approach timed itself
             result, elapsed = result
         seconds.append(elapsed)
+    workers.__exit__()
     outcome = {
+        "worker_mb": workers.peak_mb,
         "seconds": seconds,
         "events": events,
         "py_mb": peak_rss_mb(),
@@ -337,13 +375,13 @@ def main() -> None:
             median = statistics.median(outcome["seconds"])
             per_event = median / outcome["events"]
             floor = floor or per_event
-            rows.append((name, outcome["events"], median, outcome["events"] / median, outcome["py_mb"], outcome["jvm_mb"], per_event / floor))
+            rows.append((name, outcome["events"], median, outcome["events"] / median, outcome["py_mb"], outcome["worker_mb"], outcome["jvm_mb"], per_event / floor))
             print(f"  done: {name}", file=sys.stderr)
 
     print(f"N={args.n:,} K={args.k:,}, median of {args.runs} runs, {os.cpu_count()} cores; outputs checked against run_local")
-    print(f"{'approach':<44}{'N':>11}{'median s':>10}{'events/s':>12}{'py MB':>8}{'JVM MB':>8}{'vs floor':>10}")
-    for name, events, median, rate, py_mb, jvm_mb, ratio in rows:
-        print(f"{name:<44}{events:>11,}{median:>10.2f}{rate:>12,.0f}{py_mb:>8,.0f}{jvm_mb:>8,.0f}{ratio:>10.2f}")
+    print(f"{'approach':<44}{'N':>11}{'median s':>10}{'events/s':>12}{'py MB':>8}{'wkr MB':>8}{'JVM MB':>8}{'vs floor':>10}")
+    for name, events, median, rate, py_mb, worker_mb, jvm_mb, ratio in rows:
+        print(f"{name:<44}{events:>11,}{median:>10.2f}{rate:>12,.0f}{py_mb:>8,.0f}{worker_mb:>8,.0f}{jvm_mb:>8,.0f}{ratio:>10.2f}")
     if args.slow:
         print("* on a 2% slice: too slow for the full N; its ratio is per event")
 

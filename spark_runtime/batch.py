@@ -15,6 +15,7 @@ are late, and the updates are written as one new batch and published atomically.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -265,6 +266,7 @@ def run_batch(
     into: str | os.PathLike[str] | None = None,
     value_type: Any = None,
     native: bool = True,
+    progress: bool = False,
 ) -> BatchResult:
     """Run ``machine`` over the DataFrame ``events`` on Spark.
 
@@ -279,6 +281,8 @@ def run_batch(
             ``value_type(symbol_type, time_type)`` method (pattern detectors do),
             else the symbol column's type.
         native: use a library machine's native Spark path when it has one.
+        progress: print the running Spark stages' task counts to stderr every 2 s
+            (:class:`~spark_runtime.progress.StageProgress`), and the summary at the end.
 
     Returns:
         A :class:`BatchResult`. Its DataFrames are cached; call
@@ -288,9 +292,22 @@ def run_batch(
         InvalidArgument: missing columns, a time column of the wrong type, a
             value type that does not match the arrangement.
     """
+    if progress:
+        from spark_runtime.progress import StageProgress
+
+        with StageProgress(events.sparkSession, label=f"run_batch {machine.spec.name}"):
+            result = _run_batch(machine, events, EventColumns(key, symbol, time, order), into, value_type, native)
+        print(result.summary(), file=sys.stderr)
+        return result
+    return _run_batch(machine, events, EventColumns(key, symbol, time, order), into, value_type, native)
+
+
+def _run_batch(
+    machine: Machine, events: Any, columns: EventColumns, into: Any, value_type: Any, native: bool
+) -> BatchResult:
     from pyspark.sql import functions as F
 
-    prepared = prepare_events(events, EventColumns(key, symbol, time, order))
+    prepared = prepare_events(events, columns)
     if into is None:
         output = process_events(machine, prepared, value_type=value_type, native=native)
         return _result(output)

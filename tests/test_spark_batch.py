@@ -120,3 +120,10 @@ def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_com
     # the dead writer's files were removed by the retry's publish
     listed = {p.name for p in PersistedArrangement(tmp_path).files()}
     assert {p.name for p in tmp_path.iterdir()} == listed | {"manifest.json"}
+
+
+def test_progress_prints_the_summary(spark, capsys):
+    frame = spark.createDataFrame([("k", "a", 1, None), (None, "b", 2, None)], SCHEMA)
+    result = run_batch(Upsert(), frame, progress=True)
+    assert capsys.readouterr().err.strip().endswith(result.summary())
+    assert result.summary().startswith("1 updates out, 1 rejected (1 null_key)")
