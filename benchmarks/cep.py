@@ -7,7 +7,7 @@ Pattern: ``fail`` then ``fail`` then ``ok`` (relaxed), within W time units. Even
 user ``rnd(K)``, ``fail`` / ``ok`` / ``view`` (50/20/30 %), time ``i // 10``.
 Prints events/s of the local runtime (fed in 20 frontier steps, peak live partial
 matches measured after each) and of a Spark batch run (reading Parquet, writing the
-output as Parquet), and checks that Spark found exactly the local matches and
+output as Parquet; peak memory of its Python workers), and checks that Spark found exactly the local matches and
 timeouts before printing its time.
 """
 
@@ -77,10 +77,13 @@ def run_spark(detector: Detector, events, work: str):
 
     source = f"{work}/logins.parquet"
     pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)
+    from run import WorkerPeak
+
     spark = local_session()
     started = time.perf_counter()
-    result = run_batch(detector, spark.read.parquet(source))
-    result.updates.write.parquet(f"{work}/out")
+    with WorkerPeak() as workers:
+        result = run_batch(detector, spark.read.parquet(source))
+        result.updates.write.parquet(f"{work}/out")
     elapsed = time.perf_counter() - started
     found = spark.read.parquet(f"{work}/out").where("value.kind != 'partial'").collect()
 
@@ -88,7 +91,7 @@ def run_spark(detector: Detector, events, work: str):
         return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
 
     rows = [((r.key, plain(r.value)), r.time, r.diff) for r in found]
-    return elapsed, rows
+    return elapsed, rows, workers.peak_mb
 
 
 def main() -> None:
@@ -112,13 +115,14 @@ def main() -> None:
         return
     work = tempfile.mkdtemp(prefix="bench-cep-")
     try:
-        seconds, rows = run_spark(detector, events, work)
+        seconds, rows, worker_mb = run_spark(detector, events, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     spark = findings_digest(rows)
     if spark != local:
         raise SystemExit(f"Spark's findings differ from the local runtime's: {spark} != {local}")
     print(f"{'spark batch (generic path)':<34}{seconds:>9.2f}{args.n / seconds:>12,.0f}  same as local")
+    print(f"peak memory of a Spark Python worker: {worker_mb:,.0f} MB")
 
 
 if __name__ == "__main__":
