@@ -90,7 +90,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, 
 
 
 def test_every_command_has_help():
-    for argv in (["--help"], ["run", "--help"], ["show", "--help"], ["compact", "--help"], ["cdc", "export", "--help"], ["cdc", "import", "--help"]):
+    for argv in (["--help"], ["run", "--help"], ["show", "--help"], ["compact", "--help"], ["cdc", "export", "--help"], ["cdc", "import", "--help"], ["diagram", "--help"]):
         done = subprocess.run([sys.executable, "-m", "spark_runtime.cli", *argv], capture_output=True, text=True)
         assert done.returncode == 0 and "usage:" in done.stdout
 
