@@ -303,9 +303,7 @@ class Detector(Machine):
             matched = self._matched(taken) if self._nfa.iterative else _NOTHING
             newly: set[int] = set()
             for cont in position.conts if value is not None else ():  # nothing to guard at a start
-                if cont.target in blocked:
-                    continue
-                if any((g.kind == "not_followed_by" or fresh) and g.condition(symbol, matched) for g in cont.guards) or cont.loop and (until := self._nfa.steps[cont.target].until) is not None and until(symbol, matched):
+                if cont.target not in blocked and self._stops(cont, symbol, matched, fresh):
                     newly.add(cont.target)
             live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
             meets = {c.target: self._nfa.steps[c.target].condition(symbol, matched) for c in live}
@@ -335,6 +333,14 @@ class Detector(Machine):
                 state = _state(position, False, blocked | newly | lost)
                 kept.add((PARTIAL, state, taken))
         return self._skip(frozenset(kept), sorted(completed, key=_order))
+
+    def _stops(self, cont: _Cont, symbol: Any, matched: Any, fresh: bool) -> bool:
+        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``."""
+        for guard in cont.guards:
+            if (guard.kind == "not_followed_by" or fresh) and guard.condition(symbol, matched):
+                return True
+        until = self._nfa.steps[cont.target].until if cont.loop else None
+        return until is not None and bool(until(symbol, matched))
 
     def _expire(self, partials: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""

@@ -63,11 +63,15 @@ def _pipe(drawn: Diagram, fmt: str) -> bytes:
     try:
         import graphviz
     except ImportError as exc:
-        raise GraphvizMissing(f"the graphviz Python package is missing ({exc}); pip install graphviz, and {INSTALL_HINT}") from None
+        raise GraphvizMissing(
+            f"the graphviz Python package is missing ({exc}); pip install graphviz, and {INSTALL_HINT}"
+        ) from None
     try:
         return graphviz.Source(drawn.to_dot()).pipe(format=fmt)
     except graphviz.ExecutableNotFound:
-        raise GraphvizMissing(f"cannot render {fmt.upper()}: Graphviz's dot program was not found; {INSTALL_HINT}") from None
+        raise GraphvizMissing(
+            f"cannot render {fmt.upper()}: Graphviz's dot program was not found; {INSTALL_HINT}"
+        ) from None
 
 
 def show(machine_or_diagram: Any, *, alphabet: Any = None) -> Any:

@@ -304,8 +304,8 @@ class LocalRuntime:
         work = list(work)
 
         def run(machine: Machine) -> list[Any]:
-            check = self._check
-            return [(key, values, machine.advance_key(key, values, events, upto, check)) for key, values, events in work]
+            advance, check = machine.advance_key, self._check
+            return [(key, values, advance(key, values, events, upto, check)) for key, values, events in work]
 
         times = {e[2] for _, _, events in work for e in events}
         outcomes, waterline = settle(
