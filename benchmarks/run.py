@@ -174,7 +174,7 @@ def spark_approaches(n, k, work):
         "spark floor: read + sort + write": (floor, None),
         "spark: run_batch native Upsert": (batch(True), arrangement_digest),
         "spark: run_batch generic path": (batch(False), arrangement_digest),
-        "spark stream floor: sort + write, 10 micro-batches": (stream_floor, None),
+        "spark stream floor: 10 x sort + write": (stream_floor, None),
         "spark: run_stream, 10 micro-batches": (stream, arrangement_digest),
     }
 
@@ -377,7 +377,7 @@ def main() -> None:
         "local": ["local floor: bare dict loop", "local: run_local(Upsert())"],
         "spark": [
             "spark floor: read + sort + write", "spark: run_batch native Upsert",
-            "spark: run_batch generic path", "spark stream floor: sort + write, 10 micro-batches",
+            "spark: run_batch generic path", "spark stream floor: 10 x sort + write",
             "spark: run_stream, 10 micro-batches",
         ] + (["spark: groupBy.applyInPandas (2% slice)*"] if args.slow else []),
         "cdc": ["cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled"],
