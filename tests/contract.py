@@ -99,9 +99,12 @@ CASES = [
         rejected=[(None, 1, Reason.NULL_KEY), ("k", None, Reason.NULL_TIME)],
     ),
     Case(
-        "a transition that raises rejects its event; the key keeps its value",
+        "a raising transition or a refused symbol rejects its event; the key keeps its value",
         Fragile(),
-        [("k", "a", 1, None), ("k", "boom", 2, None), ("j", "b", 2, None), ("k", "c", 3, None)],
+        [
+            ("k", "a", 1, None), ("k", "boom", 2, None), ("j", "b", 2, None), ("k", "c", 3, None),
+            ("j", "!refused", 3, None),
+        ],
         parse_table(
             """
             key | value | time | diff
@@ -111,7 +114,7 @@ CASES = [
             k   | c     | 3    | +1
             """
         ),
-        rejected=[("k", 2, Reason.TRANSITION_FAILED)],
+        rejected=[("k", 2, Reason.TRANSITION_FAILED), ("j", 3, Reason.INVALID_SYMBOL)],
     ),
     Case(
         "events below the arrangement's upper are late",

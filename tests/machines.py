@@ -30,6 +30,8 @@ class Fragile(Machine):
     def validate_symbol(self, symbol):
         if not isinstance(symbol, str):
             raise TypeError(f"a symbol is a string, not {symbol!r}")
+        if symbol.startswith("!"):
+            raise ValueError(f"a symbol may not start with '!': {symbol!r}")
 
     def transition(self, key, values, symbol, time):
         if symbol == "boom":

@@ -83,3 +83,22 @@ def test_spark_rejects_values_that_do_not_fit_the_value_column(spark):
     assert rejected == [("k", 1, "unserialisable_value")]
     got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
     assert got == sorted(tuple(u) for u in run_local(Measure(), [e for e in events if e[1] != "oops"]).updates)
+
+
+@pytest.mark.spark
+def test_streaming_rejects_unstorable_values_and_missing_columns(spark, tmp_path):
+    from spark_runtime import run_stream
+    from statemachines import InvalidArgument
+    from tests.contract import Case
+    from tests.test_contract import stream_runner
+
+    events = [("k", "1", 0, None), ("k", "oops", 1, None), ("j", "7", 1, None), ("k", "3", 2, None)]
+    case = Case("unstorable", Measure(), events, [], value_type="bigint")
+    updates, rejected = stream_runner(case, tmp_path, spark)
+    assert rejected == [("k", 1, "unserialisable_value")]
+    assert updates == run_local(Measure(), [e for e in events if e[1] != "oops"]).updates
+
+    frame = spark.readStream.schema("key string, symbol string").parquet(str(tmp_path / "in"))
+    with pytest.raises(InvalidArgument, match="time"):
+        run_stream(Measure(), frame, into=tmp_path / "never", checkpoint=tmp_path / "ckpt2")
+    assert not (tmp_path / "never").exists()  # nothing written

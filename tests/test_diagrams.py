@@ -174,6 +174,7 @@ def test_exploration_draws_reachable_value_sets_and_says_when_cut():
     assert [(e.source, e.target, e.label) for e in lights.edges] == [
         ("{'off'}", "{'on'}", "'toggle'"), ("{'on'}", "{'off'}", "'toggle'")
     ]
+    assert explore(Light(), ["toggle"]).to_dot() == lights.to_dot()  # deterministic
     tags = explore(Tags(), [("add", t) for t in "abcdef"], max_states=10)
     assert len(tags.nodes) == 10 and any("cut at 10 states" in note for note in tags.notes)
     assert any("rejected" in note for note in explore(Tags(), ["not a pair"]).notes)
