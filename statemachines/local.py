@@ -24,6 +24,7 @@ from typing import Any, cast
 import attrs
 
 from statemachines.arrangement import Arrangement
+from statemachines.core import ValueCheck
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.intake import Intake
@@ -71,7 +72,13 @@ class LocalRuntime:
     an in-memory output, buffered events are O(distinct (key, time) pairs).
     """
 
-    def __init__(self, machine: Machine, *, into: Arrangement | None = None) -> None:
+    def __init__(
+        self,
+        machine: Machine,
+        *,
+        into: Arrangement | None = None,
+        value_check: ValueCheck | None = None,
+    ) -> None:
         if not isinstance(machine, Machine):
             raise InvalidArgument(
                 f"LocalRuntime needs a Machine instance, got {machine!r}; "
@@ -84,8 +91,9 @@ class LocalRuntime:
         self._rejected: list[Rejected] = []
         self._frontier: Any = None
         self._finished = False
-        # an arrangement that cannot store every value says so (PersistedArrangement)
-        self._check = getattr(into, "value_check", None)
+        # an output that cannot store every value says so (PersistedArrangement, a
+        # typed Spark column)
+        self._check = value_check or getattr(into, "value_check", None)
         self._intake = Intake(machine, value_check=self._check)
         # Reducing same-time events would hide an earlier event behind a later one
         # that the value check then rejects; with a check, every event is kept.
@@ -156,6 +164,82 @@ class LocalRuntime:
             "evicted_keys": self._evicted,
             "live_values": sum(len(values) for values in self._values.values()),
         }
+
+    def earliest_waiting(self) -> Any:
+        """The earliest time at which a buffered event or an armed deadline waits.
+
+        The next step that moves the frontier past this time has work to do; a step
+        that stays at or below it produces nothing new. ``None`` if nothing waits.
+        """
+        times = [min(by_time) for by_time in self._pending.values()]
+        if self._due:
+            times.append(min(self._due.values()))
+        return min(times, default=None)
+
+    # -- saving and resuming ----------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The working state as plain, picklable data (the machine is not included).
+
+        :meth:`restore` continues from it exactly: what the restored runtime produces
+        equals what this one would have produced. Refused events not yet reported
+        are part of it. Not available with ``into`` (the arrangement is the state).
+        """
+        if self._into is not None:
+            raise InvalidArgument("a runtime writing into an arrangement is resumed from it")
+        return {
+            "values": self._values,
+            "pending": self._pending,
+            "rejected": self._rejected,
+            "frontier": self._frontier,
+            "finished": self._finished,
+            "kind": self._intake.kind,
+            "due": self._due,
+            "evicted": self._evicted,
+            "evicted_at": self._evicted_at,
+            "high": self._high,
+        }
+
+    @classmethod
+    def restore(
+        cls, machine: Machine, state: dict[str, Any], *, value_check: ValueCheck | None = None
+    ) -> LocalRuntime:
+        """A runtime continuing from a :meth:`checkpoint` of one running ``machine``."""
+        runtime = cls(machine, value_check=value_check)
+        runtime._values = state["values"]
+        runtime._pending = state["pending"]
+        runtime._rejected = state["rejected"]
+        runtime._frontier = state["frontier"]
+        runtime._finished = state["finished"]
+        runtime._intake.kind = state["kind"]
+        for key, due in state["due"].items():
+            runtime._due[key] = due
+            runtime._due_seq += 1
+            runtime._due_heap.append((due, runtime._due_seq, key))
+        heapq.heapify(runtime._due_heap)
+        runtime._evicted = state["evicted"]
+        runtime._evicted_at = state["evicted_at"]
+        runtime._high = state["high"]
+        return runtime
+
+    def seed(self, values: Iterable[tuple[Any, Any]], frontier: Any) -> None:
+        """Start from known values as of ``frontier`` (e.g. read from an arrangement).
+
+        ``values`` are ``(key, value)`` pairs; events below ``frontier`` will be late.
+        Only a fresh runtime (nothing fed, no step taken) can be seeded.
+        """
+        if self._into is not None or self._pending or self._frontier is not None or self._values:
+            raise InvalidArgument("only a fresh runtime without an arrangement can be seeded")
+        by_key: dict[Any, set[Any]] = {}
+        for key, value in values:
+            by_key.setdefault(key, set()).add(value)
+        self._values = {key: frozenset(vs) for key, vs in by_key.items()}
+        if frontier is not None:
+            self._frontier = frontier
+            self._intake.kind = time_kind(frontier)
+        if self.machine.spec.has_deadlines:
+            for key, vs in self._values.items():
+                self._arm(key, vs)
 
     # -- writing --------------------------------------------------------------------
 

@@ -196,3 +196,65 @@ def test_machines_are_picklable(machine):
     copy = pickle.loads(pickle.dumps(machine))
     assert copy == machine
     assert copy.spec == machine.spec
+
+
+def run_resumed(machine, chunks, steps):
+    """Feed ``chunks`` one per frontier step, through a pickled checkpoint each time."""
+    state = None
+    updates, rejected = [], []
+    for chunk, frontier in zip(chunks, steps, strict=True):
+        runtime = LocalRuntime(machine) if state is None else LocalRuntime.restore(machine, pickle.loads(state))
+        runtime.feed(chunk)
+        step = runtime.advance_to(frontier)
+        updates += step.updates
+        rejected += step.rejected
+        state = pickle.dumps(runtime.checkpoint())
+    final = LocalRuntime.restore(machine, pickle.loads(state)).finish()
+    return updates + final.updates, rejected + final.rejected
+
+
+@pytest.mark.parametrize("machine", [Tags(), Session(3)], ids=repr)
+@given(data=st.data())
+def test_a_restored_checkpoint_continues_exactly(machine, data):
+    symbols = sst.tag_symbols if isinstance(machine, Tags) else st.sampled_from(["a", "b"])
+    evs = data.draw(sst.events(symbols))
+    steps = data.draw(sst.frontier_steps().filter(bool))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(evs)), min_size=len(steps) - 1, max_size=len(steps) - 1)))
+    chunks = [evs[a:b] for a, b in zip([0, *cuts], [*cuts, len(evs)], strict=True)]
+    uninterrupted = LocalRuntime(machine)
+    expected, expected_rejected = [], []
+    for chunk, frontier in zip(chunks, steps, strict=True):
+        uninterrupted.feed(chunk)
+        step = uninterrupted.advance_to(frontier)
+        expected += step.updates
+        expected_rejected += step.rejected
+    final = uninterrupted.finish()
+    updates, rejected = run_resumed(machine, chunks, steps)
+    assert updates == expected + final.updates
+    assert sorted(rejected, key=repr) == sorted(expected_rejected + final.rejected, key=repr)
+
+
+@given(sst.events(st.sampled_from(["a", "b"])), sst.frontier_steps(20))
+def test_nothing_happens_until_the_frontier_passes_the_earliest_waiting_time(events, steps):
+    runtime = LocalRuntime(Session(3))
+    runtime.feed(events)
+    for frontier in steps:
+        waiting = runtime.earliest_waiting()
+        step = runtime.advance_to(frontier)
+        if waiting is None or frontier <= waiting:
+            assert step.updates == []
+    waiting = runtime.earliest_waiting()
+    assert (waiting is None) == (runtime.finish().updates == [])
+
+
+def test_a_seeded_runtime_continues_from_the_given_values():
+    events = [("k", "a", 0), ("j", "b", 1), ("k", "c", 4), ("j", "d", 6)]
+    first = run_local(Session(3), events[:2], frontier=2)
+    seeded = LocalRuntime(Session(3))
+    seeded.seed([u.data for u in first.updates], frontier=2)
+    seeded.feed([*events[2:], ("late", "x", 1)])
+    rest = seeded.finish()
+    assert first.updates + rest.updates == run_local(Session(3), events).updates
+    assert [(r.event.key, r.reason) for r in rest.rejected] == [("late", Reason.LATE)]
+    with pytest.raises(InvalidArgument, match="fresh"):
+        seeded.seed([], frontier=9)
