@@ -357,18 +357,12 @@ def process_events(
     ``upto`` is ``None``); with ``into``, prior values come from that arrangement.
     With ``cache`` the output is persisted, for callers that read it more than once.
     """
-    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_runtime import native as native_paths
 
     kind = _time_kind_of(prepared.schema["time"].dataType)
-    if isinstance(value_type, str):
-        value_type = T._parse_datatype_string(value_type)
-    state = None
-    if into is not None:
-        state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
-    value_type = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
+    value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
@@ -383,6 +377,23 @@ def process_events(
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
     return output.persist() if cache else output
+
+
+def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_type: Any) -> tuple[Any, Any]:
+    """The Spark type of the machine's values, and the arrangement's values (or None).
+
+    In order: the arrangement's value type (``value_type``, if given, must match it),
+    ``value_type``, what the machine declares, the symbol column's type.
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(value_type, str):
+        value_type = T._parse_datatype_string(value_type)
+    state = None
+    if into is not None:
+        state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
+    value_type = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
+    return value_type, state
 
 
 def _machine_value_type(machine: Machine, prepared: Any) -> Any:

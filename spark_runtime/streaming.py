@@ -38,8 +38,9 @@ from spark_runtime.batch import (
 )
 from statemachines import InvalidArgument, Machine
 from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
+from statemachines.waterline import has_waterline
 
-__all__ = ["MicroBatchReport", "MicroBatchRunner", "read_rejected", "run_stream"]
+__all__ = ["BucketSink", "MicroBatchReport", "MicroBatchRunner", "read_rejected", "run_stream"]
 
 
 @attrs.frozen
@@ -50,7 +51,7 @@ class MicroBatchReport:
     events: int
     updates: int
     rejected: int
-    pending: int
+    pending: int | None  # None when the state store holds them (bucketed runs)
     frontier: Any
     seconds: float
     replayed: bool = False
@@ -60,7 +61,9 @@ class MicroBatchReport:
             return f"batch {self.batch_id}: already published, skipped"
         return (
             f"batch {self.batch_id}: {self.events:,} events in, {self.updates:,} updates out, "
-            f"{self.rejected:,} rejected, {self.pending:,} pending, frontier {self.frontier!r}, "
+            f"{self.rejected:,} rejected, "
+            + ("" if self.pending is None else f"{self.pending:,} pending, ")
+            + f"frontier {self.frontier!r}, "
             f"{self.seconds:.1f}s"
         )
 
@@ -186,6 +189,63 @@ class MicroBatchRunner:
             self.progress(report)
 
 
+@attrs.define
+class BucketSink:
+    """The ``foreachBatch`` function of a bucketed query: publish each micro-batch once.
+
+    The buckets' output (see :mod:`spark_runtime.buckets`) is unpacked and written in
+    one job, then published with the micro-batch id in one atomic manifest write. A
+    micro-batch Spark replays after a failure finds its id published: the buckets run
+    again (Spark requires their state to be committed), their output is discarded.
+    """
+
+    into: str
+    kind: str
+    schema: Any
+    arrow_schema: Any
+    progress: Callable[[MicroBatchReport], None] | None = print
+
+    def __call__(self, packed: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from spark_runtime.buckets import frontier_of, unpack_output
+
+        started = _time.perf_counter()
+        manifest = read_manifest(self.into)
+        stream = manifest.get("stream") or {}
+        if batch_id <= stream.get("batch_id", -1):
+            # Spark requires every state store partition to commit the replayed batch;
+            # the buckets recompute the same state from the one before, output unused
+            packed.write.format("noop").mode("overwrite").save()
+            self._report(MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
+            return
+        packed = packed.persist()  # the buckets run once: for the counts and the write
+        watermark, n_events = packed.agg(F.max("watermark"), F.sum("events")).first()
+        lower = decode_time(manifest["upper"])
+        frontier = frontier_of(watermark or 0, self.kind)
+        upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
+        output = packed.select("payload").mapInArrow(unpack_output(self.arrow_schema), self.schema)
+        name, counts = write_parts(output, self.into)
+        packed.unpersist()
+        n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
+        progress = {
+            "batch_id": batch_id,
+            "frontier": encode_time(upper),
+            "rejected": stream.get("rejected", []) + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
+        }
+        publish_batch(self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates, stream=progress)
+        self._report(
+            MicroBatchReport(
+                batch_id, n_events or 0, n_updates, n_rejected, None, upper,
+                _time.perf_counter() - started,
+            )
+        )
+
+    def _report(self, report: MicroBatchReport) -> None:
+        if self.progress is not None:
+            self.progress(report)
+
+
 def run_stream(
     machine: Machine,
     events: Any,
@@ -199,21 +259,34 @@ def run_stream(
     delay: Any = 0,
     value_type: Any = None,
     native: bool = True,
+    buckets: int = 64,
     trigger: dict[str, Any] | None = None,
     progress: Callable[[MicroBatchReport], None] | None = print,
 ) -> Any:
     """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
 
+    The machine runs in Spark's grouped stateful processing
+    (``transformWithStateInPandas``), one reference runtime per key bucket
+    (:mod:`spark_runtime.buckets`); the event-time watermark is the frontier. A
+    machine whose rules read across keys (a waterline, as in
+    :class:`~library.UpsertWithLateness`) runs micro-batch by micro-batch with the
+    arrangement as its state instead (:class:`MicroBatchRunner`).
+
     Args:
         machine: any machine instance.
         events: a streaming DataFrame (``spark.readStream...``).
-        into: the persisted arrangement directory (created if missing).
-        checkpoint: Spark's checkpoint directory for this query.
+        into: the persisted arrangement directory (created if missing). If it
+            already holds updates when the query first starts, each key continues
+            from its values there and events below its ``upper`` are late.
+        checkpoint: Spark's checkpoint directory for this query (its state too).
         key, symbol, time, order: the event columns.
         delay: how far behind the latest event time the frontier stays (a number,
-            or a ``timedelta`` for timestamp times); events older than the frontier
+            or a ``timedelta`` for timestamp and date times). The frontier of a
+            micro-batch comes from the events of earlier ones; events below it
             when they arrive are rejected as late.
-        value_type, native: as for :func:`~spark_runtime.batch.run_batch`.
+        value_type: as for :func:`~spark_runtime.batch.run_batch`.
+        native: for the arrangement-state runner: use a native path if any.
+        buckets: how many key buckets hold the state (fixed for a checkpoint).
         trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
             ``{"availableNow": True}``).
         progress: called with a :class:`MicroBatchReport` after each micro-batch
@@ -225,15 +298,74 @@ def run_stream(
     if not events.isStreaming:
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
     columns = EventColumns(key, symbol, time, order)
-    prepare_events(events, columns)  # column and type errors surface now
-    _time_kind_of(events.schema[time].dataType)
-    runner = MicroBatchRunner(
-        machine, open_arrangement(into), columns, delay, value_type, native, progress
-    )
-    writer = events.writeStream.foreachBatch(runner).option("checkpointLocation", os.fspath(checkpoint))
+    prepared = prepare_events(events, columns)  # column and type errors surface now
+    kind = _time_kind_of(events.schema[time].dataType)
+    into = open_arrangement(into)
+    checkpoint = os.fspath(checkpoint)
+    if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
+        raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
+    if has_waterline(machine):
+        runner = MicroBatchRunner(machine, into, columns, delay, value_type, native, progress)
+        writer = events.writeStream.foreachBatch(runner)
+    else:
+        writer = _bucketed(machine, prepared, kind, into, checkpoint, delay, value_type, buckets, progress)
+    writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
     return writer.start()
+
+
+def _bucketed(machine, prepared, kind, into, checkpoint, delay, value_type, buckets, progress):
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_runtime.batch import _output_schema, resolve_value_type
+    from spark_runtime.buckets import BUCKET_OUTPUT, BucketProcessor, delay_ms, pack_events
+
+    spark = prepared.sparkSession
+    value_type, seed = resolve_value_type(machine, prepared, into, value_type)
+    schema = _output_schema(prepared, value_type)
+    arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
+    floor = decode_time(read_manifest(into)["upper"])
+    bucketed = prepared.select(
+        F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
+    )
+    pack_schema = T.StructType(
+        [
+            T.StructField("bucket", T.IntegerType()),
+            T.StructField("payload", T.BinaryType()),
+            T.StructField("clock", T.TimestampType()),
+        ]
+    )
+    clock_type = to_arrow_schema(pack_schema, timezone="UTC").field("clock").type
+    packed = bucketed.mapInArrow(pack_events(delay_ms(delay), clock_type), pack_schema)
+    packed = packed.withWatermark("clock", "0 seconds")
+    initial = None
+    if seed is not None and not _started(checkpoint):
+        initial = _initial_state(seed, buckets).groupBy("bucket")
+    processor = BucketProcessor(machine, kind, arrow_schema, floor)
+    output = packed.groupBy("bucket").transformWithStateInPandas(
+        processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
+    )
+    return output.writeStream.foreachBatch(BucketSink(into, kind, schema, arrow_schema, progress))
+
+
+def _started(checkpoint: str) -> bool:
+    offsets = os.path.join(checkpoint, "offsets")
+    return os.path.isdir(offsets) and any(not n.startswith(".") for n in os.listdir(offsets))
+
+
+def _initial_state(values: Any, buckets: int) -> Any:
+    """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from spark_runtime.buckets import pack_values
+
+    rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
+    schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
+    return rows.repartition("bucket").mapInArrow(pack_values, schema)
 
 
 def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:

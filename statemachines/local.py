@@ -176,6 +176,14 @@ class LocalRuntime:
             times.append(min(self._due.values()))
         return min(times, default=None)
 
+    def take_rejected(self) -> list[Rejected]:
+        """The events refused since the last step, now rather than with the next step.
+
+        They are not reported again by the next :meth:`advance_to` or :meth:`finish`.
+        """
+        rejected, self._rejected = self._rejected, []
+        return rejected
+
     # -- saving and resuming ----------------------------------------------------------
 
     def checkpoint(self) -> dict[str, Any]:

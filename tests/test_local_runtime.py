@@ -258,3 +258,11 @@ def test_a_seeded_runtime_continues_from_the_given_values():
     assert [(r.event.key, r.reason) for r in rest.rejected] == [("late", Reason.LATE)]
     with pytest.raises(InvalidArgument, match="fresh"):
         seeded.seed([], frontier=9)
+
+
+def test_refused_events_can_be_taken_before_the_next_step():
+    runtime = LocalRuntime(Session(3))
+    runtime.feed([("k", "a", 0), (None, "b", 1)])
+    assert [r.reason for r in runtime.take_rejected()] == [Reason.NULL_KEY]
+    step = runtime.advance_to(2)
+    assert step.rejected == [] and [u.diff for u in step.updates] == [1]

@@ -1,0 +1,292 @@
+"""Spark's grouped stateful processing, one reference runtime per key bucket.
+
+Keys are hashed into a fixed number of buckets. Each bucket's state is one
+:class:`~statemachines.LocalRuntime` (its keys' values, buffered events and armed
+deadlines), checkpointed in Spark's state store. Python is called once per bucket
+per micro-batch, never once per key::
+
+    events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (payload)
+
+*Packing* turns each Arrow batch of events into one row per bucket whose ``payload``
+is those events in Arrow IPC form, plus one *clock* row carrying the batch's latest
+event time minus the delay. Spark's event-time watermark is defined on ``clock`` and
+is the frontier. Event rows have no clock, so Spark's own late-row filter never
+drops one: a late event reaches its bucket, which rejects it with reason ``late``.
+
+In micro-batch ``N`` with watermark ``W`` (the latest clock of earlier micro-batches),
+each bucket with events or an expired timer:
+
+=====  ===================================================================
+step   what happens
+=====  ===================================================================
+1      restores its runtime from the state store
+2      advances it to ``W``: buffered events and deadlines below ``W`` apply
+3      feeds it the new events; those below ``W`` are rejected as late
+4      saves it, and sets one timer at the earliest time still waiting
+=====  ===================================================================
+
+A bucket with nothing new is not called until its timer fires. Its updates have
+times below ``W`` and at or above the previous watermark.
+
+Times map to Spark's milliseconds monotonically: numbers as milliseconds (floored),
+timestamps and dates by their distance from the epoch, all shifted by
+:data:`CLOCK_SHIFT_MS` so that times before the epoch (or negative numbers) still
+move Spark's watermark, which starts at 0.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+from statemachines import LocalRuntime, Machine
+from statemachines.persisted import column_to_python
+
+__all__ = [
+    "BUCKET_OUTPUT",
+    "BucketProcessor",
+    "CLOCK_SHIFT_MS",
+    "frontier_of",
+    "pack_events",
+    "unpack_output",
+]
+
+# what each bucket call returns: its output rows in Arrow IPC form (or null), how
+# many events it took, and the watermark it advanced to
+BUCKET_OUTPUT = "payload binary, events long, watermark long"
+
+CLOCK_SHIFT_MS = 2**41  # about 70 years
+DAY_MS = 86_400_000
+_EPOCH = _dt.datetime(1970, 1, 1)
+_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
+
+
+def delay_ms(delay: Any) -> float:
+    """The delay in clock milliseconds: a number as is, a ``timedelta`` in milliseconds."""
+    if isinstance(delay, _dt.timedelta):
+        return delay / _dt.timedelta(milliseconds=1)
+    return delay
+
+
+def _ms_of(time: Any) -> float:
+    """A single time in (unshifted) milliseconds, exactly enough to floor."""
+    if isinstance(time, _dt.datetime):
+        since = time - (_EPOCH_UTC if time.tzinfo is not None else _EPOCH)
+        return since // _dt.timedelta(microseconds=1) / 1000
+    if isinstance(time, _dt.date):
+        return (time - _EPOCH_DATE).days * DAY_MS
+    return time
+
+
+def frontier_of(watermark_ms: int, kind: str) -> Any:
+    """The frontier (a time of ``kind``) that Spark's watermark stands for.
+
+    ``None`` while Spark has no watermark yet (0). Every time below the frontier
+    maps below the watermark, and none at or above it does.
+    """
+    if watermark_ms <= 0:
+        return None
+    ms = watermark_ms - CLOCK_SHIFT_MS
+    if kind == "number":
+        return ms
+    if kind == "date":
+        return _EPOCH_DATE + _dt.timedelta(days=-(-ms // DAY_MS))
+    epoch = _EPOCH_UTC if kind == "datetime_tz" else _EPOCH
+    return epoch + _dt.timedelta(milliseconds=ms)
+
+
+def timer_ms(time: Any) -> int:
+    """The smallest watermark whose frontier lies above ``time``."""
+    return math.floor(_ms_of(time)) + 1 + CLOCK_SHIFT_MS
+
+
+def _latest_ms(times: Any) -> float | None:
+    """The latest time of an Arrow column, in (unshifted) milliseconds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = times.type
+    if pa.types.is_timestamp(kind):
+        per_ms = {"s": 1e-3, "ms": 1, "us": 1e3, "ns": 1e6}[kind.unit]
+        latest = pc.max(times.cast(pa.int64())).as_py()
+        return None if latest is None else latest / per_ms
+    if pa.types.is_date32(kind):
+        latest = pc.max(times.cast(pa.int32())).as_py()
+        return None if latest is None else latest * DAY_MS
+    if pa.types.is_date64(kind):
+        return pc.max(times.cast(pa.int64())).as_py()
+    return pc.max(times).as_py()
+
+
+def _ipc(batch: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(payload: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(payload).read_all()
+
+
+def pack_events(delay: float, clock_type: Any):
+    """The ``mapInArrow`` function packing ``bucket, key, symbol, time, order`` rows."""
+
+    def pack(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            buckets = batch.column(0)
+            events = batch.select([1, 2, 3, 4])
+            ids, payloads = [], []
+            for bucket in pc.unique(buckets).to_pylist():
+                ids.append(bucket)
+                payloads.append(_ipc(events.filter(pc.equal(buckets, bucket))))
+            latest = _latest_ms(batch.column(3))
+            clock = None if latest is None else math.floor(latest - delay) + CLOCK_SHIFT_MS
+            ids.append(CLOCK_ROWS)
+            payloads.append(None)
+            clocks = [None] * (len(ids) - 1) + [None if clock is None else clock * 1000]
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary()), pa.array(clocks, clock_type)],
+                names=["bucket", "payload", "clock"],
+            )
+
+    return pack
+
+
+def unpack_output(arrow_schema: Any):
+    """The ``mapInArrow`` function turning the buckets' payloads into output rows."""
+
+    def unpack(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for payload in batch.column(0).to_pylist():
+                if payload is None:
+                    continue
+                for part in _from_ipc(payload).to_batches():
+                    yield part.cast(arrow_schema) if part.schema != arrow_schema else part
+
+    return unpack
+
+
+def _processor_base() -> type:
+    from pyspark.sql.streaming import StatefulProcessor
+
+    return StatefulProcessor
+
+
+class BucketProcessor(_processor_base()):  # type: ignore[misc]
+    """The stateful processor: one :class:`LocalRuntime` per bucket (see the module)."""
+
+    def __init__(self, machine: Machine, kind: str, arrow_schema: Any, floor: Any) -> None:
+        self.machine = machine
+        self.kind = kind
+        self.arrow_schema = arrow_schema
+        self.floor = floor  # the arrangement's upper when the query started: earlier is late
+
+    def init(self, handle: Any) -> None:
+        from spark_runtime.values import value_check_for
+
+        self.handle = handle
+        self.state = handle.getValueState("runtime", "runtime binary")
+        self.check = value_check_for(self.arrow_schema.field("value").type)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        if key[0] == CLOCK_ROWS:
+            return
+        events = []
+        for frame in rows:
+            for payload in frame["payload"]:
+                table = _from_ipc(payload)
+                events.extend(zip(*(column_to_python(c) for c in table.columns), strict=True))
+        yield from self._step(events, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+        yield from self._step([], timerValues)
+
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
+        pairs = []
+        for payload in initialState["payload"]:
+            table = _from_ipc(payload)
+            pairs.extend(zip(column_to_python(table.column(0)), column_to_python(table.column(1)), strict=True))
+        runtime = LocalRuntime(self.machine, value_check=self.check)
+        runtime.seed(pairs, self.floor)
+        self._save(runtime)
+
+    def close(self) -> None:
+        pass
+
+    # -- one bucket, one micro-batch -------------------------------------------------
+
+    def _load(self) -> LocalRuntime:
+        if self.state.exists():
+            (blob,) = self.state.get()
+            return LocalRuntime.restore(self.machine, pickle.loads(blob), value_check=self.check)
+        runtime = LocalRuntime(self.machine, value_check=self.check)
+        if self.floor is not None:
+            runtime.seed([], self.floor)
+        return runtime
+
+    def _save(self, runtime: LocalRuntime) -> None:
+        waiting = runtime.earliest_waiting()
+        wanted = None if waiting is None else timer_ms(waiting)
+        for armed in list(self.handle.listTimers()):
+            if armed != wanted:
+                self.handle.deleteTimer(armed)
+        if wanted is not None and wanted not in set(self.handle.listTimers()):
+            self.handle.registerTimer(wanted)
+        if runtime.stats()["live_keys"] or waiting is not None:
+            self.state.update((pickle.dumps(runtime.checkpoint(), protocol=5),))
+        else:
+            self.state.clear()  # nothing left: the bucket is fresh again
+
+    def _step(self, events: list[Any], timer_values: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        from spark_runtime.batch import _Output
+
+        runtime = self._load()
+        out = _Output(self.arrow_schema)
+        frontier = frontier_of(timer_values.getCurrentWatermarkInMs(), self.kind)
+        if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
+            step = runtime.advance_to(frontier)
+            for (k, value), time, diff in step.updates:
+                out.update(k, value, time, diff)
+            rejected = step.rejected
+        else:
+            rejected = []
+        runtime.feed(events)
+        for r in [*rejected, *runtime.take_rejected()]:
+            out.reject(r.event, r.reason.value, r.detail)
+        self._save(runtime)
+        payload = _ipc(out.take()) if out.columns[0] else None
+        yield pd.DataFrame(
+            {"payload": [payload], "events": [len(events)], "watermark": [timer_values.getCurrentWatermarkInMs()]}
+        )
+
+
+def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
+    """The ``mapInArrow`` function packing ``bucket, key, value`` rows (initial state)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        buckets = batch.column(0)
+        pairs = batch.select([1, 2])
+        ids = pc.unique(buckets).to_pylist()
+        payloads = [_ipc(pairs.filter(pc.equal(buckets, b))) for b in ids]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary())], names=["bucket", "payload"]
+        )
