@@ -6,7 +6,13 @@ from spark_runtime.cdc import CdcRead, read_cdc, write_cdc
 from spark_runtime.linear import apply_linear, consolidated, is_vectorised
 from spark_runtime.progress import StageProgress
 from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
-from spark_runtime.streaming import MicroBatchReport, MicroBatchRunner, read_rejected, run_stream
+from spark_runtime.streaming import (
+    BucketSink,
+    MicroBatchReport,
+    MicroBatchRunner,
+    read_rejected,
+    run_stream,
+)
 
 __all__ = [
     "StageProgress",
@@ -14,6 +20,7 @@ __all__ = [
     "CdcRead",
     "EventColumns",
     "MicroBatchReport",
+    "BucketSink",
     "MicroBatchRunner",
     "JavaNotFound",
     "apply_linear",

@@ -88,7 +88,7 @@ class BatchResult:
         )
 
 
-def _time_kind_of(data_type: Any) -> str:
+def time_kind_of(data_type: Any) -> str:
     from pyspark.sql import types as T
 
     if isinstance(data_type, T.TimestampType):
@@ -121,7 +121,7 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
             f"the events have no column(s) {', '.join(missing)}; they have "
             f"{', '.join(events.columns)}. Map them with key=/symbol=/time=/order=."
         )
-    _time_kind_of(events.schema[columns.time].dataType)
+    time_kind_of(events.schema[columns.time].dataType)
     order = F.col(columns.order) if columns.order else F.lit(None).cast("long")
     return events.select(
         F.col(columns.key).alias("key"),
@@ -131,7 +131,7 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
     )
 
 
-def _output_schema(prepared: Any, value_type: Any) -> Any:
+def output_schema(prepared: Any, value_type: Any) -> Any:
     from pyspark.sql import types as T
 
     fields = {f.name: f.dataType for f in prepared.schema.fields}
@@ -150,7 +150,7 @@ def _output_schema(prepared: Any, value_type: Any) -> Any:
     )
 
 
-class _Output:
+class OutputRows:
     """Columns of output rows for one Arrow record batch."""
 
     def __init__(self, schema: Any) -> None:
@@ -195,7 +195,7 @@ def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_s
         from spark_runtime.values import value_check_for
 
         intake = Intake(machine, kind=kind, value_check=value_check_for(arrow_schema.field("value").type))
-        out = _Output(arrow_schema)
+        out = OutputRows(arrow_schema)
         no_key = object()
         current, prior, raw = no_key, [], []
 
@@ -361,7 +361,7 @@ def process_events(
 
     from spark_runtime import native as native_paths
 
-    kind = _time_kind_of(prepared.schema["time"].dataType)
+    kind = time_kind_of(prepared.schema["time"].dataType)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine) if native else None
     if fast is not None:
@@ -443,7 +443,7 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
         )
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     ordered = rows.repartition(partitions, "key").sortWithinPartitions("key", "kind", "time", "order")
-    schema = _output_schema(prepared, value_type)
+    schema = output_schema(prepared, value_type)
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
     return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema), schema)

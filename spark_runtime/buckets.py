@@ -38,19 +38,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import os
 import pickle
 from collections.abc import Iterator
 from typing import Any
 
+from pyspark.sql.streaming import StatefulProcessor
+
 from statemachines import LocalRuntime, Machine
-from statemachines.persisted import column_to_python
+from statemachines.persisted import column_to_python, decode_time, read_manifest
 
 __all__ = [
     "BUCKET_OUTPUT",
     "BucketProcessor",
-    "CLOCK_SHIFT_MS",
+    "bucketed_output",
+    "encode_payload",
     "frontier_of",
-    "pack_events",
     "unpack_output",
 ]
 
@@ -123,7 +126,7 @@ def _latest_ms(times: Any) -> float | None:
     return pc.max(times).as_py()
 
 
-def _ipc(batch: Any) -> bytes:
+def encode_payload(batch: Any) -> bytes:
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -132,7 +135,7 @@ def _ipc(batch: Any) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _from_ipc(payload: bytes) -> Any:
+def _fromencode_payload(payload: bytes) -> Any:
     import pyarrow as pa
 
     return pa.ipc.open_stream(payload).read_all()
@@ -153,7 +156,7 @@ def pack_events(delay: float, clock_type: Any):
             ids, payloads = [], []
             for bucket in pc.unique(buckets).to_pylist():
                 ids.append(bucket)
-                payloads.append(_ipc(events.filter(pc.equal(buckets, bucket))))
+                payloads.append(encode_payload(events.filter(pc.equal(buckets, bucket))))
             latest = _latest_ms(batch.column(3))
             clock = None if latest is None else math.floor(latest - delay) + CLOCK_SHIFT_MS
             ids.append(CLOCK_ROWS)
@@ -175,19 +178,13 @@ def unpack_output(arrow_schema: Any):
             for payload in batch.column(0).to_pylist():
                 if payload is None:
                     continue
-                for part in _from_ipc(payload).to_batches():
+                for part in _fromencode_payload(payload).to_batches():
                     yield part.cast(arrow_schema) if part.schema != arrow_schema else part
 
     return unpack
 
 
-def _processor_base() -> type:
-    from pyspark.sql.streaming import StatefulProcessor
-
-    return StatefulProcessor
-
-
-class BucketProcessor(_processor_base()):  # type: ignore[misc]
+class BucketProcessor(StatefulProcessor):
     """The stateful processor: one :class:`LocalRuntime` per bucket (see the module)."""
 
     def __init__(self, machine: Machine, kind: str, arrow_schema: Any, floor: Any) -> None:
@@ -209,7 +206,7 @@ class BucketProcessor(_processor_base()):  # type: ignore[misc]
         events = []
         for frame in rows:
             for payload in frame["payload"]:
-                table = _from_ipc(payload)
+                table = _fromencode_payload(payload)
                 events.extend(zip(*(column_to_python(c) for c in table.columns), strict=True))
         yield from self._step(events, timerValues)
 
@@ -219,7 +216,7 @@ class BucketProcessor(_processor_base()):  # type: ignore[misc]
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         pairs = []
         for payload in initialState["payload"]:
-            table = _from_ipc(payload)
+            table = _fromencode_payload(payload)
             pairs.extend(zip(column_to_python(table.column(0)), column_to_python(table.column(1)), strict=True))
         runtime = LocalRuntime(self.machine, value_check=self.check)
         runtime.seed(pairs, self.floor)
@@ -255,10 +252,10 @@ class BucketProcessor(_processor_base()):  # type: ignore[misc]
     def _step(self, events: list[Any], timer_values: Any) -> Iterator[Any]:
         import pandas as pd
 
-        from spark_runtime.batch import _Output
+        from spark_runtime.batch import OutputRows
 
         runtime = self._load()
-        out = _Output(self.arrow_schema)
+        out = OutputRows(self.arrow_schema)
         frontier = frontier_of(timer_values.getCurrentWatermarkInMs(), self.kind)
         if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
             step = runtime.advance_to(frontier)
@@ -271,7 +268,7 @@ class BucketProcessor(_processor_base()):  # type: ignore[misc]
         for r in [*rejected, *runtime.take_rejected()]:
             out.reject(r.event, r.reason.value, r.detail)
         self._save(runtime)
-        payload = _ipc(out.take()) if out.columns[0] else None
+        payload = encode_payload(out.take()) if out.columns[0] else None
         yield pd.DataFrame(
             {"payload": [payload], "events": [len(events)], "watermark": [timer_values.getCurrentWatermarkInMs()]}
         )
@@ -286,7 +283,73 @@ def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
         buckets = batch.column(0)
         pairs = batch.select([1, 2])
         ids = pc.unique(buckets).to_pylist()
-        payloads = [_ipc(pairs.filter(pc.equal(buckets, b))) for b in ids]
+        payloads = [encode_payload(pairs.filter(pc.equal(buckets, b))) for b in ids]
         yield pa.RecordBatch.from_arrays(
             [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary())], names=["bucket", "payload"]
         )
+
+
+def bucketed_output(
+    machine: Machine,
+    prepared: Any,
+    kind: str,
+    into: str,
+    checkpoint: str,
+    delay: Any,
+    value_type: Any,
+    buckets: int,
+) -> tuple[Any, Any, Any]:
+    """The streaming DataFrame of bucket outputs, and the Spark and Arrow output schemas.
+
+    ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
+    ``into`` holds values and the query has not started yet, they are the buckets'
+    initial state.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_runtime.batch import output_schema, resolve_value_type
+
+    spark = prepared.sparkSession
+    value_type, seed = resolve_value_type(machine, prepared, into, value_type)
+    schema = output_schema(prepared, value_type)
+    arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
+    floor = decode_time(read_manifest(into)["upper"])
+    bucketed = prepared.select(
+        F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
+    )
+    pack_schema = T.StructType(
+        [
+            T.StructField("bucket", T.IntegerType()),
+            T.StructField("payload", T.BinaryType()),
+            T.StructField("clock", T.TimestampType()),
+        ]
+    )
+    clock_type = to_arrow_schema(pack_schema, timezone="UTC").field("clock").type
+    packed = bucketed.mapInArrow(pack_events(delay_ms(delay), clock_type), pack_schema)
+    packed = packed.withWatermark("clock", "0 seconds")
+    initial = None
+    if seed is not None and not _started(checkpoint):
+        initial = _initial_state(seed, buckets).groupBy("bucket")
+    processor = BucketProcessor(machine, kind, arrow_schema, floor)
+    output = packed.groupBy("bucket").transformWithStateInPandas(
+        processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
+    )
+    return output, schema, arrow_schema
+
+
+def _started(checkpoint: str) -> bool:
+    offsets = os.path.join(checkpoint, "offsets")
+    return os.path.isdir(offsets) and any(not n.startswith(".") for n in os.listdir(offsets))
+
+
+def _initial_state(values: Any, buckets: int) -> Any:
+    """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+
+    rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
+    schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
+    return rows.repartition("bucket").mapInArrow(pack_values, schema)

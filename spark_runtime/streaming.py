@@ -31,10 +31,10 @@ from spark_runtime.batch import (
     REJECTED,
     UPDATE,
     EventColumns,
-    _time_kind_of,
     open_arrangement,
     prepare_events,
     process_events,
+    time_kind_of,
 )
 from statemachines import InvalidArgument, Machine
 from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
@@ -299,7 +299,7 @@ def run_stream(
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
     columns = EventColumns(key, symbol, time, order)
     prepared = prepare_events(events, columns)  # column and type errors surface now
-    kind = _time_kind_of(events.schema[time].dataType)
+    kind = time_kind_of(events.schema[time].dataType)
     into = open_arrangement(into)
     checkpoint = os.fspath(checkpoint)
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
@@ -308,64 +308,16 @@ def run_stream(
         runner = MicroBatchRunner(machine, into, columns, delay, value_type, native, progress)
         writer = events.writeStream.foreachBatch(runner)
     else:
-        writer = _bucketed(machine, prepared, kind, into, checkpoint, delay, value_type, buckets, progress)
+        from spark_runtime.buckets import bucketed_output
+
+        output, schema, arrow_schema = bucketed_output(
+            machine, prepared, kind, into, checkpoint, delay, value_type, buckets
+        )
+        writer = output.writeStream.foreachBatch(BucketSink(into, kind, schema, arrow_schema, progress))
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
     return writer.start()
-
-
-def _bucketed(machine, prepared, kind, into, checkpoint, delay, value_type, buckets, progress):
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from spark_runtime.batch import _output_schema, resolve_value_type
-    from spark_runtime.buckets import BUCKET_OUTPUT, BucketProcessor, delay_ms, pack_events
-
-    spark = prepared.sparkSession
-    value_type, seed = resolve_value_type(machine, prepared, into, value_type)
-    schema = _output_schema(prepared, value_type)
-    arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
-    floor = decode_time(read_manifest(into)["upper"])
-    bucketed = prepared.select(
-        F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
-    )
-    pack_schema = T.StructType(
-        [
-            T.StructField("bucket", T.IntegerType()),
-            T.StructField("payload", T.BinaryType()),
-            T.StructField("clock", T.TimestampType()),
-        ]
-    )
-    clock_type = to_arrow_schema(pack_schema, timezone="UTC").field("clock").type
-    packed = bucketed.mapInArrow(pack_events(delay_ms(delay), clock_type), pack_schema)
-    packed = packed.withWatermark("clock", "0 seconds")
-    initial = None
-    if seed is not None and not _started(checkpoint):
-        initial = _initial_state(seed, buckets).groupBy("bucket")
-    processor = BucketProcessor(machine, kind, arrow_schema, floor)
-    output = packed.groupBy("bucket").transformWithStateInPandas(
-        processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
-    )
-    return output.writeStream.foreachBatch(BucketSink(into, kind, schema, arrow_schema, progress))
-
-
-def _started(checkpoint: str) -> bool:
-    offsets = os.path.join(checkpoint, "offsets")
-    return os.path.isdir(offsets) and any(not n.startswith(".") for n in os.listdir(offsets))
-
-
-def _initial_state(values: Any, buckets: int) -> Any:
-    """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    from spark_runtime.buckets import pack_values
-
-    rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
-    schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
-    return rows.repartition("bucket").mapInArrow(pack_values, schema)
 
 
 def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:

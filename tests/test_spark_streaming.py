@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -13,10 +14,12 @@ from library import Upsert
 from spark_runtime import MicroBatchRunner, read_rejected, run_stream
 from spark_runtime.batch import EventColumns
 from statemachines import LocalRuntime, PersistedArrangement, consolidate
+from tests.machines import Session
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = "key string, symbol string, time long, order long"
+ARROW_SCHEMA = pa.schema([("key", pa.string()), ("symbol", pa.string()), ("time", pa.int64()), ("order", pa.int64())])
 DELAY = 3
 
 
@@ -41,18 +44,18 @@ def make_files(directory, n_files=4, per_file=60, seed=5):
     return files
 
 
-def local_reference(files):
+def local_reference(files, machine=None, delay=DELAY):
     """The local runtime fed file by file, as micro-batches see the watermark.
 
     Micro-batch ``i`` advances to the frontier that the earlier files set (their
     latest time - DELAY), then takes its events; events below that frontier are late.
     A last step advances to the frontier all the files set.
     """
-    runtime = LocalRuntime(Upsert())
+    runtime = LocalRuntime(machine or Upsert())
     updates, rejected, latest = [], [], None
     for rows in [*files, []]:
-        if latest is not None and (runtime.frontier is None or latest - DELAY > runtime.frontier):
-            step = runtime.advance_to(latest - DELAY)
+        if latest is not None and (runtime.frontier is None or latest - delay > runtime.frontier):
+            step = runtime.advance_to(latest - delay)
             updates += step.updates
             rejected += step.rejected
         runtime.feed(rows)
@@ -95,6 +98,45 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert published(spark, tmp_path / "arr") == local_reference(files)
 
 
+def write_files(directory, files, schema=SCHEMA):
+    for i, rows in enumerate(files):
+        path = os.path.join(directory, f"part-{i:02d}.parquet")
+        pq.write_table(pa.Table.from_pylist([dict(zip(("key", "symbol", "time", "order"), r, strict=True)) for r in rows], schema=ARROW_SCHEMA), path)
+        os.utime(path, (1_700_000_000 + i,) * 2)
+
+
+def batches_of(arrangement):
+    """Each published batch: its bounds and the times of its updates."""
+    manifest = json.loads((arrangement / "manifest.json").read_text())
+    for batch in manifest["batches"]:
+        times = pq.read_table(arrangement / batch["file"]).column("time").to_pylist() if batch["file"] else []
+        yield batch["lower"], batch["upper"], times
+
+
+def test_deadlines_fire_in_the_micro_batch_whose_watermark_passes_them(spark, tmp_path):
+    """Timers at the exact boundary: each update lands in the batch covering its time."""
+    source = tmp_path / "in"
+    source.mkdir()
+    # Session(3): "a"@0 expires at 3, which the frontier passes once it reaches 4;
+    # "b"@2 expires at 5, passed at frontier 6 (reached by the no-data batch)
+    files = [[("k", "a", 0, 0)], [("j", "b", 2, 0)], [("m", "c", 3, 0)], [("m", "d", 4, 0)], [("n", "e", 6, 0)]]
+    write_files(source, files)
+    frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    reports = []
+    run_stream(
+        Session(3), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order",
+        value_type="struct<_1: string, _2: long>", trigger={"availableNow": True}, progress=reports.append,
+    ).awaitTermination()
+    print(*reports, sep="\n")
+    expected, rejected = local_reference(files, Session(3), delay=0)
+    assert rejected == [] and published(spark, tmp_path / "arr")[1] == []
+    assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
+    expiries = [u for u in expected if u[2] < 0 and u[1] in (3, 5)]
+    assert len(expiries) == 2  # both deadlines fired within the run
+    for lower, upper, times in batches_of(tmp_path / "arr"):
+        assert all((lower is None or lower <= t) and t < upper for t in times), (lower, upper, times)
+
+
 def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     frame = spark.createDataFrame([("k", "a", 5, 0), ("k", "b", 9, 0)], SCHEMA)
     reports = []
@@ -108,6 +150,34 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     assert (tmp_path / "manifest.json").read_text() == before
     assert [r.replayed for r in reports] == [False, True]
     assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
+
+
+def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from spark_runtime import BucketSink
+    from spark_runtime.batch import OutputRows, output_schema, prepare_events
+    from spark_runtime.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
+
+    events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
+    schema = output_schema(events, events.schema["symbol"].dataType)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    rows = OutputRows(arrow_schema)
+    rows.update("k", "a", 5, 1)
+    rows.reject(("j", None, 2, 0), "late", "below the frontier")
+    # what the buckets returned in micro-batch 0: watermark 9
+    packed = spark.createDataFrame([(encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9)], BUCKET_OUTPUT)
+    reports = []
+    sink = BucketSink(str(tmp_path), "number", schema, arrow_schema, progress=reports.append)
+    PersistedArrangement(tmp_path)
+    sink(packed, 0)
+    before = (tmp_path / "manifest.json").read_text()
+    sink(packed, 0)  # Spark replays batch 0 after a failure
+    assert (tmp_path / "manifest.json").read_text() == before
+    assert [r.replayed for r in reports] == [False, True]
+    assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
+    assert PersistedArrangement(tmp_path).upper == 9
+    assert [(r.key, r.reason) for r in read_rejected(spark, tmp_path).collect()] == [("j", "late")]
 
 
 def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repeats_nothing(spark, tmp_path):
