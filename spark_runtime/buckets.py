@@ -45,7 +45,8 @@ from typing import Any
 
 from pyspark.sql.streaming import StatefulProcessor
 
-from statemachines import LocalRuntime, Machine
+from statemachines import InvalidArgument, LocalRuntime, Machine
+from statemachines._gc import gc_paused
 from statemachines.persisted import column_to_python, decode_time, read_manifest
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "bucketed_output",
     "encode_payload",
     "frontier_of",
-    "unpack_output",
 ]
 
 # what each bucket call returns: its output rows in Arrow IPC form (or null), how
@@ -135,7 +135,7 @@ def encode_payload(batch: Any) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _fromencode_payload(payload: bytes) -> Any:
+def decode_payload(payload: bytes) -> Any:
     import pyarrow as pa
 
     return pa.ipc.open_stream(payload).read_all()
@@ -170,20 +170,6 @@ def pack_events(delay: float, clock_type: Any):
     return pack
 
 
-def unpack_output(arrow_schema: Any):
-    """The ``mapInArrow`` function turning the buckets' payloads into output rows."""
-
-    def unpack(batches: Iterator[Any]) -> Iterator[Any]:
-        for batch in batches:
-            for payload in batch.column(0).to_pylist():
-                if payload is None:
-                    continue
-                for part in _fromencode_payload(payload).to_batches():
-                    yield part.cast(arrow_schema) if part.schema != arrow_schema else part
-
-    return unpack
-
-
 class BucketProcessor(StatefulProcessor):
     """The stateful processor: one :class:`LocalRuntime` per bucket (see the module)."""
 
@@ -206,17 +192,21 @@ class BucketProcessor(StatefulProcessor):
         events = []
         for frame in rows:
             for payload in frame["payload"]:
-                table = _fromencode_payload(payload)
+                table = decode_payload(payload)
                 events.extend(zip(*(column_to_python(c) for c in table.columns), strict=True))
-        yield from self._step(events, timerValues)
+        with gc_paused():
+            output = self._step(events, timerValues)
+        yield output
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        yield from self._step([], timerValues)
+        with gc_paused():
+            output = self._step([], timerValues)
+        yield output
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
         pairs = []
         for payload in initialState["payload"]:
-            table = _fromencode_payload(payload)
+            table = decode_payload(payload)
             pairs.extend(zip(column_to_python(table.column(0)), column_to_python(table.column(1)), strict=True))
         runtime = LocalRuntime(self.machine, value_check=self.check)
         runtime.seed(pairs, self.floor)
@@ -228,9 +218,9 @@ class BucketProcessor(StatefulProcessor):
     # -- one bucket, one micro-batch -------------------------------------------------
 
     def _load(self) -> LocalRuntime:
-        if self.state.exists():
-            (blob,) = self.state.get()
-            return LocalRuntime.restore(self.machine, pickle.loads(blob), value_check=self.check)
+        stored = self.state.get()
+        if stored is not None:
+            return LocalRuntime.restore(self.machine, pickle.loads(stored[0]), value_check=self.check)
         runtime = LocalRuntime(self.machine, value_check=self.check)
         if self.floor is not None:
             runtime.seed([], self.floor)
@@ -239,17 +229,17 @@ class BucketProcessor(StatefulProcessor):
     def _save(self, runtime: LocalRuntime) -> None:
         waiting = runtime.earliest_waiting()
         wanted = None if waiting is None else timer_ms(waiting)
-        for armed in list(self.handle.listTimers()):
-            if armed != wanted:
-                self.handle.deleteTimer(armed)
-        if wanted is not None and wanted not in set(self.handle.listTimers()):
+        armed = set(self.handle.listTimers())
+        for timer in armed - {wanted}:
+            self.handle.deleteTimer(timer)
+        if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
         if runtime.stats()["live_keys"] or waiting is not None:
             self.state.update((pickle.dumps(runtime.checkpoint(), protocol=5),))
         else:
             self.state.clear()  # nothing left: the bucket is fresh again
 
-    def _step(self, events: list[Any], timer_values: Any) -> Iterator[Any]:
+    def _step(self, events: list[Any], timer_values: Any) -> Any:
         import pandas as pd
 
         from spark_runtime.batch import OutputRows
@@ -269,7 +259,7 @@ class BucketProcessor(StatefulProcessor):
             out.reject(r.event, r.reason.value, r.detail)
         self._save(runtime)
         payload = encode_payload(out.take()) if out.columns[0] else None
-        yield pd.DataFrame(
+        return pd.DataFrame(
             {"payload": [payload], "events": [len(events)], "watermark": [timer_values.getCurrentWatermarkInMs()]}
         )
 
@@ -298,8 +288,8 @@ def bucketed_output(
     delay: Any,
     value_type: Any,
     buckets: int,
-) -> tuple[Any, Any, Any]:
-    """The streaming DataFrame of bucket outputs, and the Spark and Arrow output schemas.
+) -> tuple[Any, Any]:
+    """The streaming DataFrame of bucket outputs, and the Arrow schema of their rows.
 
     ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
     ``into`` holds values and the query has not started yet, they are the buckets'
@@ -310,8 +300,18 @@ def bucketed_output(
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_runtime.batch import output_schema, resolve_value_type
+    from spark_runtime.session import ROCKSDB
 
     spark = prepared.sparkSession
+    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+    if provider != ROCKSDB:
+        raise InvalidArgument(
+            f"streaming state needs Spark's RocksDB state store; set "
+            f"spark.sql.streaming.stateStore.providerClass={ROCKSDB} when building the "
+            f"session (spark_runtime.session() does)"
+        )
+    if not isinstance(buckets, int) or buckets < 1:
+        raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
     value_type, seed = resolve_value_type(machine, prepared, into, value_type)
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
@@ -336,7 +336,7 @@ def bucketed_output(
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )
-    return output, schema, arrow_schema
+    return output, arrow_schema
 
 
 def _started(checkpoint: str) -> bool:

@@ -104,6 +104,8 @@ def session(
     settings = {
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        # each micro-batch uploads the changes to its state, not a full snapshot
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
     }
     if shuffle_partitions is not None:

@@ -1,20 +1,22 @@
 """Running a machine over a Spark Structured Streaming source, exactly once.
 
-Each micro-batch is processed by the batch runtime, with all state in the persisted
-arrangement (feedback, as in the design): the machine's values are the arrangement's,
-and events whose time is not yet complete are kept there too, as *pending* events.
+Two runners, chosen by the machine; both publish each micro-batch ``b`` into the
+persisted arrangement with one atomic manifest write that records ``b``, so a
+micro-batch that Spark replays after a failure finds ``b`` published and changes
+nothing:
 
-Per micro-batch ``b`` (Spark's ``foreachBatch``, checkpointed):
+- **Buckets** (every machine whose keys are independent): Spark's grouped stateful
+  processing, one reference runtime per key bucket checkpointed in Spark's state
+  store, the event-time watermark as the frontier, timers for waiting events and
+  deadlines (:mod:`spark_runtime.buckets`). :class:`BucketSink` publishes.
+- **Arrangement as state** (machines with a waterline, whose rule reads across
+  keys): each micro-batch runs the batch runtime over its events and the pending
+  ones, with the keys' values read from the arrangement (:class:`MicroBatchRunner`).
+  Its frontier is ``max(frontier, latest event time seen - delay)``; events below
+  the old frontier are late; events not yet final are written beside the updates as
+  *pending* and published with them.
 
-1. the frontier advances to ``max(frontier, latest event time seen - delay)``: the
-   event-time watermark, computed from the data like Spark's, but by this runtime, so
-   no row is ever dropped silently;
-2. events below the old frontier are *late* and go to the rejected output;
-3. pending and new events below the new frontier are applied (deadlines before it
-   fire); the rest stay pending;
-4. the updates, the rejected rows and the new pending events are written, then
-   published in one atomic manifest write that records ``b``. A micro-batch that Spark
-   replays after a failure finds ``b`` already published and does nothing.
+Late events are rejected rows in both (``read_rejected``), never dropped.
 """
 
 from __future__ import annotations
@@ -89,6 +91,29 @@ def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
             counts[int(part.removeprefix("kind="))] = ds.dataset(
                 os.path.join(target, part), format="parquet"
             ).count_rows()
+    return name, counts
+
+
+def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict[int, int]]:
+    """Write the buckets' output payloads as ``write_parts`` lays out its frame."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from spark_runtime.buckets import decode_payload
+
+    name = f"batch-{uuid.uuid4().hex}"
+    parts = [decode_payload(p) for p in payloads.to_pylist() if p is not None]
+    table = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
+    counts = {}
+    for kind in (UPDATE, REJECTED):
+        rows = table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
+        if rows.num_rows:
+            os.makedirs(os.path.join(path, name, f"kind={kind}"))
+            pq.write_table(rows, os.path.join(path, name, f"kind={kind}", "part-00000.parquet"))
+            counts[kind] = rows.num_rows
     return name, counts
 
 
@@ -193,22 +218,21 @@ class MicroBatchRunner:
 class BucketSink:
     """The ``foreachBatch`` function of a bucketed query: publish each micro-batch once.
 
-    The buckets' output (see :mod:`spark_runtime.buckets`) is unpacked and written in
-    one job, then published with the micro-batch id in one atomic manifest write. A
+    The buckets' output (see :mod:`spark_runtime.buckets`) is collected in one job,
+    written by this process, then published with the micro-batch id in one atomic manifest write. A
     micro-batch Spark replays after a failure finds its id published: the buckets run
     again (Spark requires their state to be committed), their output is discarded.
     """
 
     into: str
     kind: str
-    schema: Any
     arrow_schema: Any
     progress: Callable[[MicroBatchReport], None] | None = print
 
     def __call__(self, packed: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as F
+        import pyarrow.compute as pc
 
-        from spark_runtime.buckets import frontier_of, unpack_output
+        from spark_runtime.buckets import frontier_of
 
         started = _time.perf_counter()
         manifest = read_manifest(self.into)
@@ -219,14 +243,13 @@ class BucketSink:
             packed.write.format("noop").mode("overwrite").save()
             self._report(MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
             return
-        packed = packed.persist()  # the buckets run once: for the counts and the write
-        watermark, n_events = packed.agg(F.max("watermark"), F.sum("events")).first()
+        # one row per bucket that ran: a single job, and the output is one micro-batch's
+        table = packed.toArrow()
+        watermark, n_events = pc.max(table["watermark"]).as_py(), pc.sum(table["events"]).as_py()
         lower = decode_time(manifest["upper"])
         frontier = frontier_of(watermark or 0, self.kind)
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
-        output = packed.select("payload").mapInArrow(unpack_output(self.arrow_schema), self.schema)
-        name, counts = write_parts(output, self.into)
-        packed.unpersist()
+        name, counts = write_output(table["payload"], self.arrow_schema, self.into)
         n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
         progress = {
             "batch_id": batch_id,
@@ -310,10 +333,10 @@ def run_stream(
     else:
         from spark_runtime.buckets import bucketed_output
 
-        output, schema, arrow_schema = bucketed_output(
+        output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
-        writer = output.writeStream.foreachBatch(BucketSink(into, kind, schema, arrow_schema, progress))
+        writer = output.writeStream.foreachBatch(BucketSink(into, kind, arrow_schema, progress))
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)

@@ -13,7 +13,7 @@ import pytest
 from library import Upsert
 from spark_runtime import MicroBatchRunner, read_rejected, run_stream
 from spark_runtime.batch import EventColumns
-from statemachines import LocalRuntime, PersistedArrangement, consolidate
+from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
 from tests.machines import Session
 
 pytestmark = pytest.mark.spark
@@ -44,14 +44,14 @@ def make_files(directory, n_files=4, per_file=60, seed=5):
     return files
 
 
-def local_reference(files, machine=None, delay=DELAY):
+def local_reference(files, machine=None, delay=DELAY, runtime=None):
     """The local runtime fed file by file, as micro-batches see the watermark.
 
     Micro-batch ``i`` advances to the frontier that the earlier files set (their
     latest time - DELAY), then takes its events; events below that frontier are late.
     A last step advances to the frontier all the files set.
     """
-    runtime = LocalRuntime(machine or Upsert())
+    runtime = runtime or LocalRuntime(machine or Upsert())
     updates, rejected, latest = [], [], None
     for rows in [*files, []]:
         if latest is not None and (runtime.frontier is None or latest - delay > runtime.frontier):
@@ -137,6 +137,30 @@ def test_deadlines_fire_in_the_micro_batch_whose_watermark_passes_them(spark, tm
         assert all((lower is None or lower <= t) and t < upper for t in times), (lower, upper, times)
 
 
+def test_a_stream_continues_an_arrangement_written_in_batch(spark, tmp_path):
+    """Each key starts from its values there (deadlines armed); earlier events are late."""
+    from spark_runtime import run_batch
+
+    value_type = "struct<_1: string, _2: long>"
+    first = [("k", "a", 0, 0), ("j", "b", 4, 0), ("m", "c", 5, 0)]
+    files = [[("k", "d", 7, 0), ("j", "late", 5, 0)], [("n", "e", 8, 0), ("m", "f", 9, 0)], [("z", "g", 20, 0)]]
+    run_batch(Session(3), spark.createDataFrame(first, SCHEMA), order="order", into=tmp_path / "arr", value_type=value_type)
+    source = tmp_path / "in"
+    source.mkdir()
+    write_files(source, files)
+    frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    run_stream(
+        Session(3), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order",
+        value_type=value_type, trigger={"availableNow": True}, progress=None,
+    ).awaitTermination()
+
+    reference = PersistedArrangement(tmp_path / "ref")
+    run_local(Session(3), first, into=reference)
+    expected, rejected = local_reference(files, delay=0, runtime=LocalRuntime(Session(3), into=reference))
+    assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == consolidate(reference.updates())
+    assert published(spark, tmp_path / "arr")[1] == rejected == [("j", 5, "late")]
+
+
 def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     frame = spark.createDataFrame([("k", "a", 5, 0), ("k", "b", 9, 0)], SCHEMA)
     reports = []
@@ -168,7 +192,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     # what the buckets returned in micro-batch 0: watermark 9
     packed = spark.createDataFrame([(encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9)], BUCKET_OUTPUT)
     reports = []
-    sink = BucketSink(str(tmp_path), "number", schema, arrow_schema, progress=reports.append)
+    sink = BucketSink(str(tmp_path), "number", arrow_schema, progress=reports.append)
     PersistedArrangement(tmp_path)
     sink(packed, 0)
     before = (tmp_path / "manifest.json").read_text()
@@ -234,3 +258,18 @@ def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangeme
     stream_entries = manifest["stream"]["rejected"]
     listed = {e.split("/")[0] for e in [b["file"] for b in manifest["batches"]] + stream_entries if e}
     assert {p.name for p in arrangement.iterdir()} == listed | {"manifest.json"}
+
+
+def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
+    from statemachines import InvalidArgument
+
+    setting = "spark.sql.streaming.stateStore.providerClass"
+    frame = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    kept = spark.conf.get(setting)
+    spark.conf.set(setting, "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
+    try:
+        with pytest.raises(InvalidArgument, match="RocksDB"):
+            run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt")
+    finally:
+        spark.conf.set(setting, kept)
+    assert not (tmp_path / "ckpt").exists()
