@@ -234,8 +234,9 @@ class BucketProcessor(StatefulProcessor):
             self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
-        if runtime.stats()["live_keys"] or waiting is not None:
-            self.state.update((pickle.dumps(runtime.checkpoint(), protocol=5),))
+        state = runtime.checkpoint()
+        if state["values"] or waiting is not None:
+            self.state.update((pickle.dumps(state, protocol=5),))
         else:
             self.state.clear()  # nothing left: the bucket is fresh again
 
