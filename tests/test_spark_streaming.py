@@ -273,3 +273,38 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
     finally:
         spark.conf.set(setting, kept)
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
+    import datetime as dt
+
+    at = dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)
+
+    def s(seconds):
+        return at + dt.timedelta(seconds=seconds)
+
+    files = [
+        [("a", "x", s(0), 0), ("b", "y", s(3), 0)],
+        [("a", "z", s(5), 0), ("b", "late", s(0.5), 0), ("c", "w", None, 0)],
+        [("c", "v", s(9), 0), ("a", None, s(6.25), 0)],
+    ]
+    schema = pa.schema([("key", pa.string()), ("symbol", pa.string()), ("time", pa.timestamp("us", tz="UTC")), ("order", pa.int64())])
+    source = tmp_path / "in"
+    source.mkdir()
+    for i, rows in enumerate(files):
+        path = source / f"part-{i}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(("key", "symbol", "time", "order"), r, strict=True)) for r in rows], schema=schema), path)
+        os.utime(path, (1_700_000_000 + i,) * 2)
+    frame = spark.readStream.schema("key string, symbol string, time timestamp, order long").option(
+        "maxFilesPerTrigger", 1).parquet(str(source))
+    run_stream(
+        Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order",
+        delay=dt.timedelta(seconds=2), trigger={"availableNow": True}, progress=None,
+    ).awaitTermination()
+    expected, rejected = local_reference(files, delay=dt.timedelta(seconds=2))
+    assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
+    # (Spark collects timestamps as naive local datetimes: compare keys and reasons)
+    assert [(key, reason) for key, _, reason in published(spark, tmp_path / "arr")[1]] == [
+        (key, reason) for key, _, reason in rejected
+    ]
+    assert {(key, reason) for key, _, reason in rejected} == {("b", "late"), ("c", "null_time")}
