@@ -141,6 +141,21 @@ def decode_payload(payload: bytes) -> Any:
     return pa.ipc.open_stream(payload).read_all()
 
 
+def packed_schema() -> tuple[Any, Any]:
+    """The Spark schema of packed rows, and the Arrow type of their clock."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = T.StructType(
+        [
+            T.StructField("bucket", T.IntegerType()),
+            T.StructField("payload", T.BinaryType()),
+            T.StructField("clock", T.TimestampType()),
+        ]
+    )
+    return schema, to_arrow_schema(schema, timezone="UTC").field("clock").type
+
+
 def pack_events(delay: float, clock_type: Any):
     """The ``mapInArrow`` function packing ``bucket, key, symbol, time, order`` rows."""
 
@@ -297,7 +312,6 @@ def bucketed_output(
     initial state.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_runtime.batch import output_schema, resolve_value_type
@@ -320,14 +334,7 @@ def bucketed_output(
     bucketed = prepared.select(
         F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
     )
-    pack_schema = T.StructType(
-        [
-            T.StructField("bucket", T.IntegerType()),
-            T.StructField("payload", T.BinaryType()),
-            T.StructField("clock", T.TimestampType()),
-        ]
-    )
-    clock_type = to_arrow_schema(pack_schema, timezone="UTC").field("clock").type
+    pack_schema, clock_type = packed_schema()
     packed = bucketed.mapInArrow(pack_events(delay_ms(delay), clock_type), pack_schema)
     packed = packed.withWatermark("clock", "0 seconds")
     initial = None
