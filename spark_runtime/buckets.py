@@ -327,10 +327,17 @@ def bucketed_output(
         )
     if not isinstance(buckets, int) or buckets < 1:
         raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
+    manifest = read_manifest(into)
+    kept = (manifest.get("stream") or {}).get("buckets", buckets)
+    if kept != buckets and _started(checkpoint):
+        raise InvalidArgument(
+            f"the query's state is held in {kept} buckets; restart it with buckets={kept} "
+            f"(or start a new checkpoint, which takes its state from the arrangement)"
+        )
     value_type, seed = resolve_value_type(machine, prepared, into, value_type)
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
-    floor = decode_time(read_manifest(into)["upper"])
+    floor = decode_time(manifest["upper"])
     bucketed = prepared.select(
         F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
     )

@@ -219,14 +219,16 @@ class BucketSink:
     """The ``foreachBatch`` function of a bucketed query: publish each micro-batch once.
 
     The buckets' output (see :mod:`spark_runtime.buckets`) is collected in one job,
-    written by this process, then published with the micro-batch id in one atomic manifest write. A
-    micro-batch Spark replays after a failure finds its id published: the buckets run
-    again (Spark requires their state to be committed), their output is discarded.
+    written by this process, then published with the micro-batch id in one atomic
+    manifest write. A micro-batch Spark replays after a failure finds its id
+    published: the buckets run again (Spark requires their state to be committed),
+    their output is discarded.
     """
 
     into: str
     kind: str
     arrow_schema: Any
+    buckets: int
     progress: Callable[[MicroBatchReport], None] | None = print
 
     def __call__(self, packed: Any, batch_id: int) -> None:
@@ -255,6 +257,7 @@ class BucketSink:
             "batch_id": batch_id,
             "frontier": encode_time(upper),
             "rejected": stream.get("rejected", []) + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
+            "buckets": self.buckets,
         }
         publish_batch(self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates, stream=progress)
         self._report(
@@ -336,7 +339,7 @@ def run_stream(
         output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
-        writer = output.writeStream.foreachBatch(BucketSink(into, kind, arrow_schema, progress))
+        writer = output.writeStream.foreachBatch(BucketSink(into, kind, arrow_schema, buckets, progress))
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)

@@ -13,7 +13,13 @@ import pytest
 from library import Upsert
 from spark_runtime import MicroBatchRunner, read_rejected, run_stream
 from spark_runtime.batch import EventColumns
-from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
+from statemachines import (
+    InvalidArgument,
+    LocalRuntime,
+    PersistedArrangement,
+    consolidate,
+    run_local,
+)
 from tests.machines import Session
 
 pytestmark = pytest.mark.spark
@@ -192,7 +198,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     # what the buckets returned in micro-batch 0: watermark 9
     packed = spark.createDataFrame([(encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9)], BUCKET_OUTPUT)
     reports = []
-    sink = BucketSink(str(tmp_path), "number", arrow_schema, progress=reports.append)
+    sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
     PersistedArrangement(tmp_path)
     sink(packed, 0)
     before = (tmp_path / "manifest.json").read_text()
@@ -220,6 +226,9 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
     stream(spark, partial, tmp_path / "arr", tmp_path / "ckpt", first).awaitTermination()
     for name in ("part-2.parquet", "part-3.parquet"):
         os.link(source / name, partial / name)
+    frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(partial))
+    with pytest.raises(InvalidArgument, match="held in 64 buckets"):  # keys would move buckets
+        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", buckets=8)
     second = []
     stream(spark, partial, tmp_path / "arr", tmp_path / "ckpt", second).awaitTermination()
 
@@ -261,8 +270,6 @@ def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangeme
 
 
 def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
-    from statemachines import InvalidArgument
-
     setting = "spark.sql.streaming.stateStore.providerClass"
     frame = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
     kept = spark.conf.get(setting)
