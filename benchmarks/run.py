@@ -228,7 +228,7 @@ def spark_approaches(n, k, work):
         "spark: run_batch native Upsert": (batch(True), arrangement_digest),
         "spark: run_batch generic path": (batch(False), arrangement_digest),
         "spark stream floor: 10 x sort + write": (stream_floor, None),
-        "spark stateful floor: 10 x buckets, no machine": (stateful_floor, None),
+        "spark stateful floor: buckets, no machine": (stateful_floor, None),
         "spark: run_stream, 10 micro-batches": (stream, arrangement_digest),
     }
 
@@ -433,7 +433,7 @@ def main() -> None:
         "spark": [
             "spark floor: read + sort + write", "spark: run_batch native Upsert",
             "spark: run_batch generic path", "spark stream floor: 10 x sort + write",
-            "spark stateful floor: 10 x buckets, no machine", "spark: run_stream, 10 micro-batches",
+            "spark stateful floor: buckets, no machine", "spark: run_stream, 10 micro-batches",
         ] + (["spark: groupBy.applyInPandas (2% slice)*"] if args.slow else []),
         "cdc": ["cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled"],
     }
@@ -471,7 +471,7 @@ def main() -> None:
     rates = {name: rate for name, _, _, rate, *_ in rows}
     batch, stream, floors = "spark: run_batch generic path", "spark: run_stream, 10 micro-batches", (
         "spark floor: read + sort + write", "spark stream floor: 10 x sort + write",
-        "spark stateful floor: 10 x buckets, no machine")
+        "spark stateful floor: buckets, no machine")
     if batch in rates and stream in rates:
         print(
             f"streaming / batch throughput (generic path): {rates[stream] / rates[batch]:.0%} whole run, "
