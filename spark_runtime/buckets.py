@@ -331,8 +331,9 @@ def bucketed_output(
     kept = (manifest.get("stream") or {}).get("buckets", buckets)
     if kept != buckets and _started(checkpoint):
         raise InvalidArgument(
-            f"the query's state is held in {kept} buckets; restart it with buckets={kept} "
-            f"(or start a new checkpoint, which takes its state from the arrangement)"
+            f"the query's state is held in {kept} buckets; restart it with buckets={kept}. "
+            f"A new checkpoint would start from the arrangement's values, without the "
+            f"events still waiting in this checkpoint's state"
         )
     value_type, seed = resolve_value_type(machine, prepared, into, value_type)
     schema = output_schema(prepared, value_type)
@@ -363,7 +364,6 @@ def _initial_state(values: Any, buckets: int) -> Any:
     """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
-
 
     rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
     schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])

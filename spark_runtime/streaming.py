@@ -304,7 +304,9 @@ def run_stream(
         into: the persisted arrangement directory (created if missing). If it
             already holds updates when the query first starts, each key continues
             from its values there and events below its ``upper`` are late.
-        checkpoint: Spark's checkpoint directory for this query (its state too).
+        checkpoint: Spark's checkpoint directory for this query. It also holds the
+            buckets' state, including events not yet final: a query started on a
+            new checkpoint continues from the arrangement's values only.
         key, symbol, time, order: the event columns.
         delay: how far behind the latest event time the frontier stays (a number,
             or a ``timedelta`` for timestamp and date times). The frontier of a
