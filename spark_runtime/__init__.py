@@ -10,6 +10,7 @@ from spark_runtime.streaming import (
     BucketSink,
     MicroBatchReport,
     MicroBatchRunner,
+    flush_progress,
     read_rejected,
     run_stream,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "apply_linear",
     "consolidated",
     "ensure_java",
+    "flush_progress",
     "is_vectorised",
     "local_session",
     "read_cdc",

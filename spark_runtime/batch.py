@@ -31,6 +31,8 @@ from statemachines.persisted import (
     read_manifest,
 )
 from statemachines.waterline import has_waterline
+from spark_runtime.session import scoped_conf
+from spark_runtime.shipping import ship_code
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch"]
 
@@ -308,6 +310,7 @@ def _run_batch(
     from pyspark.sql import functions as F
 
     prepared = prepare_events(events, columns)
+    ship_code(prepared.sparkSession, machine)
     if into is None:
         output = process_events(machine, prepared, value_type=value_type, native=native)
         return _result(output)
@@ -461,8 +464,8 @@ def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]
 
     name = f"{prefix}-{uuid.uuid4().hex}"
     target = os.path.join(path, name)
-    frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    frame.write.parquet(target)
+    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
+        frame.write.parquet(target)
     count = ds.dataset(target, format="parquet").count_rows()
     if not count:
         shutil.rmtree(target, ignore_errors=True)

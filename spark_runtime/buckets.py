@@ -43,15 +43,15 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql.streaming import StatefulProcessor
-
+from spark_runtime.shipping import carried, code_loader, is_connect
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
 from statemachines.persisted import column_to_python, decode_time, read_manifest
 
 __all__ = [
     "BUCKET_OUTPUT",
-    "BucketProcessor",
+    "Bucket",
+    "bucket_processor",
     "bucketed_output",
     "encode_payload",
     "frontier_of",
@@ -185,20 +185,20 @@ def pack_events(delay: float, clock_type: Any):
     return pack
 
 
-class BucketProcessor(StatefulProcessor):
-    """The stateful processor: one :class:`LocalRuntime` per bucket (see the module)."""
+class Bucket:
+    """One bucket's work in a micro-batch: one :class:`LocalRuntime` (see the module).
 
-    def __init__(self, machine: Machine, kind: str, arrow_schema: Any, floor: Any) -> None:
-        self.machine = machine
-        self.kind = kind
-        self.arrow_schema = arrow_schema
-        self.floor = floor  # the arrangement's upper when the query started: earlier is late
+    Built on an executor by the processor of :func:`bucket_processor`, from the
+    processor's state handle and its pickled ``(machine, kind, arrow_schema, floor)``.
+    """
 
-    def init(self, handle: Any) -> None:
+    def __init__(self, config: bytes, handle: Any, state: Any) -> None:
         from spark_runtime.values import value_check_for
 
+        self.machine, self.kind, self.arrow_schema, self.floor = pickle.loads(config)
+        # floor: the arrangement's upper when the query started (earlier times are late)
         self.handle = handle
-        self.state = handle.getValueState("runtime", "runtime binary")
+        self.state = state
         self.check = value_check_for(self.arrow_schema.field("value").type)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
@@ -226,9 +226,6 @@ class BucketProcessor(StatefulProcessor):
         runtime = LocalRuntime(self.machine, value_check=self.check)
         runtime.seed(pairs, self.floor)
         self._save(runtime)
-
-    def close(self) -> None:
-        pass
 
     # -- one bucket, one micro-batch -------------------------------------------------
 
@@ -278,6 +275,54 @@ class BucketProcessor(StatefulProcessor):
         return pd.DataFrame(
             {"payload": [payload], "events": [len(events)], "watermark": [timer_values.getCurrentWatermarkInMs()]}
         )
+
+
+def bucket_processor(
+    machine: Machine, kind: str, arrow_schema: Any, floor: Any, load: Any = None
+) -> Any:
+    """The stateful processor handed to Spark: a thin shell over :class:`Bucket`.
+
+    Spark also unpickles the processor in a driver-side Python process that calls
+    only ``init`` and cannot import the code shipped to the executors (neither the
+    user's modules nor this project's). So the shell is a class built here, pickled
+    by value, that imports nothing of the project until a bucket runs, and the
+    machine travels inside it as bytes. ``load``, if given (Spark Connect, whose
+    stateful tasks do not see the session's artifacts), is a
+    :func:`~spark_runtime.shipping.code_loader` called before the first bucket runs.
+    """
+    from pyspark import cloudpickle
+    from pyspark.sql.streaming import StatefulProcessor
+
+    config = cloudpickle.dumps((machine, kind, arrow_schema, floor))
+
+    class BucketProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.state = handle.getValueState("runtime", "runtime binary")
+            self.bucket: Any = None
+
+        def _bucket(self) -> Any:
+            if self.bucket is None:
+                if load is not None:
+                    load()
+                from spark_runtime.buckets import Bucket
+
+                self.bucket = Bucket(config, self.handle, self.state)
+            return self.bucket
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            return self._bucket().handleInputRows(key, rows, timerValues)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+            return self._bucket().handleExpiredTimer(key, timerValues, expiredTimerInfo)
+
+        def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
+            self._bucket().handleInitialState(key, initialState, timerValues)
+
+        def close(self) -> None:
+            pass
+
+    return BucketProcessor()
 
 
 def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
@@ -343,12 +388,13 @@ def bucketed_output(
         F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
     )
     pack_schema, clock_type = packed_schema()
-    packed = bucketed.mapInArrow(pack_events(delay_ms(delay), clock_type), pack_schema)
+    packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), clock_type)), pack_schema)
     packed = packed.withWatermark("clock", "0 seconds")
     initial = None
     if seed is not None and not _started(checkpoint):
         initial = _initial_state(seed, buckets).groupBy("bucket")
-    processor = BucketProcessor(machine, kind, arrow_schema, floor)
+    load = code_loader(spark, machine) if is_connect(spark) else None
+    processor = bucket_processor(machine, kind, arrow_schema, floor, load)
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )
@@ -367,4 +413,4 @@ def _initial_state(values: Any, buckets: int) -> Any:
 
     rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
     schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
-    return rows.repartition("bucket").mapInArrow(pack_values, schema)
+    return rows.repartition("bucket").mapInArrow(carried(values.sparkSession, pack_values), schema)

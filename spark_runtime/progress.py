@@ -4,8 +4,9 @@
         result = run_batch(...)
     # stderr, every 2 s:  upsert: stage 4 (mapInArrow) 37/200 tasks, 12.0s
 
-Polls Spark's status tracker from a background thread; with Spark Connect (no
-status tracker on the client) it prints nothing.
+Polls Spark's status tracker from a background thread. A Spark Connect client has
+no status tracker: there the server's progress messages for the client's own
+operations are shown instead (``SparkSession.registerProgressHandler``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import threading
 import time
 from typing import Any, TextIO
+
+from spark_runtime.shipping import is_connect
 
 __all__ = ["StageProgress"]
 
@@ -26,20 +29,22 @@ class StageProgress:
         self.every = every
         self.out = out or sys.stderr
         self.lines = 0
-        try:
-            self._tracker = spark.sparkContext.statusTracker()
-        except Exception:  # noqa: BLE001 - Spark Connect: no status tracker, no progress
-            self._tracker = None
+        self._spark = spark
+        self._connect_stages: dict[int, Any] = {}
+        self._tracker = None if is_connect(spark) else spark.sparkContext.statusTracker()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stage-progress", daemon=True)
 
     def __enter__(self) -> StageProgress:
         self._started = time.perf_counter()
-        if self._tracker is not None:
-            self._thread.start()
+        if self._tracker is None:
+            self._spark.registerProgressHandler(self._on_connect_progress)
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._tracker is None:
+            self._spark.removeProgressHandler(self._on_connect_progress)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
@@ -50,11 +55,17 @@ class StageProgress:
                 print(line, file=self.out, flush=True)
                 self.lines += 1
 
+    def _on_connect_progress(self, stages: Any, inflight_tasks: int, operation_id: Any, done: bool) -> None:
+        self._connect_stages = {} if done else {s.stage_id: s for s in stages or () if not s.done}
+
     def snapshot(self) -> list[str]:
         """One line per active stage: its id, name, and tasks done of total."""
-        if self._tracker is None:
-            return []
         elapsed = time.perf_counter() - self._started
+        if self._tracker is None:
+            return [
+                f"{self.label}: stage {s.stage_id} {s.num_completed_tasks}/{s.num_tasks} tasks, {elapsed:.1f}s"
+                for s in sorted(dict(self._connect_stages).values(), key=lambda s: s.stage_id)
+            ]
         lines = []
         for stage_id in sorted(self._tracker.getActiveStageIds()):
             info = self._tracker.getStageInfo(stage_id)

@@ -8,15 +8,17 @@ store for streaming state, quiet logs. ``session(master=...)`` or
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 
-__all__ = ["JavaNotFound", "ensure_java", "local_session", "session"]
+__all__ = ["JavaNotFound", "ensure_java", "local_session", "scoped_conf", "session"]
 
 MIN_JAVA = 17
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -74,33 +76,61 @@ def session(
 ):
     """A Spark session for running machines.
 
+    What it sets, and where:
+
+    =========================================  =========  =========  =======
+    setting                                    local      cluster    Connect
+    =========================================  =========  =========  =======
+    Arrow for pandas/Arrow conversions         on         on         on
+    RocksDB state store, changelog checkpoints on         on         on
+    session time zone                          UTC        UTC        UTC
+    ``spark.sql.shuffle.partitions``           4          cores      server's
+    Spark UI, console progress bar             off        Spark's    server's
+    executors' Python (``PYSPARK_PYTHON``)     this one   yours      server's
+    driver log level                           ERROR      Spark's    server's
+    =========================================  =========  =========  =======
+
+    "cores" is the cluster's default parallelism when the session starts, unless
+    ``spark.sql.shuffle.partitions`` is already configured (``extra``,
+    ``spark-defaults.conf`` or ``--conf``). Streaming state keeps the partition count
+    it started with, so size it before a query's first run. On a cluster, point
+    ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) at the nodes' interpreter.
+
     Args:
         master: a Spark master URL (``local[*]``, ``spark://host:7077``, ``yarn``...);
             default ``local[*]`` when neither ``master`` nor ``remote`` is given.
-        remote: a Spark Connect URL (``sc://host:15002``) instead of a master.
+        remote: a Spark Connect URL (``sc://host:15002``) instead of a master; needs
+            the ``connect`` extra (``pip install 'statemachines[connect]'``).
         app_name: the application name.
-        shuffle_partitions: ``spark.sql.shuffle.partitions``; default 4 locally
-            (small data, few cores), Spark's own default on a cluster.
-        extra: more Spark settings.
+        shuffle_partitions: ``spark.sql.shuffle.partitions`` (see the table).
+        extra: more Spark settings; they win over the table.
+
+    Raises:
+        InvalidArgument: both ``master`` and ``remote``, or ``remote`` without the
+            Spark Connect client installed.
     """
     from pyspark.sql import SparkSession
 
     if master and remote:
         raise InvalidArgument("give master or remote, not both")
+    extra = dict(extra or {})
     builder = SparkSession.builder.appName(app_name)
+    local = False
     if remote:
+        _require_connect_client()
         builder = builder.remote(remote)
     else:
         ensure_java()
-        # local workers must run this interpreter (and see its packages)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         master = master or "local[*]"
+        local = master.startswith("local")
         builder = builder.master(master)
-        if master.startswith("local") and shuffle_partitions is None:
-            shuffle_partitions = 4
-        builder = builder.config("spark.ui.enabled", "false")
-        builder = builder.config("spark.ui.showConsoleProgress", "false")
-        builder = builder.config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
+        if local:
+            # local workers run this interpreter (and see its packages)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            shuffle_partitions = shuffle_partitions or 4
+            builder = builder.config("spark.ui.enabled", "false")
+            builder = builder.config("spark.ui.showConsoleProgress", "false")
+            builder = builder.config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
     settings = {
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
@@ -110,14 +140,44 @@ def session(
     }
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
-        settings["spark.default.parallelism"] = str(shuffle_partitions)
-    settings.update(extra or {})
+        if local:
+            settings["spark.default.parallelism"] = str(shuffle_partitions)
+    settings.update(extra)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if not remote:
+    if local:
         spark.sparkContext.setLogLevel("ERROR")
+    elif not remote and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
     return spark
+
+
+def _require_connect_client() -> None:
+    try:
+        import grpc  # noqa: F401
+        import grpc_status  # noqa: F401
+    except ImportError:
+        raise InvalidArgument(
+            "Spark Connect needs its client libraries; install them with "
+            "`pip install 'statemachines[connect]'`"
+        ) from None
+
+
+@contextlib.contextmanager
+def scoped_conf(spark, settings: dict[str, str]) -> Iterator[None]:
+    """Set Spark SQL settings for the duration of a block, then restore them."""
+    kept = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in kept.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def local_session(**options):

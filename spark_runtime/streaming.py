@@ -38,11 +38,21 @@ from spark_runtime.batch import (
     process_events,
     time_kind_of,
 )
+from spark_runtime.session import scoped_conf
+from spark_runtime.shipping import is_connect, self_contained, ship_code
 from statemachines import InvalidArgument, Machine
 from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
 from statemachines.waterline import has_waterline
 
-__all__ = ["BucketSink", "MicroBatchReport", "MicroBatchRunner", "read_rejected", "run_stream"]
+__all__ = [
+    "BucketSink",
+    "MicroBatchReport",
+    "MicroBatchRunner",
+    "absolute",
+    "flush_progress",
+    "read_rejected",
+    "run_stream",
+]
 
 
 @attrs.frozen
@@ -70,7 +80,29 @@ class MicroBatchReport:
         )
 
 
+    def to_json(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "frontier": encode_time(self.frontier)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MicroBatchReport:
+        return cls(**{**data, "frontier": decode_time(data["frontier"])})
+
+
 PENDING = 2
+KEPT_REPORTS = 100  # the latest micro-batches' reports kept in the arrangement
+
+
+def with_report(progress: dict[str, Any], stream: dict[str, Any], report: MicroBatchReport) -> dict[str, Any]:
+    """The stream progress to publish: ``progress``, this report and the running totals.
+
+    Published with the micro-batch, so a client that did not run the sink (Spark
+    Connect runs it on the server) reads the reports from the arrangement.
+    """
+    totals = dict(stream.get("totals") or {"events": 0, "updates": 0, "rejected": 0})
+    for name in totals:
+        totals[name] += getattr(report, name)
+    reports = [*stream.get("reports", [])[-(KEPT_REPORTS - 1) :], report.to_json()]
+    return {**progress, "totals": totals, "reports": reports}
 
 
 def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
@@ -81,10 +113,12 @@ def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
 
     name = f"batch-{uuid.uuid4().hex}"
     target = os.path.join(path, name)
-    conf = frame.sparkSession.conf
-    conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    conf.set("spark.sql.maxConcurrentOutputFileWriters", "3")  # one writer per kind, no sort
-    frame.write.partitionBy("kind").parquet(target)
+    settings = {
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.maxConcurrentOutputFileWriters": "3",  # one writer per kind, no sort
+    }
+    with scoped_conf(frame.sparkSession, settings):
+        frame.write.partitionBy("kind").parquet(target)
     counts = {}
     for part in os.listdir(target):
         if part.startswith("kind="):
@@ -192,16 +226,16 @@ class MicroBatchRunner:
             "rejected": stream.get("rejected", [])
             + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
         }
-        publish_batch(
-            self.into, f"{name}/kind={UPDATE}", lower, frontier, n_updates, stream=progress
-        )
         n_events = n_all - stream.get("pending_count", 0)
-        self._report(
-            MicroBatchReport(
-                batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
-                _time.perf_counter() - started,
-            )
+        report = MicroBatchReport(
+            batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
+            _time.perf_counter() - started,
         )
+        publish_batch(
+            self.into, f"{name}/kind={UPDATE}", lower, frontier, n_updates,
+            stream=with_report(progress, stream, report),
+        )
+        self._report(report)
 
     def _pending(self, spark: Any, stream: dict[str, Any], like: Any) -> Any:
         if not stream.get("pending"):
@@ -259,13 +293,15 @@ class BucketSink:
             "rejected": stream.get("rejected", []) + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
             "buckets": self.buckets,
         }
-        publish_batch(self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates, stream=progress)
-        self._report(
-            MicroBatchReport(
-                batch_id, n_events or 0, n_updates, n_rejected, None, upper,
-                _time.perf_counter() - started,
-            )
+        report = MicroBatchReport(
+            batch_id, n_events or 0, n_updates, n_rejected, None, upper,
+            _time.perf_counter() - started,
         )
+        publish_batch(
+            self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates,
+            stream=with_report(progress, stream, report),
+        )
+        self._report(report)
 
     def _report(self, report: MicroBatchReport) -> None:
         if self.progress is not None:
@@ -327,25 +363,66 @@ def run_stream(
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
     columns = EventColumns(key, symbol, time, order)
     prepared = prepare_events(events, columns)  # column and type errors surface now
+    ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
     into = open_arrangement(into)
-    checkpoint = os.fspath(checkpoint)
+    checkpoint = absolute(checkpoint)
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
         raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
+    spark = events.sparkSession
+    # with Spark Connect the sink runs on the server: reports come back through the arrangement
+    in_sink = None if is_connect(spark) else progress
     if has_waterline(machine):
-        runner = MicroBatchRunner(machine, into, columns, delay, value_type, native, progress)
-        writer = events.writeStream.foreachBatch(runner)
+        sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink)
+        writer = events.writeStream
     else:
         from spark_runtime.buckets import bucketed_output
 
         output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
-        writer = output.writeStream.foreachBatch(BucketSink(into, kind, arrow_schema, buckets, progress))
-    writer = writer.option("checkpointLocation", checkpoint)
+        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink)
+        writer = output.writeStream
+    writer = writer.foreachBatch(self_contained(spark, sink)).option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
-    return writer.start()
+    relay = None
+    if in_sink is None and progress is not None:
+        from spark_runtime.relay import ReportRelay
+
+        relay = ReportRelay(into, progress)
+        spark.streams.addListener(relay)
+    query = writer.start()
+    if relay is not None:
+        _RELAYS[str(query.id)] = (spark, relay)
+    return query
+
+
+def flush_progress(query: Any) -> None:
+    """Report the micro-batches of ``query`` not reported yet, and stop relaying them.
+
+    Only Spark Connect needs it: there the sink runs on the server and each report
+    reaches this client through a query listener, after the micro-batch. Call it
+    after ``query.awaitTermination()`` (or ``query.stop()``) to see the last ones.
+    Elsewhere it does nothing.
+    """
+    spark, relay = _RELAYS.pop(str(query.id), (None, None))
+    if relay is not None:
+        relay.relay()
+        spark.streams.removeListener(relay)
+
+
+_RELAYS: dict[str, Any] = {}  # query id -> (session, ReportRelay), with Spark Connect
+
+
+def absolute(path: str | os.PathLike[str]) -> str:
+    """A path for Spark: URIs (``s3://``, ``file:``...) as given, local paths made absolute.
+
+    Spark resolves a relative path against its own working directory, which is the
+    server's with Spark Connect and may differ from this process's anyway.
+    """
+    path = os.fspath(path)
+    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
 
 
 def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:

@@ -41,6 +41,7 @@ Intermediate base classes that do not define ``transition`` pass ``abstract=True
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -82,7 +83,7 @@ class Machine:
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not abstract:
+        if not abstract and not _rebuilt_by_value():
             cls.spec = _check_definition(cls)
 
     # -- the hooks ------------------------------------------------------------------
@@ -134,6 +135,26 @@ class Machine:
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+def _rebuilt_by_value() -> bool:
+    """True while cloudpickle rebuilds a class by value on a worker.
+
+    A class defined in ``__main__``, a notebook cell or a nested scope travels by
+    value: cloudpickle first creates an empty class, then sets its methods and its
+    cached ``spec``. That empty class is not a declaration to check: the user's own
+    process checked the real one when it was created.
+    """
+    frame = sys._getframe(2)  # the frame that created the class
+    for _ in range(4):  # types.new_class sits between it and cloudpickle
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "_make_skeleton_class" and "cloudpickle" in frame.f_globals.get(
+            "__name__", ""
+        ):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _overrides(cls: type, name: str) -> bool:

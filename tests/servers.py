@@ -1,0 +1,175 @@
+"""Real Spark servers for the tests, started from the pip package on 127.0.0.1.
+
+- :func:`standalone`: a standalone master and one worker (``bin/spark-class``).
+- :func:`connect_server`: a Spark Connect server (``sbin/start-connect-server.sh``).
+
+Both run their Python workers through :func:`bare_python`, an interpreter that can
+import pyspark and its dependencies but neither this project nor the tests, as a
+cluster node on which nothing of the user's was installed. Every process is started
+in its own process group and stopped by its pid (the group) in :func:`stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyspark
+
+SPARK_HOME = Path(pyspark.__file__).parent
+START_TIMEOUT = 120  # seconds for a server to come up
+
+# Runs ``python -m module ...`` with the project's editable-install finder removed, so
+# that the project is importable only from files Spark ships (see bare_python).
+_BARE = """\
+import runpy, sys
+sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+sys.path[:] = [p for p in sys.path if p and p != {root!r} and not p.startswith({tmp!r})]
+args = sys.argv[1:]
+while args and args[0] != "-m" and args[0].startswith("-"):
+    args.pop(0)
+if args[:1] == ["-m"]:
+    sys.argv = [args[1], *args[2:]]
+    runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+else:
+    sys.argv = args
+    runpy.run_path(args[0], run_name="__main__")
+"""
+
+
+def bare_python(directory: Path) -> str:
+    """An executable that runs this interpreter unable to import the project or tests."""
+    root = str(Path(__file__).resolve().parents[1])
+    script = directory / "bare.py"
+    script.write_text(_BARE.format(root=root, tmp=str(directory)))
+    launcher = directory / "python"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$@"\n')
+    launcher.chmod(0o755)
+    return str(launcher)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(directory: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK", "PYTHONPATH"))}
+    env.update(
+        SPARK_HOME=str(SPARK_HOME),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(directory / "logs"),
+        SPARK_PID_DIR=str(directory),
+        SPARK_WORKER_DIR=str(directory / "work"),
+        PYSPARK_PYTHON=bare_python(directory),
+        PYSPARK_DRIVER_PYTHON=bare_python(directory),
+    )
+    return env
+
+
+def start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Stop a server by its pid: its process group, politely, then by force."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def wait_until(ready, what: str, processes: list[subprocess.Popen], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes):
+            break
+        with contextlib.suppress(OSError, ValueError):
+            if ready():
+                return
+        time.sleep(0.5)
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+    raise RuntimeError(f"{what} did not start within {START_TIMEOUT}s; log:\n{tail}")
+
+
+def _port_open(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+
+
+@contextlib.contextmanager
+def standalone(directory: Path, *, cores: int = 2, memory: str = "2g") -> Iterator[str]:
+    """A standalone master and one worker; yields the master URL."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "logs").mkdir(exist_ok=True)
+    env = server_env(directory)
+    port, ui, worker_ui = free_port(), free_port(), free_port()
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    log = directory / "cluster.log"
+    master = start(
+        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+         "--port", str(port), "--webui-port", str(ui)],
+        env, log,
+    )
+    processes = [master]
+    try:
+        wait_until(lambda: _port_open(port), "the standalone master", processes, log)
+        url = f"spark://127.0.0.1:{port}"
+        processes.append(
+            start(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                 "--cores", str(cores), "--memory", memory, "--webui-port", str(worker_ui), url],
+                env, log,
+            )
+        )
+
+        def worker_alive() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
+                return json.load(page).get("aliveworkers", 0) >= 1
+
+        wait_until(worker_alive, "the standalone worker", processes, log)
+        yield url
+    finally:
+        for process in reversed(processes):
+            stop(process)
+
+
+@contextlib.contextmanager
+def connect_server(directory: Path, *, master: str = "local[2]") -> Iterator[str]:
+    """A Spark Connect server over ``master``; yields its ``sc://`` URL."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "logs").mkdir(exist_ok=True)
+    env = server_env(directory)
+    port = free_port()
+    log = directory / "connect.log"
+    server = start(
+        [str(SPARK_HOME / "sbin" / "start-connect-server.sh"), "--wait", "--master", master,
+         "--conf", f"spark.connect.grpc.binding.port={port}",
+         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+         "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.sql.shuffle.partitions=2"],
+        env, log,
+    )
+    try:
+        wait_until(lambda: _port_open(port), "the Spark Connect server", [server], log)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        stop(server)
