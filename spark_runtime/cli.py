@@ -73,7 +73,10 @@ def parse_time(text: str | None) -> Any:
 
 
 def load_machine(name: str, params: list[str]) -> Machine:
-    """A library machine by name, or ``module:Class``, built with ``key=value`` params."""
+    """A library machine by name, or ``module:Class``, built with ``key=value`` params.
+
+    ``module`` is looked up on the import path and in the current directory.
+    """
     kwargs = {}
     for param in params:
         key, sep, value = param.partition("=")
@@ -90,6 +93,8 @@ def load_machine(name: str, params: list[str]) -> Machine:
             raise CliError(f"cannot build {name}: {exc}") from None
     if ":" in name:
         module, _, attr = name.partition(":")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())
         try:
             cls = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
@@ -164,10 +169,58 @@ def _cell(text: str) -> Any:
         return text
 
 
+def py_files(text: str | None) -> list[str]:
+    """The ``--py-files`` list as absolute paths, each an existing .py, .zip or .egg."""
+    paths = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        path = os.path.abspath(item.strip())
+        if not os.path.isfile(path):
+            raise CliError(f"--py-files: {item.strip()} does not exist")
+        if not path.endswith((".py", ".zip", ".egg")):
+            raise CliError(f"--py-files: {item.strip()} is not a .py, .zip or .egg file")
+        paths.append(path)
+    return paths
+
+
+def spark_conf(items: list[str]) -> dict[str, str]:
+    """The ``--conf KEY=VALUE`` options as a dict."""
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--conf takes KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def spark_session(args: argparse.Namespace) -> Any:
+    """The Spark session of ``run --runtime spark``, with ``--py-files`` shipped."""
+    from spark_runtime import session
+    from spark_runtime.shipping import ship_files
+
+    spark = session(master=args.master, remote=args.remote, extra=spark_conf(args.conf))
+    ship_files(spark, args.py_files)
+    return spark
+
+
 def command_run(args: argparse.Namespace) -> None:
+    args.py_files = py_files(args.py_files)
+    spark_conf(args.conf)  # a malformed --conf fails before anything runs
+    if (args.py_files or args.conf) and args.runtime != "spark":
+        raise CliError("--py-files and --conf are for Spark: add --runtime spark")
+    for path in args.py_files:  # the driver imports them as the executors will
+        sys.path.insert(0, path if not path.endswith(".py") else os.path.dirname(path))
     machine = load_machine(args.machine, args.param)
     if args.stream and args.runtime != "spark":
         raise CliError("--stream runs on Spark: add --runtime spark")
+    if args.remote:  # the server resolves relative paths against its own directory
+        from spark_runtime.streaming import absolute
+
+        args.input = absolute(args.input)
+        args.into = absolute(args.into)
+        args.checkpoint = absolute(args.checkpoint) if args.checkpoint else None
     fmt = input_format(args.input, args.format)
     started = time.perf_counter()
     if args.stream:
@@ -232,9 +285,9 @@ def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
 
 
 def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
-    from spark_runtime import StageProgress, run_batch, session
+    from spark_runtime import StageProgress, run_batch
 
-    spark = session(master=args.master, remote=args.remote)
+    spark = spark_session(args)
     frame = _spark_reader(spark, fmt).load(args.input)
     with StageProgress(spark, label="run", every=PROGRESS_EVERY):
         result = run_batch(
@@ -250,11 +303,11 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> t
     Run again later to take the files added since: the checkpoint remembers which
     were done. Prints one line per micro-batch.
     """
-    from spark_runtime import run_stream, session
+    from spark_runtime import flush_progress, run_stream
 
     if not os.path.isdir(args.input):
         raise CliError(f"--stream reads a directory of files; {args.input} is not one")
-    spark = session(master=args.master, remote=args.remote)
+    spark = spark_session(args)
     schema = _spark_reader(spark, fmt).load(args.input).schema
     frame = _spark_reader(spark, fmt, streaming=True).schema(schema).option("maxFilesPerTrigger", 1).load(args.input)
     reports: list[Any] = []
@@ -263,15 +316,29 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> t
         reports.append(batch)
         print(batch, file=sys.stderr, flush=True)
 
-    run_stream(
+    before = stream_totals(args.into)
+    query = run_stream(
         machine, frame, into=args.into, checkpoint=args.checkpoint or args.into.rstrip("/") + ".checkpoint",
         key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
         trigger={"availableNow": True}, progress=report,
-    ).awaitTermination()
+    )
+    query.awaitTermination()
+    flush_progress(query)
+    after = stream_totals(args.into)
     reasons: Counter = Counter()
     rejected = read_rejected_reasons(spark, args.into)
     reasons.update(rejected)
-    return sum(r.events for r in reports), sum(r.updates for r in reports), reasons
+    return after["events"] - before["events"], after["updates"] - before["updates"], reasons
+
+
+def stream_totals(path: str) -> dict[str, int]:
+    """The running totals a stream published into the arrangement at ``path``."""
+    from statemachines.persisted import read_manifest
+
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        return {"events": 0, "updates": 0}
+    stream = read_manifest(path).get("stream") or {}
+    return stream.get("totals") or {"events": 0, "updates": 0}
 
 
 def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
@@ -387,7 +454,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], help="machine parameter key=value (repeatable)")
     run.add_argument("--runtime", choices=("local", "spark"), default="local")
     run.add_argument("--master", help="Spark master URL (default local[*])")
-    run.add_argument("--remote", help="Spark Connect URL")
+    run.add_argument("--remote", help="Spark Connect URL (sc://host:15002); needs the connect extra")
+    run.add_argument(
+        "--py-files", metavar="FILES",
+        help="comma-separated .py/.zip/.egg files with your machines, shipped to the executors (Spark)",
+    )
+    run.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
+    )
     run.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
     run.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
     run.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest time")

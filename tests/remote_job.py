@@ -1,13 +1,13 @@
 """A driver script run by the cluster and Spark Connect tests, in its own process.
 
-    python tests/remote_job.py (--master URL | --remote URL) --machine main|module
-        --mode batch|stream EVENTS.json WORKDIR
+    python tests/remote_job.py (--master URL | --remote URL) [--runs RUNS] EVENTS.json WORKDIR
 
-Runs one machine over the events (a JSON list of ``[key, symbol, time, order]``) on
-the given Spark, then writes ``WORKDIR/result.json``: the updates and the rejected
-rows. ``--machine main`` is :class:`Tags` below, defined in this script's
-``__main__`` as a user's script or notebook would; ``--machine module`` is
-``tests.machines.Fragile``, from a module the cluster's Python cannot import.
+Runs machines over the events (a JSON list of ``[key, symbol, time, order]``) on the
+given Spark, then writes ``WORKDIR/result.json``: per run, the updates, the rejected
+rows and the streaming reports. A run is ``MACHINE-MODE``: machine ``main`` is
+:class:`Tags` below, defined in this script's ``__main__`` as a user's script or
+notebook would; ``module`` is ``tests.machines.Fragile``, from a module the
+cluster's Python cannot import; mode ``batch`` or ``stream``.
 Streaming writes the events as two files (a micro-batch each) and a flush event far
 in the future, so every event is final when the run ends.
 """
@@ -65,32 +65,21 @@ def write_files(events: list[list], source: str) -> None:
         os.utime(path, (1_700_000_000 + i,) * 2)
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--master")
-    parser.add_argument("--remote")
-    parser.add_argument("--machine", choices=("main", "module"), required=True)
-    parser.add_argument("--mode", choices=("batch", "stream"), required=True)
-    parser.add_argument("events")
-    parser.add_argument("workdir")
-    args = parser.parse_args(argv)
-    with open(args.events) as f:
-        events = json.load(f)
-    spark = session(master=args.master, remote=args.remote)
-    machine = machine_named(args.machine)
-    reports = []
-    if args.mode == "batch":
+def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) -> dict:
+    """One run: its updates, rejected rows and (streaming) the micro-batch reports."""
+    reports: list = []
+    if mode == "batch":
         frame = spark.createDataFrame([tuple(e) for e in events], SCHEMA)
         result = run_batch(machine, frame, order="order", value_type="string")
         updates = [[r.key, r.value, r.time, r.diff] for r in result.updates.collect()]
         rejected = [[r.key, r.time, r.reason] for r in result.rejected.collect()]
     else:
-        source = os.path.join(args.workdir, "in")
+        source = os.path.join(workdir, "in")
         write_files(events, source)
-        into = os.path.join(args.workdir, "arr")
+        into = os.path.join(workdir, "arr")
         frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
         query = run_stream(
-            machine, frame, into=into, checkpoint=os.path.join(args.workdir, "ckpt"),
+            machine, frame, into=into, checkpoint=os.path.join(workdir, "ckpt"),
             order="order", value_type="string", trigger={"availableNow": True},
             progress=reports.append,
         )
@@ -100,10 +89,30 @@ def main(argv: list[str]) -> None:
         frame = read_rejected(spark, into)
         rows = [] if frame is None else frame.collect()
         rejected = [[r.key, r.time, r.reason] for r in rows if r.key != FLUSH_KEY]
+    return {
+        "updates": updates,
+        "rejected": rejected,
+        "reports": [[r.batch_id, r.events, r.updates, r.rejected] for r in reports],
+    }
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master")
+    parser.add_argument("--remote")
+    parser.add_argument("--runs", default="main-batch,main-stream,module-batch,module-stream")
+    parser.add_argument("events")
+    parser.add_argument("workdir")
+    args = parser.parse_args(argv)
+    with open(args.events) as f:
+        events = json.load(f)
+    spark = session(master=args.master, remote=args.remote)
+    results = {}
+    for name in args.runs.split(","):
+        machine, mode = name.split("-")
+        results[name] = run(spark, machine_named(machine), mode, events, os.path.join(args.workdir, name))
     with open(os.path.join(args.workdir, "result.json"), "w") as out:
-        json.dump(
-            {"updates": updates, "rejected": rejected, "reports": [str(r) for r in reports]}, out
-        )
+        json.dump(results, out)
     spark.stop()
 
 

@@ -35,9 +35,12 @@ import runpy, sys
 sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
 sys.path[:] = [p for p in sys.path if p and p != {root!r} and not p.startswith({tmp!r})]
 args = sys.argv[1:]
-while args and args[0] != "-m" and args[0].startswith("-"):
+while args and args[0] not in ("-m", "-c") and args[0].startswith("-"):
     args.pop(0)
-if args[:1] == ["-m"]:
+if args[:1] == ["-c"]:
+    sys.argv = ["-c", *args[2:]]
+    exec(compile(args[1], "<string>", "exec"), {{"__name__": "__main__"}})
+elif args[:1] == ["-m"]:
     sys.argv = [args[1], *args[2:]]
     runpy.run_module(args[1], run_name="__main__", alter_sys=True)
 else:

@@ -1,0 +1,170 @@
+"""Machines defined anywhere, on a real standalone cluster and a real Spark Connect server.
+
+Both servers start from the pip package on 127.0.0.1 (``tests/servers.py``) and run
+their Python through an interpreter that can import neither this project nor the
+tests, so everything a job needs must be shipped. The driver of each run is its own
+process (``tests/remote_job.py``), as a user's script: one machine defined in its
+``__main__``, one in a test module, each in batch and in streaming. Every result
+must equal ``run_local`` on the same events.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from statemachines import consolidate, run_local
+from tests import servers
+from tests.machines import Fragile
+from tests.remote_job import Tags
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ["main-batch", "main-stream", "module-batch", "module-stream"]
+JOB_TIMEOUT = 480  # seconds for one driver process and its four runs
+
+
+def make_events(seed: int = 7, n: int = 120) -> list[list]:
+    """Events over a few keys, sorted by time (no event is late in streaming), with
+    null keys and symbols each machine refuses in its own way."""
+    rng = random.Random(seed)
+    symbols = ["add:a", "add:b", "del:a", "del:b", "add:c", "boom", "!x", "bogus"]
+    events = []
+    for i in range(n):
+        key = None if rng.random() < 0.05 else f"k{rng.randrange(8)}"
+        events.append([key, rng.choice(symbols), rng.randrange(40), i])
+    return sorted(events, key=lambda e: e[2])
+
+
+def expected(machine_name: str, events: list[list]) -> tuple[list, list]:
+    machine = Tags() if machine_name == "main" else Fragile()
+    result = run_local(machine, [tuple(e) for e in events])
+    rejected = sorted(([r.event.key, r.event.time, r.reason.value] for r in result.rejected), key=repr)
+    return result.updates, rejected
+
+
+def run_job(tmp: Path, flag: str, url: str, python: str) -> tuple[dict, float]:
+    events = make_events()
+    (tmp / "events.json").write_text(json.dumps(events))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = python  # the cluster's interpreter, as a user would name it
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, str(tmp / "events.json"), str(tmp)],
+        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env, cwd=tmp,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads((tmp / "result.json").read_text()), seconds
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A standalone master and worker: (master URL, the workers' Python)."""
+    tmp = tmp_path_factory.mktemp("standalone-server")
+    started = time.monotonic()
+    with servers.standalone(tmp) as url:
+        print(f"\nstandalone cluster up in {time.monotonic() - started:.0f}s")
+        yield url, servers.bare_python(tmp)
+
+
+@pytest.fixture(scope="module")
+def standalone_results(standalone, tmp_path_factory):
+    url, python = standalone
+    results, seconds = run_job(tmp_path_factory.mktemp("standalone"), "--master", url, python)
+    print(f"\nstandalone cluster: 4 runs in {seconds:.0f}s")
+    return results
+
+
+@pytest.fixture(scope="module")
+def connect_results(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("connect")
+    started = time.monotonic()
+    with servers.connect_server(tmp / "server") as url:
+        print(f"\nSpark Connect server up in {time.monotonic() - started:.0f}s")
+        results, seconds = run_job(tmp, "--remote", url, servers.bare_python(tmp / "server"))
+    print(f"\nSpark Connect: 4 runs in {seconds:.0f}s")
+    return results
+
+
+def check(result: dict, run: str) -> None:
+    machine_name, mode = run.split("-")
+    updates, rejected = expected(machine_name, make_events())
+    assert consolidate((tuple(d[:2]), d[2], d[3]) for d in result["updates"]) == updates
+    assert sorted(result["rejected"], key=repr) == rejected
+    assert updates and rejected  # the events exercise both
+    if mode == "stream":  # reports reach the driver, with the counts of the published batches
+        reports = result["reports"]
+        assert [r[0] for r in reports] == list(range(len(reports)))
+        assert sum(r[2] for r in reports) == len(result["updates"])
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_standalone_cluster_runs_machines_defined_anywhere(standalone_results, run):
+    check(standalone_results[run], run)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_spark_connect_runs_machines_defined_anywhere(connect_results, run):
+    check(connect_results[run], run)
+
+
+def test_the_cluster_python_cannot_import_the_project(tmp_path):
+    """The premise of the tests above: without shipping, the workers would fail."""
+    python = servers.bare_python(tmp_path)
+    for module in ("statemachines", "tests.machines"):
+        probe = subprocess.run(
+            [python, "-c", f"import {module}"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        )
+        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr
+
+
+MY_MACHINES = """
+from statemachines import Machine
+
+
+class Tags(Machine):
+    def transition(self, key, values, symbol, time):
+        op, tag = symbol.split(":")
+        return values | {tag} if op == "add" else values - {tag}
+"""
+
+
+def cli(args: list[str], cwd: Path, python: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = python
+    return subprocess.run(
+        [sys.executable, "-m", "spark_runtime.cli", *args],
+        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env, cwd=cwd,
+    )
+
+
+def test_the_cli_ships_py_files_to_the_standalone_cluster(standalone, tmp_path):
+    url, python = standalone
+    (tmp_path / "mymachines.py").write_text(MY_MACHINES)
+    rows = [[k or "", s, t] for k, s, t, _ in make_events() if k is not None]
+    (tmp_path / "events.csv").write_text("key,symbol,time\n" + "".join(f"{k},{s},{t}\n" for k, s, t in rows))
+
+    bad = cli(["run", "mymachines:Tags", "events.csv", "--into", "bad", "--runtime", "spark",
+               "--master", url, "--py-files", "nothere.py"], tmp_path, python)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["statemachines: error: --py-files: nothere.py does not exist"]
+    assert not (tmp_path / "bad").exists()
+
+    done = cli(["run", "mymachines:Tags", "events.csv", "--into", "tags", "--runtime", "spark",
+                "--master", url, "--py-files", "mymachines.py", "--conf", "spark.sql.shuffle.partitions=3"],
+               tmp_path, python)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from statemachines import PersistedArrangement
+
+    expected_updates = run_local(Tags(), [(k, s, t) for k, s, t in rows]).updates
+    assert consolidate(PersistedArrangement(tmp_path / "tags").updates()) == expected_updates
+    assert done.stdout.startswith(f"{len(rows):,} events in, {len(expected_updates):,} updates out")
