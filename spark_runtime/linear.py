@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from spark_runtime.shipping import ship_code
 from statemachines import InvalidArgument, Linear
 from statemachines.persisted import column_to_python
 
@@ -40,6 +41,7 @@ def apply_linear(op: Linear, updates: Any, *, schema: str | None = None) -> Any:
     updates = updates.select(*COLUMNS)
     if is_vectorised(op):
         return _vectorised(op, updates)
+    ship_code(updates.sparkSession, op)
     return _python_pass(op, updates, schema)
 
 

@@ -51,19 +51,30 @@ def expected(machine_name: str, events: list[list]) -> tuple[list, list]:
     return result.updates, rejected
 
 
-def run_job(tmp: Path, flag: str, url: str, python: str) -> tuple[dict, float]:
+def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS) -> tuple[dict, float]:
     events = make_events()
     (tmp / "events.json").write_text(json.dumps(events))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYSPARK_PYTHON"] = python  # the cluster's interpreter, as a user would name it
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, str(tmp / "events.json"), str(tmp)],
+        [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, "--runs", ",".join(runs),
+         str(tmp / "events.json"), str(tmp)],
         capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env, cwd=tmp,
     )
     seconds = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads((tmp / "result.json").read_text()), seconds
+
+
+@pytest.fixture(scope="module")
+def local_results(tmp_path_factory):
+    """The script's own machine on the embedded local session (its default Python)."""
+    results, seconds = run_job(
+        tmp_path_factory.mktemp("local"), "--master", "local[2]", sys.executable, RUNS[:2]
+    )
+    print(f"\nlocal[2]: 2 runs in {seconds:.0f}s")
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +116,11 @@ def check(result: dict, run: str) -> None:
         reports = result["reports"]
         assert [r[0] for r in reports] == list(range(len(reports)))
         assert sum(r[2] for r in reports) == len(result["updates"])
+
+
+@pytest.mark.parametrize("run", RUNS[:2])
+def test_a_local_session_runs_a_machine_from_a_scripts_main(local_results, run):
+    check(local_results[run], run)
 
 
 @pytest.mark.parametrize("run", RUNS)

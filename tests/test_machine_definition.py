@@ -75,3 +75,27 @@ def test_runtime_refuses_a_class_in_place_of_an_instance():
 
     with pytest.raises(InvalidArgument, match="instance"):
         LocalRuntime(Keep)
+
+
+def test_a_class_rebuilt_by_value_by_cloudpickle_is_not_checked_again():
+    """Spark ships classes from __main__, notebooks and functions by value: cloudpickle
+    first builds an empty class, then sets its methods. The empty class must pass."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    class Tags(Machine):
+        def transition(self, key, values, symbol, time):
+            op, tag = symbol
+            return values | {tag} if op == "add" else values - {tag}
+
+    data = cloudpickle.dumps(Tags())
+    del Tags  # the rebuilt class is a new one, as in a worker
+    rebuilt = pickle.loads(data)
+    assert type(rebuilt).spec.name.endswith("Tags")
+    events = [("k", ("add", "x"), 1), ("k", ("add", "y"), 2), ("k", ("del", "x"), 3)]
+    from statemachines import run_local
+
+    assert run_local(rebuilt, events).updates == [
+        (("k", "x"), 1, 1), (("k", "y"), 2, 1), (("k", "x"), 3, -1)
+    ]
