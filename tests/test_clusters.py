@@ -96,12 +96,19 @@ def standalone_results(standalone, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def connect_results(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("connect")
+def connect(tmp_path_factory):
+    """A Spark Connect server: (its sc:// URL, the Python of its workers)."""
+    tmp = tmp_path_factory.mktemp("connect-server")
     started = time.monotonic()
-    with servers.connect_server(tmp / "server") as url:
+    with servers.connect_server(tmp) as url:
         print(f"\nSpark Connect server up in {time.monotonic() - started:.0f}s")
-        results, seconds = run_job(tmp, "--remote", url, servers.bare_python(tmp / "server"))
+        yield url, servers.bare_python(tmp)
+
+
+@pytest.fixture(scope="module")
+def connect_results(connect, tmp_path_factory):
+    url, python = connect
+    results, seconds = run_job(tmp_path_factory.mktemp("connect"), "--remote", url, python)
     print(f"\nSpark Connect: 4 runs in {seconds:.0f}s")
     return results
 
@@ -184,3 +191,30 @@ def test_the_cli_ships_py_files_to_the_standalone_cluster(standalone, tmp_path):
     expected_updates = run_local(Tags(), [(k, s, t) for k, s, t in rows]).updates
     assert consolidate(PersistedArrangement(tmp_path / "tags").updates()) == expected_updates
     assert done.stdout.startswith(f"{len(rows):,} events in, {len(expected_updates):,} updates out")
+
+
+def test_the_cli_streams_through_spark_connect_and_reports_in_the_client(connect, tmp_path):
+    """Per-micro-batch lines and the summary are printed by the client, with true counts,
+    and relative paths mean the client's directory, not the server's."""
+    url, python = connect
+    (tmp_path / "mymachines.py").write_text(MY_MACHINES)
+    rows = [[k, s, t] for k, s, t, _ in make_events() if k is not None]
+    (tmp_path / "in").mkdir()
+    half = len(rows) // 2
+    for i, part in enumerate([rows[:half], rows[half:]]):
+        text = "key,symbol,time\n" + "".join(f"{k},{s},{t}\n" for k, s, t in part)
+        (tmp_path / "in" / f"{i}.csv").write_text(text)
+        os.utime(tmp_path / "in" / f"{i}.csv", (1_700_000_000 + i,) * 2)
+    done = cli(["run", "mymachines:Tags", "in", "--into", "tags", "--runtime", "spark", "--stream",
+                "--remote", url, "--py-files", "mymachines.py"], tmp_path, python)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from statemachines import LocalRuntime, PersistedArrangement
+
+    published = PersistedArrangement(tmp_path / "tags").updates()
+    runtime = LocalRuntime(Tags())
+    runtime.feed([tuple(r) for r in rows])
+    final = runtime.advance_to(max(t for _, _, t in rows))  # the watermark holds the last time
+    assert consolidate(published) == consolidate(final.updates)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("batch ")]
+    assert len(lines) >= 2
+    assert done.stdout.startswith(f"{len(rows):,} events in, {len(published):,} updates out")
