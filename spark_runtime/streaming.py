@@ -390,29 +390,28 @@ def run_stream(
     if in_sink is None and progress is not None:
         from spark_runtime.relay import ReportRelay
 
-        relay = ReportRelay(into, progress)
-        spark.streams.addListener(relay)
+        relay = ReportRelay(into, progress)  # before the query publishes anything
     query = writer.start()
     if relay is not None:
-        _RELAYS[str(query.id)] = (spark, relay)
+        relay.start(query)
+        _RELAYS[str(query.id)] = relay
     return query
 
 
 def flush_progress(query: Any) -> None:
     """Report the micro-batches of ``query`` not reported yet, and stop relaying them.
 
-    Only Spark Connect needs it: there the sink runs on the server and each report
-    reaches this client through a query listener, after the micro-batch. Call it
-    after ``query.awaitTermination()`` (or ``query.stop()``) to see the last ones.
-    Elsewhere it does nothing.
+    Only Spark Connect needs it: there the sink runs on the server and the reports
+    reach this client by polling the arrangement, shortly after each micro-batch.
+    Call it after ``query.awaitTermination()`` (or ``query.stop()``) to see the last
+    ones. Elsewhere it does nothing.
     """
-    spark, relay = _RELAYS.pop(str(query.id), (None, None))
+    relay = _RELAYS.pop(str(query.id), None)
     if relay is not None:
-        relay.relay()
-        spark.streams.removeListener(relay)
+        relay.close()
 
 
-_RELAYS: dict[str, Any] = {}  # query id -> (session, ReportRelay), with Spark Connect
+_RELAYS: dict[str, Any] = {}  # query id -> its ReportRelay, with Spark Connect
 
 
 def absolute(path: str | os.PathLike[str]) -> str:
