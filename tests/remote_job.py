@@ -107,7 +107,13 @@ def main(argv: list[str]) -> None:
     with open(args.events) as f:
         events = json.load(f)
     spark = session(master=args.master, remote=args.remote)
-    results = {}
+    results: dict = {}
+    if not args.remote:  # what session() chose for this master
+        results["session"] = {
+            "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+            "ui": spark.sparkContext.getConf().get("spark.ui.enabled", "true"),
+            "cores": spark.sparkContext.defaultParallelism,
+        }
     for name in args.runs.split(","):
         machine, mode = name.split("-")
         results[name] = run(spark, machine_named(machine), mode, events, os.path.join(args.workdir, name))

@@ -135,6 +135,23 @@ def test_standalone_cluster_runs_machines_defined_anywhere(standalone_results, r
     check(standalone_results[run], run)
 
 
+def test_the_session_fits_its_master(local_results, standalone_results):
+    """Local: a few partitions, no UI. Cluster: partitions from its cores, the UI on."""
+    local, cluster = local_results["session"], standalone_results["session"]
+    assert (local["shuffle_partitions"], local["ui"]) == ("4", "false")
+    assert cluster["cores"] == 2  # the test cluster's one worker has 2 cores
+    assert (cluster["shuffle_partitions"], cluster["ui"]) == ("2", "true")
+
+
+def test_connect_without_its_client_is_one_clear_error(monkeypatch):
+    from spark_runtime import session
+    from statemachines import InvalidArgument
+
+    monkeypatch.setitem(sys.modules, "grpc", None)  # as if grpcio were not installed
+    with pytest.raises(InvalidArgument, match=r"pip install 'statemachines\[connect\]'"):
+        session(remote="sc://127.0.0.1:1")
+
+
 @pytest.mark.parametrize("run", RUNS)
 def test_spark_connect_runs_machines_defined_anywhere(connect_results, run):
     check(connect_results[run], run)
