@@ -36,6 +36,7 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     time_type = prepared.schema["time"].dataType
     reason = (
@@ -46,6 +47,13 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         F.when(F.col("key").isNull(), F.lit("the key is None"))
         .when(F.col("time").isNull(), F.lit("the time is None"))
     )
+    if isinstance(time_type, T.FloatType | T.DoubleType):  # as Intake: NaN and infinities
+        infinite = F.col("time").isin(float("inf"), float("-inf"))
+        shown = F.when(F.isnan("time"), "nan").when(F.col("time") > 0, "inf").otherwise("-inf")
+        reason = reason.when(F.isnan("time") | infinite, F.lit(Reason.BAD_TIME.value))
+        detail = detail.when(
+            F.isnan("time") | infinite, F.format_string("time %s is not a finite number", shown)
+        )
     if lower is not None:
         bound = F.lit(lower).cast(time_type)
         reason = reason.when(F.col("time") < bound, F.lit(Reason.LATE.value))

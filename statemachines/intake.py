@@ -5,12 +5,14 @@ or into :class:`~statemachines.events.Rejected` with a reason, so the local and 
 Spark runtimes reject exactly the same events for exactly the same reasons.
 
 Checks, in order: the shape ``(key, symbol, time[, order])``; a non-null key; a
-non-null time of the run's clock kind (the first valid time fixes it); the time not
+non-null time of the run's clock kind (the first valid time fixes it), finite if a
+float (NaN and infinities are ``bad_time``); the time not
 below the frontier already processed (late); the machine's ``validate_symbol``.
 """
 
 from __future__ import annotations
 
+from math import isfinite
 from typing import Any
 
 from statemachines.events import Event, Reason, Rejected
@@ -57,6 +59,8 @@ class Intake:
             problem = self._time_problem(event)
             if problem is not None:
                 return problem
+        if type(time) is float and not isfinite(time):  # NaN compares false with every time
+            return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
         if frontier is not None and time < frontier:
             return Rejected(
                 event, Reason.LATE, f"time {time!r} is below the processed frontier {frontier!r}"
