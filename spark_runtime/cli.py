@@ -171,17 +171,12 @@ def _cell(text: str) -> Any:
 
 def py_files(text: str | None) -> list[str]:
     """The ``--py-files`` list as absolute paths, each an existing .py, .zip or .egg."""
-    paths = []
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        path = os.path.abspath(item.strip())
-        if not os.path.isfile(path):
-            raise CliError(f"--py-files: {item.strip()} does not exist")
-        if not path.endswith((".py", ".zip", ".egg")):
-            raise CliError(f"--py-files: {item.strip()} is not a .py, .zip or .egg file")
-        paths.append(path)
-    return paths
+    from spark_runtime.shipping import python_file
+
+    try:
+        return [python_file(item.strip()) for item in (text or "").split(",") if item.strip()]
+    except StateMachinesError as exc:
+        raise CliError(f"--py-files: {exc}") from None
 
 
 def spark_conf(items: list[str]) -> dict[str, str]:
@@ -335,9 +330,8 @@ def stream_totals(path: str) -> dict[str, int]:
     """The running totals a stream published into the arrangement at ``path``."""
     from statemachines.persisted import read_manifest
 
-    if not os.path.exists(os.path.join(path, "manifest.json")):
-        return {"events": 0, "updates": 0}
-    stream = read_manifest(path).get("stream") or {}
+    published = os.path.exists(os.path.join(path, "manifest.json"))
+    stream = (read_manifest(path).get("stream") or {}) if published else {}
     return stream.get("totals") or {"events": 0, "updates": 0}
 
 

@@ -36,12 +36,13 @@ from typing import Any
 
 __all__ = [
     "PROJECT_PACKAGES",
+    "carried",
     "code_files",
+    "code_loader",
     "is_connect",
     "is_local",
     "modules_needed",
-    "carried",
-    "code_loader",
+    "python_file",
     "self_contained",
     "ship_code",
     "ship_files",
@@ -146,20 +147,7 @@ def carried(spark: Any, function: Any) -> Any:
     """
     if not is_connect(spark):
         return function
-    from pyspark import cloudpickle
-
-    load, body = code_loader(spark, function), cloudpickle.dumps(function)
-    cache: list[Any] = []
-
-    def run(*args: Any) -> Any:
-        if not cache:
-            import pickle
-
-            load()
-            cache.append(pickle.loads(body))
-        return cache[0](*args)
-
-    return run
+    return _carry(code_loader(spark, function), function)
 
 
 def self_contained(spark: Any, function: Any) -> Any:
@@ -174,24 +162,51 @@ def self_contained(spark: Any, function: Any) -> Any:
     """
     if not is_connect(spark):
         return function
-    from pyspark import cloudpickle
-
-    load, body = code_loader(spark, function), cloudpickle.dumps(function)
-    cache: list[Any] = []
+    load = code_loader(spark, function)
+    call = _carry(load, function)
 
     def run(batch: Any, batch_id: int) -> Any:
+        paths = load()  # the files are unpacked once; later calls only list them
+        from spark_runtime.shipping import ship_files
+
+        ship_files(batch.sparkSession, paths)
+        return call(batch, batch_id)
+
+    return run
+
+
+def _carry(load: Any, function: Any) -> Any:
+    """``function`` pickled by value beside ``load``, unpickled after ``load`` ran."""
+    from pyspark import cloudpickle
+
+    body = cloudpickle.dumps(function)
+    cache: list[Any] = []
+
+    def run(*args: Any) -> Any:
         if not cache:
             import pickle
 
-            paths = load()  # before the function: unpickling it imports the code
-            cache.append((pickle.loads(body), paths))
-        from spark_runtime.shipping import ship_files
-
-        function, paths = cache[0]
-        ship_files(batch.sparkSession, paths)
-        return function(batch, batch_id)
+            load()  # before the function: unpickling it imports the code
+            cache.append(pickle.loads(body))
+        return cache[0](*args)
 
     return run
+
+
+def python_file(path: str) -> str:
+    """``path`` made absolute, if it names an existing ``.py``, ``.zip`` or ``.egg`` file.
+
+    Raises:
+        InvalidArgument: it does not exist, or is not such a file.
+    """
+    from statemachines import InvalidArgument
+
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise InvalidArgument(f"{path} does not exist")
+    if not full.endswith((".py", ".zip", ".egg")):
+        raise InvalidArgument(f"{path} is not a .py, .zip or .egg file")
+    return full
 
 
 def ship_files(spark: Any, paths: list[str]) -> None:
@@ -200,16 +215,9 @@ def ship_files(spark: Any, paths: list[str]) -> None:
     Raises:
         InvalidArgument: a path that is not an existing Python file or archive.
     """
-    from statemachines import InvalidArgument
-
     owner = spark.session_id if is_connect(spark) else spark.sparkContext.applicationId
     shipped = _SHIPPED.setdefault(owner, set())
-    for path in paths:
-        path = os.path.abspath(path)
-        if not os.path.isfile(path) or not path.endswith((".py", ".zip", ".egg")):
-            raise InvalidArgument(
-                f"cannot ship {path!r} to the executors: give an existing .py, .zip or .egg file"
-            )
+    for path in map(python_file, paths):
         if path in shipped:
             continue
         if is_connect(spark):
@@ -238,7 +246,7 @@ def _user_code(module: str) -> str | None:
     package = sys.modules.get(top)
     if top == module or getattr(package, "__path__", None) is None:
         return os.path.realpath(source) if source.endswith(".py") else None
-    return _zip_of([os.path.realpath(p) for p in package.__path__][0], top)
+    return _zip_of(os.path.realpath(next(iter(package.__path__))), top)
 
 
 def _zip_of_project() -> str:

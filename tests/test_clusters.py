@@ -51,66 +51,60 @@ def expected(machine_name: str, events: list[list]) -> tuple[list, list]:
     return result.updates, rejected
 
 
-def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS) -> tuple[dict, float]:
+def driver_env(python: str) -> dict[str, str]:
+    """A user's driver environment: the cluster's interpreter named, no extra import path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = python
+    return env
+
+
+def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS) -> dict:
+    """Run ``tests/remote_job.py`` against ``url``; its results per run."""
     events = make_events()
     (tmp / "events.json").write_text(json.dumps(events))
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYSPARK_PYTHON"] = python  # the cluster's interpreter, as a user would name it
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, "--runs", ",".join(runs),
          str(tmp / "events.json"), str(tmp)],
-        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env, cwd=tmp,
+        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=tmp,
     )
-    seconds = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads((tmp / "result.json").read_text()), seconds
+    print(f"\n{url}: {len(runs)} runs in {time.monotonic() - started:.0f}s")
+    return json.loads((tmp / "result.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def local_results(tmp_path_factory):
     """The script's own machine on the embedded local session (its default Python)."""
-    results, seconds = run_job(
-        tmp_path_factory.mktemp("local"), "--master", "local[2]", sys.executable, RUNS[:2]
-    )
-    print(f"\nlocal[2]: 2 runs in {seconds:.0f}s")
-    return results
+    return run_job(tmp_path_factory.mktemp("local"), "--master", "local[2]", sys.executable, RUNS[:2])
+
+
+def serve(start, label: str, tmp: Path):
+    """Run the server ``start`` for a module's tests: (its URL, the Python of its workers)."""
+    started = time.monotonic()
+    with start(tmp) as url:
+        print(f"\n{label} up in {time.monotonic() - started:.0f}s")
+        yield url, servers.bare_python(tmp)
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
-    """A standalone master and worker: (master URL, the workers' Python)."""
-    tmp = tmp_path_factory.mktemp("standalone-server")
-    started = time.monotonic()
-    with servers.standalone(tmp) as url:
-        print(f"\nstandalone cluster up in {time.monotonic() - started:.0f}s")
-        yield url, servers.bare_python(tmp)
+    yield from serve(servers.standalone, "standalone cluster", tmp_path_factory.mktemp("standalone-server"))
 
 
 @pytest.fixture(scope="module")
 def standalone_results(standalone, tmp_path_factory):
-    url, python = standalone
-    results, seconds = run_job(tmp_path_factory.mktemp("standalone"), "--master", url, python)
-    print(f"\nstandalone cluster: 4 runs in {seconds:.0f}s")
-    return results
+    return run_job(tmp_path_factory.mktemp("standalone"), "--master", *standalone)
 
 
 @pytest.fixture(scope="module")
 def connect(tmp_path_factory):
-    """A Spark Connect server: (its sc:// URL, the Python of its workers)."""
-    tmp = tmp_path_factory.mktemp("connect-server")
-    started = time.monotonic()
-    with servers.connect_server(tmp) as url:
-        print(f"\nSpark Connect server up in {time.monotonic() - started:.0f}s")
-        yield url, servers.bare_python(tmp)
+    yield from serve(servers.connect_server, "Spark Connect server", tmp_path_factory.mktemp("connect-server"))
 
 
 @pytest.fixture(scope="module")
 def connect_results(connect, tmp_path_factory):
-    url, python = connect
-    results, seconds = run_job(tmp_path_factory.mktemp("connect"), "--remote", url, python)
-    print(f"\nSpark Connect: 4 runs in {seconds:.0f}s")
-    return results
+    return run_job(tmp_path_factory.mktemp("connect"), "--remote", *connect)
 
 
 def check(result: dict, run: str) -> None:
@@ -179,11 +173,9 @@ class Tags(Machine):
 
 
 def cli(args: list[str], cwd: Path, python: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYSPARK_PYTHON"] = python
     return subprocess.run(
         [sys.executable, "-m", "spark_runtime.cli", *args],
-        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=env, cwd=cwd,
+        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=cwd,
     )
 
 
