@@ -13,10 +13,12 @@ import os
 import pathlib
 from typing import Any
 
+import attrs
+
 from statemachines.diagram import Diagram, diagram
 from statemachines.errors import InvalidArgument, StateMachinesError
 
-__all__ = ["GraphvizMissing", "IMAGE_FORMATS", "TEXT_FORMATS", "render", "show"]
+__all__ = ["Drawing", "GraphvizMissing", "IMAGE_FORMATS", "TEXT_FORMATS", "render", "show"]
 
 TEXT_FORMATS = ("dot", "gv", "mmd", "mermaid")
 IMAGE_FORMATS = ("svg", "png", "pdf")
@@ -74,8 +76,36 @@ def _pipe(drawn: Diagram, fmt: str) -> bytes:
         ) from None
 
 
-def show(machine_or_diagram: Any, *, alphabet: Any = None) -> Any:
-    """A ``graphviz.Source`` of the diagram: displays as SVG in Jupyter."""
-    import graphviz
+@attrs.frozen
+class Drawing:
+    """A diagram for a notebook: SVG where Graphviz is installed, Mermaid otherwise.
 
-    return graphviz.Source(_diagram_of(machine_or_diagram, alphabet).to_dot())
+    Displaying it never raises: without the ``graphviz`` package or the ``dot``
+    program the SVG is left out and the Mermaid text (and a text line) remain.
+    """
+
+    diagram: Diagram
+
+    def svg(self) -> str | None:
+        """The diagram as SVG text, or ``None`` if Graphviz cannot draw it here."""
+        try:
+            return _pipe(self.diagram, "svg").decode()
+        except Exception:  # noqa: BLE001 - any failure to draw means "no SVG"
+            return None
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = self.diagram._repr_mimebundle_()
+        svg = self.svg()
+        if svg is not None:
+            bundle["image/svg+xml"] = svg
+        return bundle
+
+
+def show(machine_or_diagram: Any, *, alphabet: Any = None) -> Drawing:
+    """The diagram as a :class:`Drawing`: SVG in a notebook where Graphviz is installed,
+    Mermaid otherwise.
+
+    Raises:
+        InvalidArgument: a machine without a diagram of its own and no ``alphabet``.
+    """
+    return Drawing(_diagram_of(machine_or_diagram, alphabet))

@@ -14,6 +14,7 @@ are late, and the updates are written as one new batch and published atomically.
 
 from __future__ import annotations
 
+import html
 import os
 import sys
 import uuid
@@ -23,6 +24,7 @@ from typing import Any
 import attrs
 
 from statemachines import Intake, InvalidArgument, Machine, run_key, time_after
+from statemachines.display import SAMPLE_ROWS, html_table, never_raises
 from statemachines.persisted import (
     PersistedArrangement,
     column_to_python,
@@ -88,6 +90,16 @@ class BatchResult:
             + (f" ({by_reason})" if by_reason else "")
             + f"; {where}"
         )
+
+    @never_raises
+    def _repr_html_(self) -> str:
+        """The summary and the first rows of the updates and the rejected rows."""
+        parts = [f"<p><b>BatchResult</b>: {html.escape(self.summary())}</p>"]
+        for title, frame in (("Updates", self.updates), ("Rejected", self.rejected)):
+            rows = [tuple(row) for row in frame.limit(SAMPLE_ROWS).collect()]
+            total = frame.count() if len(rows) == SAMPLE_ROWS else len(rows)
+            parts.append(f"<p>{title}</p>" + html_table(frame.columns, rows, total=total))
+        return "\n".join(parts)
 
 
 def time_kind_of(data_type: Any) -> str:

@@ -27,6 +27,7 @@ HistoryRow(key='frank', value='zappa', start=1, end=None)
 from __future__ import annotations
 
 import heapq
+import html
 import itertools
 import threading
 import uuid
@@ -38,6 +39,7 @@ from typing import Any, NamedTuple
 from sortedcontainers import SortedKeyList
 
 from statemachines._gc import gc_paused
+from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_time
 from statemachines.errors import InvalidArgument
 from statemachines.updates import Update, sort_updates, total_order_key
 
@@ -522,6 +524,50 @@ class Arrangement:
                     rows.append(HistoryRow(key, value, start, None))
             rows.sort(key=lambda row: (row.start, total_order_key(row.value)))
             yield from rows
+
+    # -- display --------------------------------------------------------------------
+
+    def _label(self) -> str:
+        return type(self).__name__
+
+    def summary(self) -> str:
+        """One line: the frontiers and the size of the spine."""
+        stored = self.stored_updates()
+        return (
+            f"upper {show_time(self._upper)}, since {show_time(self._since)}, "
+            f"{len(self._batches):,} batches, {stored:,} stored updates"
+        )
+
+    def sample(self, rows: int = SAMPLE_ROWS) -> list[tuple[Any, Any, int]]:
+        """The first ``rows`` rows of the latest snapshot, ``(key, value, count)``, in key order."""
+        found: list[tuple[Any, Any, int]] = []
+        for key, entries in self.cursor():
+            for value, times in entries.items():
+                count = sum(diff for _, diff in times)
+                if count:
+                    found.append((key, value, count))
+            if len(found) >= rows:
+                break
+        return found[:rows]
+
+    def __repr__(self) -> str:
+        return f"<{self._label()}: {self.summary()}>"
+
+    @never_raises
+    def _repr_html_(self) -> str:
+        facts = [
+            ("upper", show_time(self._upper)),
+            ("since", show_time(self._since)),
+            ("batches", f"{len(self._batches):,}"),
+            ("stored updates", f"{self.stored_updates():,}"),
+            ("readers holding history", f"{len(self._holds):,}"),
+        ]
+        return (
+            f"<p><b>{html.escape(self._label())}</b></p>"
+            + html_table((), facts)
+            + "\n<p>Latest snapshot (sample)</p>"
+            + html_table(["key", "value", "count"], self.sample())
+        )
 
     # -- invariants -----------------------------------------------------------------
 

@@ -108,6 +108,16 @@ class Diagram:
     def _repr_markdown_(self) -> str:  # Jupyter: Mermaid renders in Markdown cells' output
         return f"```mermaid\n{self.to_mermaid()}```"
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """What a notebook shows: Mermaid (rendered by JupyterLab 4.1+), and a text line.
+
+        ``library.diagrams.show()`` adds an SVG drawn by Graphviz where it is installed.
+        """
+        return {
+            "text/markdown": self._repr_markdown_(),
+            "text/plain": f"Diagram {self.title!r}: {len(self.nodes)} states, {len(self.edges)} transitions",
+        }
+
 
 def _dot_id(text: str) -> str:
     return '"' + _dot_text(text) + '"'

@@ -406,6 +406,9 @@ class PersistedArrangement(Arrangement):
             data.setdefault(key, {}).setdefault(value, []).append((time, diff))
         return data
 
+    def _label(self) -> str:
+        return f"PersistedArrangement at {self.path}"
+
     def files(self) -> list[pathlib.Path]:
         """The Parquet files of the published batches (for other readers, e.g. Spark)."""
         return [self.path / self._files[b.id] for b in self._batches if b.id in self._files]
