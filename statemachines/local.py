@@ -18,13 +18,15 @@ is rejected with reason ``late`` (never silently dropped).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+import html
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import attrs
 
 from statemachines.arrangement import Arrangement
 from statemachines.core import ValueCheck
+from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.intake import Intake
@@ -33,7 +35,7 @@ from statemachines.times import time_after, time_kind
 from statemachines.updates import Update, sort_updates, sorted_any
 from statemachines.waterline import Mark, has_waterline, highest, marks_by_time, settle
 
-__all__ = ["LocalRuntime", "RunResult", "run_local"]
+__all__ = ["LocalRuntime", "RunProgress", "RunResult", "run_local"]
 
 
 def _rank_of(event: Event) -> tuple[Any, ...]:
@@ -41,6 +43,40 @@ def _rank_of(event: Event) -> tuple[Any, ...]:
 
 
 @attrs.frozen
+class RunProgress:
+    """How far a local run has come: what a ``progress`` callback is given as it goes.
+
+    Attributes:
+        events_in: events fed so far (by this runtime object).
+        waiting: events buffered, not yet final (superseded same-time events of a
+            reducing machine are not counted: they will never apply).
+        updates_out: updates produced so far.
+        rejected: events refused so far.
+    """
+
+    events_in: int
+    waiting: int
+    updates_out: int
+    rejected: int
+
+    @property
+    def events_done(self) -> int:
+        """Events fed and no longer waiting: applied, superseded or rejected."""
+        return self.events_in - self.waiting
+
+
+Progress = Callable[[RunProgress], None]
+PROGRESS_EVERY_KEYS = 2_000  # keys processed between calls to a progress callback
+
+
+def _event_cells(event: Any) -> tuple[Any, Any, Any, Any]:
+    """An event as table cells; input too malformed to be an event shows whole."""
+    if isinstance(event, Event):
+        return event.key, event.symbol, event.time, event.order
+    return repr(event), "", "", ""
+
+
+@attrs.frozen(repr=False)
 class RunResult:
     """What a run (or one frontier step of it) produced.
 
@@ -58,6 +94,44 @@ class RunResult:
     frontier: Any = None
     pending: list[Event] = attrs.field(factory=list)
 
+    def summary(self) -> str:
+        """One line: updates out, rejected by reason, and what still waits.
+
+        >>> from library import Upsert
+        >>> print(run_local(Upsert(), [("a", 1, 0), (None, 2, 0), ("a", 3, 7)], frontier=5).summary())
+        1 update out, 1 rejected (1 null_key); 1 event waits for time 7 (frontier 5)
+        """
+        reasons: dict[str, int] = {}
+        for refused in self.rejected:
+            reasons[refused.reason.value] = reasons.get(refused.reason.value, 0) + 1
+        detail = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
+        noun = "update" if len(self.updates) == 1 else "updates"
+        line = f"{len(self.updates):,} {noun} out, {len(self.rejected):,} rejected"
+        line += f" ({detail})" if detail else ""
+        if self.frontier is None and not self.pending:
+            return line + "; the input is complete"
+        earliest = min((e.time for e in self.pending), default=None)
+        return line + f"; {pending_note(len(self.pending), earliest)} (frontier {show_time(self.frontier)})"
+
+    def __repr__(self) -> str:
+        return f"<RunResult: {self.summary()}>"
+
+    @never_raises
+    def _repr_html_(self) -> str:
+        parts = [f"<p><b>RunResult</b>: {html.escape(self.summary())}</p>"]
+        shown = self.updates[:SAMPLE_ROWS]
+        rows = [(u.data[0], u.data[1], u.time, f"{u.diff:+d}") for u in shown]
+        parts.append(html_table(["key", "value", "time", "diff"], rows, total=len(self.updates)))
+        if self.rejected:
+            refused = [(*_event_cells(r.event), r.reason.value, r.detail) for r in self.rejected[:SAMPLE_ROWS]]
+            header = ["key", "symbol", "time", "order", "reason", "detail"]
+            parts.append("<p>Rejected</p>" + html_table(header, refused, total=len(self.rejected)))
+        if self.pending:
+            waiting = [_event_cells(e) for e in self.pending[:SAMPLE_ROWS]]
+            header = ["key", "symbol", "time", "order"]
+            parts.append("<p>Pending</p>" + html_table(header, waiting, total=len(self.pending)))
+        return "\n".join(parts)
+
 
 class LocalRuntime:
     """Run one machine over a stream of events, frontier step by frontier step.
@@ -66,6 +140,9 @@ class LocalRuntime:
     key's values are read back from it, the run starts at its ``upper`` (earlier
     events are late), and every frontier step appends one batch to it. A restarted
     run over the same arrangement continues exactly where the last step ended.
+
+    ``progress``, if given, is called with a :class:`RunProgress` after each
+    :meth:`feed`, every few thousand keys of a step, and at the end of each step.
 
     Memory: O(live keys + buffered events) (without ``into``; with it, the live
     values are the arrangement's); with a machine that reduces same-time events and
@@ -78,6 +155,7 @@ class LocalRuntime:
         *,
         into: Arrangement | None = None,
         value_check: ValueCheck | None = None,
+        progress: Progress | None = None,
     ) -> None:
         if not isinstance(machine, Machine):
             raise InvalidArgument(
@@ -103,6 +181,9 @@ class LocalRuntime:
         self._due_heap: list[tuple[Any, int, Any]] = []
         self._due_seq = 0
         self._into = into
+        self._progress = progress
+        # for progress: events fed, updates produced and events refused, so far
+        self._fed = self._updates_out = self._rejected_out = 0
         self._evicted = 0
         self._evicted_at: Mark | None = None  # the high mark of the last eviction pass
         self._high: Mark | None = None  # waterline machines: the high mark so far
@@ -175,6 +256,50 @@ class LocalRuntime:
         if self._due:
             times.append(min(self._due.values()))
         return min(times, default=None)
+
+    def summary(self) -> str:
+        """One line: the frontier, what waits, the working state's size."""
+        stats = self.stats()
+        pending, earliest = self.waiting()
+        state = "finished" if self._finished else f"frontier {show_time(self._frontier)}"
+        return (
+            f"{self.machine.spec.name}, {state}; {pending_note(pending, earliest)}; "
+            f"{stats['live_keys']:,} live keys, {stats['armed_deadlines']:,} armed deadlines, "
+            f"{len(self._rejected):,} rejected not yet reported"
+        )
+
+    def __repr__(self) -> str:
+        return f"<LocalRuntime: {self.summary()}>"
+
+    @never_raises
+    def _repr_html_(self) -> str:
+        facts = [("machine", self.machine.spec.name), ("frontier", show_time(self._frontier))]
+        facts += [(name.replace("_", " "), f"{n:,}") for name, n in self.stats().items()]
+        facts.append(("rejected not yet reported", f"{len(self._rejected):,}"))
+        facts.append(("output", repr(self._into) if self._into is not None else "in memory"))
+        waiting = self.pending_events()
+        return (
+            f"<p><b>LocalRuntime</b>: {html.escape(self.summary())}</p>"
+            + html_table((), facts)
+            + "\n<p>Pending events</p>"
+            + html_table(
+                ["key", "symbol", "time", "order"],
+                [_event_cells(e) for e in waiting[:SAMPLE_ROWS]],
+                total=len(waiting),
+            )
+        )
+
+    def waiting(self) -> tuple[int, Any]:
+        """How many events are buffered, not yet final, and the earliest of their times.
+
+        ``(0, None)`` when nothing waits. O(keys with buffered events).
+        """
+        count = sum(
+            len(slot) if isinstance(slot, list) else 1
+            for by_time in self._pending.values()
+            for slot in by_time.values()
+        )
+        return count, min((min(by_time) for by_time in self._pending.values()), default=None)
 
     def take_rejected(self) -> list[Rejected]:
         """The events refused since the last step, now rather than with the next step.
@@ -263,7 +388,9 @@ class LocalRuntime:
         pending = self._pending
         reject = self._rejected.append
         frontier = self._frontier
+        fed = 0
         for raw in events:
+            fed += 1
             checked = check(raw, frontier)
             if type(checked) is Rejected:
                 reject(checked)
@@ -297,6 +424,9 @@ class LocalRuntime:
                             f"reduce_same_time failed: {type(exc).__name__}: {exc}",
                         )
                     )
+        self._fed += fed
+        if self._progress is not None:
+            self._report(self.waiting()[0], 0, len(self._rejected))
 
     def advance_to(self, frontier: Any) -> RunResult:
         """Declare every time below ``frontier`` complete; return what became final.
@@ -339,6 +469,7 @@ class LocalRuntime:
                 result = self.advance_to(time_after(max(times)))
             else:
                 result = RunResult([], self._rejected, self._frontier)
+                self._rejected_out += len(self._rejected)
                 self._rejected = []
         self._finished = True
         return result
@@ -377,11 +508,36 @@ class LocalRuntime:
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
         work = ((key, self.values(key), self._key_events(by_time)) for key, by_time in ready.items())
+        if self._progress is not None:
+            work = self._reporting(work, updates, rejected)
         for key, values, outcome in self._run(work, upto):
             self._commit(key, values, outcome, updates, rejected)
         self._wake_due_keys(upto, updates, rejected)
         self._evict()
+        self._updates_out += len(updates)
+        self._rejected_out += len(rejected)
+        if self._progress is not None:
+            self._report(self.waiting()[0], 0, 0)
         return RunResult(sort_updates(updates), rejected, upto)
+
+    def _report(self, waiting: int, updates: int, rejected: int) -> None:
+        """Call the progress callback; ``updates`` and ``rejected``: this step's so far."""
+        assert self._progress is not None
+        self._progress(
+            RunProgress(self._fed, waiting, self._updates_out + updates, self._rejected_out + rejected)
+        )
+
+    def _reporting(
+        self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], updates: list[Update], rejected: list[Rejected]
+    ) -> Iterable[tuple[Any, frozenset[Any], list[Event]]]:
+        """``work`` as it is, calling the progress callback every few thousand keys."""
+        items = list(work)
+        waiting = self.waiting()[0] + sum(len(events) for _, _, events in items)
+        for n, item in enumerate(items, 1):
+            waiting -= len(item[2])
+            if n % PROGRESS_EVERY_KEYS == 0:
+                self._report(waiting, len(updates), len(rejected))
+            yield item
 
     def _run(self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], upto: Any) -> Iterable[Any]:
         """``(key, values before, advance_key's outcome)`` for each key's final events.
@@ -485,6 +641,7 @@ def run_local(
     *,
     frontier: Any = None,
     into: Arrangement | None = None,
+    progress: Progress | None = None,
 ) -> RunResult:
     """Run ``machine`` over ``events`` in one call.
 
@@ -497,12 +654,15 @@ def run_local(
             ``into``: up to just past the last event time).
         into: an arrangement to read prior values from and append the output to
             (see :class:`LocalRuntime`).
+        progress: called with a :class:`RunProgress` as the run goes (after the
+            events are fed, then every few thousand keys); for a progress bar,
+            ``library.progress.ProgressBar``.
 
     Returns:
         A :class:`RunResult` with the consolidated updates sorted by
         ``(time, data)`` and the rejected events.
     """
-    runtime = LocalRuntime(machine, into=into)
+    runtime = LocalRuntime(machine, into=into, progress=progress)
     runtime.feed(events)
     if frontier is None:
         return runtime.finish()
