@@ -37,6 +37,7 @@ move Spark's watermark, which starts at 0.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import os
 import pickle
@@ -46,7 +47,7 @@ from typing import Any
 from spark_runtime.shipping import carried, code_loader, is_connect
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
-from statemachines.persisted import column_to_python, decode_time, read_manifest
+from statemachines.persisted import column_to_python, decode_time, encode_time, read_manifest
 
 __all__ = [
     "BUCKET_OUTPUT",
@@ -59,7 +60,11 @@ __all__ = [
 
 # what each bucket call returns: its output rows in Arrow IPC form (or null), how
 # many events it took, and the watermark it advanced to
-BUCKET_OUTPUT = "payload binary, events long, watermark long"
+# per bucket and micro-batch: its output rows, the events it took, the watermark, and
+# the events still waiting with the earliest of their times (JSON, as encode_time)
+BUCKET_OUTPUT = (
+    "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string"
+)
 
 CLOCK_SHIFT_MS = 2**41  # about 70 years
 DAY_MS = 86_400_000
@@ -210,12 +215,12 @@ class Bucket:
                 table = decode_payload(payload)
                 events.extend(zip(*(column_to_python(c) for c in table.columns), strict=True))
         with gc_paused():
-            output = self._step(events, timerValues)
+            output = self._step(key[0], events, timerValues)
         yield output
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
         with gc_paused():
-            output = self._step([], timerValues)
+            output = self._step(key[0], [], timerValues)
         yield output
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
@@ -252,7 +257,7 @@ class Bucket:
         else:
             self.state.clear()  # nothing left: the bucket is fresh again
 
-    def _step(self, events: list[Any], timer_values: Any) -> Any:
+    def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
         import pandas as pd
 
         from spark_runtime.batch import OutputRows
@@ -272,8 +277,16 @@ class Bucket:
             out.reject(r.event, r.reason.value, r.detail)
         self._save(runtime)
         payload = encode_payload(out.take()) if out.columns[0] else None
+        waiting, earliest = runtime.waiting()
         return pd.DataFrame(
-            {"payload": [payload], "events": [len(events)], "watermark": [timer_values.getCurrentWatermarkInMs()]}
+            {
+                "bucket": [bucket],
+                "payload": [payload],
+                "events": [len(events)],
+                "watermark": [timer_values.getCurrentWatermarkInMs()],
+                "waiting": [waiting],
+                "waiting_for": [None if earliest is None else json.dumps(encode_time(earliest))],
+            }
         )
 
 

@@ -22,6 +22,7 @@ Late events are rejected rows in both (``read_rejected``), never dropped.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import time as _time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from spark_runtime.batch import (
 from spark_runtime.session import scoped_conf
 from spark_runtime.shipping import is_connect, self_contained, ship_code
 from statemachines import InvalidArgument, Machine
+from statemachines.display import pending_note, show_time
 from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
 from statemachines.waterline import has_waterline
 
@@ -63,10 +65,11 @@ class MicroBatchReport:
     events: int
     updates: int
     rejected: int
-    pending: int | None  # None when the state store holds them (bucketed runs)
+    pending: int | None  # events waiting for the frontier after this micro-batch
     frontier: Any
     seconds: float
     replayed: bool = False
+    waiting_for: Any = None  # the earliest time a waiting event has
 
     def __str__(self) -> str:
         if self.replayed:
@@ -74,18 +77,27 @@ class MicroBatchReport:
         return (
             f"batch {self.batch_id}: {self.events:,} events in, {self.updates:,} updates out, "
             f"{self.rejected:,} rejected, "
-            + ("" if self.pending is None else f"{self.pending:,} pending, ")
-            + f"frontier {self.frontier!r}, "
+            + ("" if self.pending is None else f"{pending_note(self.pending, self.waiting_for)}, ")
+            + f"frontier {show_time(self.frontier)}, "
             f"{self.seconds:.1f}s"
         )
 
-
     def to_json(self) -> dict[str, Any]:
-        return {**attrs.asdict(self), "frontier": encode_time(self.frontier)}
+        return {
+            **attrs.asdict(self),
+            "frontier": encode_time(self.frontier),
+            "waiting_for": encode_time(self.waiting_for),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MicroBatchReport:
-        return cls(**{**data, "frontier": decode_time(data["frontier"])})
+        return cls(
+            **{
+                **data,
+                "frontier": decode_time(data["frontier"]),
+                "waiting_for": decode_time(data.get("waiting_for")),
+            }
+        )
 
 
 PENDING = 2
@@ -227,9 +239,10 @@ class MicroBatchRunner:
             + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
         }
         n_events = n_all - stream.get("pending_count", 0)
+        earliest = waiting.agg(F.min("time")).toArrow().column(0)[0].as_py() if n_pending else None
         report = MicroBatchReport(
             batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
-            _time.perf_counter() - started,
+            _time.perf_counter() - started, waiting_for=earliest,
         )
         publish_batch(
             self.into, f"{name}/kind={UPDATE}", lower, frontier, n_updates,
@@ -287,15 +300,19 @@ class BucketSink:
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
         name, counts = write_output(table["payload"], self.arrow_schema, self.into)
         n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
+        waiting = waiting_by_bucket(stream.get("waiting") or {}, table)
+        n_waiting = sum(count for count, _ in waiting.values())
+        earliest = min((decode_time(json.loads(t)) for _, t in waiting.values()), default=None)
         progress = {
             "batch_id": batch_id,
             "frontier": encode_time(upper),
             "rejected": stream.get("rejected", []) + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
             "buckets": self.buckets,
+            "waiting": waiting,
         }
         report = MicroBatchReport(
-            batch_id, n_events or 0, n_updates, n_rejected, None, upper,
-            _time.perf_counter() - started,
+            batch_id, n_events or 0, n_updates, n_rejected, n_waiting, upper,
+            _time.perf_counter() - started, waiting_for=earliest,
         )
         publish_batch(
             self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates,
@@ -306,6 +323,23 @@ class BucketSink:
     def _report(self, report: MicroBatchReport) -> None:
         if self.progress is not None:
             self.progress(report)
+
+
+def waiting_by_bucket(before: dict[str, Any], table: Any) -> dict[str, Any]:
+    """Each bucket's waiting events ``[count, earliest time as JSON]``, after a micro-batch.
+
+    ``table`` holds a row for each bucket that ran; the others did not change (a
+    bucket with waiting events has a timer, so it runs when any of them is due).
+    """
+    waiting = dict(before)
+    for bucket, count, earliest in zip(
+        table["bucket"].to_pylist(), table["waiting"].to_pylist(), table["waiting_for"].to_pylist(), strict=True
+    ):
+        if count:
+            waiting[str(bucket)] = [count, earliest]
+        else:
+            waiting.pop(str(bucket), None)
+    return waiting
 
 
 def run_stream(

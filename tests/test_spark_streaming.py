@@ -179,6 +179,7 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     runner(frame, 0)  # Spark replays batch 0 after a failure
     assert (tmp_path / "manifest.json").read_text() == before
     assert [r.replayed for r in reports] == [False, True]
+    assert (reports[0].pending, reports[0].waiting_for) == (1, 9)  # ("k", "b", 9) waits
     assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
 
 
@@ -195,8 +196,10 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     rows = OutputRows(arrow_schema)
     rows.update("k", "a", 5, 1)
     rows.reject(("j", None, 2, 0), "late", "below the frontier")
-    # what the buckets returned in micro-batch 0: watermark 9
-    packed = spark.createDataFrame([(encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9)], BUCKET_OUTPUT)
+    # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
+    packed = spark.createDataFrame(
+        [(7, encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12")], BUCKET_OUTPUT
+    )
     reports = []
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
     PersistedArrangement(tmp_path)
@@ -205,6 +208,8 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     sink(packed, 0)  # Spark replays batch 0 after a failure
     assert (tmp_path / "manifest.json").read_text() == before
     assert [r.replayed for r in reports] == [False, True]
+    assert (reports[0].pending, reports[0].waiting_for) == (1, 12)
+    assert (reports[0].pending, reports[0].waiting_for) == (1, 12)
     assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
     assert PersistedArrangement(tmp_path).upper == 9
     assert [(r.key, r.reason) for r in read_rejected(spark, tmp_path).collect()] == [("j", "late")]
