@@ -15,25 +15,22 @@ run's stage polling (``spark_runtime.StageProgress``) move it through
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
 from statemachines.display import pending_note, show_time
-from statemachines.errors import StateMachinesError
+from statemachines.errors import InvalidArgument, MissingDependency
 from statemachines.local import RunProgress
 
-__all__ = ["ProgressBar", "TqdmMissing"]
-
-
-class TqdmMissing(StateMachinesError, ImportError):
-    """A progress bar was asked for and ``tqdm`` is not installed."""
+__all__ = ["CHOICES", "ENVIRONMENT", "ProgressBar"]
 
 
 def _tqdm() -> Any:
     try:
         from tqdm import tqdm
     except ImportError:
-        raise TqdmMissing("progress bars need tqdm: pip install tqdm") from None
+        raise MissingDependency("progress bars need tqdm: pip install tqdm") from None
     return tqdm
 
 
@@ -45,8 +42,9 @@ class ProgressBar:
         total: how many events the run will see, if known (for the time left).
         unit: what the bar counts.
         out: where to draw (default: standard error).
-        enabled: ``None`` (default) draws only when ``out`` is a terminal; True or
-            False decide.
+        enabled: True or False decide; ``None`` (default) follows the environment
+            variable ``STATEMACHINES_PROGRESS`` (``always`` or ``never``), and
+            without it draws only when ``out`` is a terminal.
     """
 
     def __init__(
@@ -60,12 +58,12 @@ class ProgressBar:
     ) -> None:
         self.out = out or sys.stderr
         self.counts: dict[str, Any] = {}
-        shown = enabled if enabled is not None else _is_terminal(self.out)
+        shown = enabled if enabled is not None else _wanted(self.out)
         self._bar = _tqdm()(
             total=total,
             desc=label,
             unit=f" {unit}",
-            unit_scale=True,
+            unit_scale=total is None or total >= 10_000,  # 1.2M events, but 12 events
             file=self.out,
             disable=not shown,
             dynamic_ncols=True,
@@ -76,6 +74,11 @@ class ProgressBar:
     @property
     def enabled(self) -> bool:
         return not self._bar.disable
+
+    @property
+    def position(self) -> int:
+        """Where the bar stands (events done so far)."""
+        return int(self._bar.n)
 
     def show(self, position: int, **counts: Any) -> None:
         """Move the bar to ``position`` and show ``counts`` beside it (``None``: hidden)."""
@@ -100,7 +103,7 @@ class ProgressBar:
         """The ``progress`` callback of ``run_stream``: one :class:`MicroBatchReport` more."""
         if report.replayed:
             return
-        done = self._bar.n + report.events
+        done = self.position + report.events
         totals = self.counts
         self.show(
             done,
@@ -122,7 +125,17 @@ class ProgressBar:
         self.close()
 
 
-def _is_terminal(out: TextIO) -> bool:
+ENVIRONMENT = "STATEMACHINES_PROGRESS"
+CHOICES = ("auto", "always", "never")
+
+
+def _wanted(out: TextIO) -> bool:
+    """Whether to draw: as ``STATEMACHINES_PROGRESS`` says, else on a terminal only."""
+    choice = os.environ.get(ENVIRONMENT, "auto").strip().lower()
+    if choice not in CHOICES:
+        raise InvalidArgument(f"{ENVIRONMENT}={choice!r}; use one of {', '.join(CHOICES)}")
+    if choice != "auto":
+        return choice == "always"
     try:
         return out.isatty()
     except (AttributeError, ValueError):
@@ -138,6 +151,8 @@ def _postfix(counts: dict[str, Any]) -> str:
             parts.append(pending_note(value, counts.get("waiting_for")) if value else "")
         elif name == "frontier":
             parts.append(f"frontier {show_time(value)}")
+        elif name == "stages":
+            parts.append(value)
         elif name != "waiting_for":
             parts.append(f"{name}={value:,}" if isinstance(value, int) else f"{name}={value}")
     return ", ".join(p for p in parts if p)

@@ -72,21 +72,27 @@ class BatchResult:
     upper: Any = None
     published: bool = False
 
-    def summary(self) -> str:
-        """A one-line account: updates out, rejected by reason, what was published.
-
-        Counts the cached output (one pass over it).
-        """
+    def counts(self) -> tuple[int, dict[str, int]]:
+        """How many updates, and how many rejected rows by reason (two Spark jobs)."""
         from pyspark.sql import functions as F
 
         reasons = {r.reason: r.n for r in self.rejected.groupBy("reason").agg(F.count("*").alias("n")).collect()}
-        rejected = sum(reasons.values())
+        return self.updates.count(), reasons
+
+    def summary(self, counts: tuple[int, dict[str, int]] | None = None) -> str:
+        """A one-line account: updates out, rejected by reason, what was published.
+
+        Counts the cached output (one pass over it) unless ``counts`` (from
+        :meth:`counts`) are given. A batch run takes its input as complete, so no
+        event waits.
+        """
+        updates, reasons = counts or self.counts()
         by_reason = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
         where = (
             f"published [{self.lower!r}, {self.upper!r})" if self.published else "nothing published"
         )
         return (
-            f"{self.updates.count():,} updates out, {rejected:,} rejected"
+            f"{updates:,} updates out, {sum(reasons.values()):,} rejected"
             + (f" ({by_reason})" if by_reason else "")
             + f"; {where}"
         )
@@ -202,8 +208,13 @@ class OutputRows:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any):
-    """The function Spark calls once per partition (rows sorted by key, kind, time)."""
+def partition_runner(
+    machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None
+):
+    """The function Spark calls once per partition (rows sorted by key, kind, time).
+
+    ``counter``, an accumulator, is given the number of events the partition held.
+    """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from spark_runtime.values import value_check_for
@@ -212,6 +223,7 @@ def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_s
         out = OutputRows(arrow_schema)
         no_key = object()
         current, prior, raw = no_key, [], []
+        events = 0
 
         def flush() -> None:
             _, updates, rejected = run_key(
@@ -229,6 +241,7 @@ def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_s
             times = batch.column(3).to_pylist()
             orders = batch.column(4).to_pylist()
             priors = column_to_python(batch.column(5))
+            events += len(keys) - kinds.count(STATE_ROW)
             for i, key in enumerate(keys):
                 if key != current or current is no_key:
                     if current is not no_key:
@@ -243,6 +256,8 @@ def partition_runner(machine: Machine, kind: str, lower: Any, upto: Any, arrow_s
         if current is not no_key:
             flush()
         yield out.take()
+        if counter is not None:
+            counter.add(events)
 
     return run
 
@@ -280,7 +295,7 @@ def run_batch(
     into: str | os.PathLike[str] | None = None,
     value_type: Any = None,
     native: bool = True,
-    progress: bool = False,
+    progress: Any = False,
 ) -> BatchResult:
     """Run ``machine`` over the DataFrame ``events`` on Spark.
 
@@ -295,8 +310,11 @@ def run_batch(
             ``value_type(symbol_type, time_type)`` method (pattern detectors do),
             else the symbol column's type.
         native: use a library machine's native Spark path when it has one.
-        progress: print the running Spark stages' task counts to stderr every 2 s
-            (:class:`~spark_runtime.progress.StageProgress`), and the summary at the end.
+        progress: True draws a progress bar on standard error (events the machine
+            processed, the running stages' tasks, rate, time left; see
+            :class:`~spark_runtime.progress.StageProgress`) and prints the summary at
+            the end; it counts the input first (one more Spark job). A
+            ``StageProgress`` of your own is moved instead, and nothing is printed.
 
     Returns:
         A :class:`BatchResult`. Its DataFrames are cached; call
@@ -306,25 +324,37 @@ def run_batch(
         InvalidArgument: missing columns, a time column of the wrong type, a
             value type that does not match the arrangement.
     """
-    if progress:
-        from spark_runtime.progress import StageProgress
+    columns = EventColumns(key, symbol, time, order)
+    if not progress:
+        return _run_batch(machine, events, columns, into, value_type, native)
+    from spark_runtime.progress import StageProgress
 
-        with StageProgress(events.sparkSession, label=f"run_batch {machine.spec.name}"):
-            result = _run_batch(machine, events, EventColumns(key, symbol, time, order), into, value_type, native)
-        print(result.summary(), file=sys.stderr)
-        return result
-    return _run_batch(machine, events, EventColumns(key, symbol, time, order), into, value_type, native)
+    if isinstance(progress, StageProgress):
+        return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
+    total = events.count()
+    with StageProgress(events.sparkSession, label=f"run_batch {machine.spec.name}", total=total) as shown:
+        result = _run_batch(machine, events, columns, into, value_type, native, shown.counter)
+        counts = result.counts()
+        shown.finish(total, updates=counts[0], rejected=sum(counts[1].values()))
+    print(result.summary(counts), file=sys.stderr)
+    return result
 
 
 def _run_batch(
-    machine: Machine, events: Any, columns: EventColumns, into: Any, value_type: Any, native: bool
+    machine: Machine,
+    events: Any,
+    columns: EventColumns,
+    into: Any,
+    value_type: Any,
+    native: bool,
+    counter: Any = None,
 ) -> BatchResult:
     from pyspark.sql import functions as F
 
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
     if into is None:
-        output = process_events(machine, prepared, value_type=value_type, native=native)
+        output = process_events(machine, prepared, value_type=value_type, native=native, counter=counter)
         return _result(output)
     into = open_arrangement(into)
     lower = decode_time(read_manifest(into)["upper"])
@@ -333,7 +363,8 @@ def _run_batch(
     if lower is not None and (upto is None or upto < lower):
         upto = lower  # every event is late: nothing new to publish
     output = process_events(
-        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native
+        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
+        counter=counter,
     )
     result = _result(output, lower, upto)
     published = False
@@ -365,12 +396,16 @@ def process_events(
     value_type: Any = None,
     native: bool = True,
     cache: bool = True,
+    counter: Any = None,
 ) -> Any:
     """The output rows (updates and rejections) of ``machine`` over ``prepared``.
 
     Events below ``lower`` are late; deadlines before ``upto`` fire (all of them when
     ``upto`` is ``None``); with ``into``, prior values come from that arrangement.
     With ``cache`` the output is persisted, for callers that read it more than once.
+    ``counter``, an accumulator, counts the events the generic path hands the machine
+    (for progress; a machine settling a waterline runs several times and a native
+    path runs no Python, so neither counts).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -390,7 +425,7 @@ def process_events(
             lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type, to_arrow_schema),
         )
     else:
-        output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema)
+        output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter)
     return output.persist() if cache else output
 
 
@@ -432,7 +467,7 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     return BatchResult(updates, rejected, lower, upper)
 
 
-def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema):
+def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None):
     from pyspark.sql import functions as F
 
     spark = prepared.sparkSession
@@ -461,7 +496,7 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     schema = output_schema(prepared, value_type)
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
-    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema), schema)
+    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter), schema)
 
 
 def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:

@@ -1,13 +1,6 @@
 """The ``statemachines`` command line: run machines, read and compact arrangements, CDC.
 
-    statemachines run upsert commands.parquet --into customers --key id --symbol value --time ts
-    statemachines show customers --history
-    statemachines compact customers --since 100
-    statemachines cdc export customers out.jsonl
-    statemachines cdc import out.jsonl copy
-    statemachines diagram upsert upsert.svg
-
-Every command has ``--help``; bad input ends with a one-line error and exit code 2,
+Every command has --help; bad input ends with a one-line error and exit code 2,
 before anything is written. Spark is imported only for ``run --runtime spark``.
 """
 
@@ -24,16 +17,20 @@ import time
 from collections import Counter
 from typing import Any
 
+import attrs
+
 from library import Upsert, UpsertWithLateness
+from library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines import (
     LocalRuntime,
     Machine,
+    MissingDependency,
     PersistedArrangement,
-    RunResult,
     StateMachinesError,
     format_table,
 )
 from statemachines import cdc as cdc_files
+from statemachines.display import pending_note, show_time
 
 __all__ = ["main"]
 
@@ -50,8 +47,20 @@ def upsert_with_lateness(lateness: Any, value_field: Any = 0, key_field: Any = N
 
 LIBRARY = {"upsert": Upsert, "upsert_with_lateness": upsert_with_lateness}
 CHUNK = 100_000  # events fed at a time by a local run
-PROGRESS_EVERY = 2.0  # seconds between progress lines of a long run
 FORMATS = ("parquet", "csv", "jsonl")
+DESCRIPTION = "Run keyed state machines that emit differential updates, locally or on Spark."
+EXAMPLES = """examples:
+  statemachines run upsert commands.parquet --into customers --key id --symbol value --time ts
+  statemachines run upsert feed/ --into customers --runtime spark --stream --delay 10
+  statemachines show customers --history
+  statemachines compact customers --since 100
+  statemachines cdc export customers out.jsonl
+  statemachines cdc import out.jsonl copy
+  statemachines diagram upsert upsert.svg
+  statemachines diagram mymachines:Tags tags.mmd --alphabet '[["add", "x"], ["del", "x"]]'
+
+Every command has --help. Bad input ends with a one-line error and exit code 2,
+before anything is written."""
 
 
 class CliError(Exception):
@@ -94,7 +103,7 @@ def load_machine(name: str, params: list[str]) -> Machine:
     if ":" in name:
         module, _, attr = name.partition(":")
         if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.append(os.getcwd())
+            sys.path.insert(0, os.getcwd())  # a module here wins over an installed namesake
         try:
             cls = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
@@ -147,13 +156,19 @@ def _read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
         raise CliError(f"no such input: {path}")
     try:
         if fmt == "parquet":
-            import pyarrow.parquet as pq
-
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise MissingDependency(
+                    "reading Parquet needs pyarrow: pip install 'statemachines[persist]'"
+                ) from None
             return pq.read_table(path).to_pylist()
         with open(path, newline="") as handle:
             if fmt == "csv":
                 return [{k: _cell(v) for k, v in row.items()} for row in csv.DictReader(handle)]
             return [json.loads(line) for line in handle if line.strip()]
+    except MissingDependency:
+        raise
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read {path} as {fmt}: {exc}") from None
     except Exception as exc:  # pyarrow's own errors
@@ -200,6 +215,33 @@ def spark_session(args: argparse.Namespace) -> Any:
     return spark
 
 
+@attrs.frozen
+class RunSummary:
+    """What a ``run`` did, for its closing line."""
+
+    events: int
+    updates: int
+    reasons: Counter
+    waiting: int = 0
+    waiting_for: Any = None
+    frontier: Any = None
+
+    def line(self, into: str, seconds: float) -> str:
+        """``200,000 events in, 280,900 updates out, 3 rejected (3 null_key); 12 events
+        wait for time 1,000,042 (frontier 1,000,040); into customers; 4.2s``."""
+        rejected = sum(self.reasons.values())
+        detail = ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.reasons.items()))
+        if self.waiting:
+            status = f"{pending_note(self.waiting, self.waiting_for)} (frontier {show_time(self.frontier)})"
+        else:
+            status = "no events wait"
+        return (
+            f"{self.events:,} events in, {self.updates:,} updates out, {rejected:,} rejected"
+            + (f" ({detail})" if detail else "")
+            + f"; {status}; into {into}; {seconds:.1f}s"
+        )
+
+
 def command_run(args: argparse.Namespace) -> None:
     args.py_files = py_files(args.py_files)
     spark_conf(args.conf)  # a malformed --conf fails before anything runs
@@ -223,30 +265,8 @@ def command_run(args: argparse.Namespace) -> None:
     elif args.runtime == "spark":
         summary = _run_spark(machine, args, fmt)
     else:
-        rows = read_rows(args.input, fmt)
-        wanted = [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
-        missing = [c for c in wanted if rows and c not in rows[0]]
-        if missing:
-            raise CliError(f"{args.input} has no column(s) {', '.join(missing)}; it has {', '.join(rows[0])}")
-        events = [
-            (r.get(args.key), r.get(args.symbol), parse_event_time(r.get(args.time)), r.get(args.order) if args.order else None)
-            for r in rows
-        ]
-        result = _run_local(machine, events, args.into)
-        reasons = Counter(r.reason.value for r in result.rejected)
-        summary = (len(events), len(result.updates), reasons)
-        if args.rejected:
-            with open(args.rejected, "w") as out:
-                for r in result.rejected:
-                    out.write(json.dumps({"event": list(r.event), "reason": r.reason.value, "detail": r.detail}, default=str) + "\n")
-    events_in, updates_out, reasons = summary
-    rejected = sum(reasons.values())
-    detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
-    print(
-        f"{events_in:,} events in, {updates_out:,} updates out, {rejected:,} rejected"
-        + (f" ({detail})" if detail else "")
-        + f"; into {args.into}; {time.perf_counter() - started:.1f}s"
-    )
+        summary = _run_local(machine, args, fmt)
+    print(summary.line(args.into, time.perf_counter() - started))
 
 
 def parse_event_time(value: Any) -> Any:
@@ -259,17 +279,33 @@ def parse_event_time(value: Any) -> Any:
     return value
 
 
-def _run_local(machine: Machine, events: list[Any], into: str) -> RunResult:
-    """``run_local`` fed in chunks, printing progress to stderr when a run takes a while."""
-    runtime = LocalRuntime(machine, into=PersistedArrangement(into))
-    started = shown = time.perf_counter()
-    for start in range(0, len(events), CHUNK):
-        runtime.feed(events[start : start + CHUNK])
-        now = time.perf_counter()
-        if now - shown >= PROGRESS_EVERY:
-            shown = now
-            print(f"run: {start + CHUNK:,} of {len(events):,} events read, {now - started:.1f}s", file=sys.stderr)
-    return runtime.finish()
+def _progress_bar(args: argparse.Namespace, machine: Machine, total: int | None) -> ProgressBar:
+    enabled = {"always": True, "never": False}.get(args.progress)
+    return ProgressBar(f"run {machine.spec.name}", total=total, enabled=enabled)
+
+
+def _run_local(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
+    """The file's events through a local runtime, fed in chunks, with a progress bar."""
+    rows = read_rows(args.input, fmt)
+    wanted = [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
+    missing = [c for c in wanted if rows and c not in rows[0]]
+    if missing:
+        raise CliError(f"{args.input} has no column(s) {', '.join(missing)}; it has {', '.join(rows[0])}")
+    events = [
+        (r.get(args.key), r.get(args.symbol), parse_event_time(r.get(args.time)), r.get(args.order) if args.order else None)
+        for r in rows
+    ]
+    with _progress_bar(args, machine, len(events)) as bar:
+        runtime = LocalRuntime(machine, into=PersistedArrangement(args.into), progress=bar)
+        for start in range(0, len(events), CHUNK):
+            runtime.feed(events[start : start + CHUNK])
+        result = runtime.finish()
+    if args.rejected:
+        with open(args.rejected, "w") as out:
+            for r in result.rejected:
+                out.write(json.dumps({"event": list(r.event), "reason": r.reason.value, "detail": r.detail}, default=str) + "\n")
+    reasons = Counter(r.reason.value for r in result.rejected)
+    return RunSummary(len(events), len(result.updates), reasons)
 
 
 def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
@@ -279,60 +315,67 @@ def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
     return reader.format({"jsonl": "json"}.get(fmt, fmt))
 
 
-def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
+def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
     from spark_runtime import StageProgress, run_batch
 
     spark = spark_session(args)
     frame = _spark_reader(spark, fmt).load(args.input)
-    with StageProgress(spark, label="run", every=PROGRESS_EVERY):
+    total = frame.count()
+    enabled = {"always": True, "never": False}.get(args.progress)
+    with StageProgress(spark, label=f"run {machine.spec.name}", total=total, enabled=enabled) as shown:
         result = run_batch(
-            machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into
+            machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order,
+            into=args.into, progress=shown,
         )
-    reasons = Counter({r.reason: r["count"] for r in result.rejected.groupBy("reason").count().collect()})
-    return frame.count(), result.updates.count(), reasons
+        updates, reasons = result.counts()
+        shown.finish(total, updates=updates, rejected=sum(reasons.values()))
+    return RunSummary(total, updates, Counter(reasons))
 
 
-def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> tuple[int, int, Counter]:
+def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
     """The files now in the input directory, as micro-batches (one file each), then stop.
 
     Run again later to take the files added since: the checkpoint remembers which
-    were done. Prints one line per micro-batch.
+    were done. The progress bar counts the events of the micro-batches; without a
+    bar, each micro-batch's report is printed as a line.
     """
-    from spark_runtime import flush_progress, run_stream
+    from spark_runtime import MicroBatchReport, flush_progress, run_stream
 
     if not os.path.isdir(args.input):
         raise CliError(f"--stream reads a directory of files; {args.input} is not one")
     spark = spark_session(args)
     schema = _spark_reader(spark, fmt).load(args.input).schema
     frame = _spark_reader(spark, fmt, streaming=True).schema(schema).option("maxFilesPerTrigger", 1).load(args.input)
-    reports: list[Any] = []
-
-    def report(batch: Any) -> None:
-        reports.append(batch)
-        print(batch, file=sys.stderr, flush=True)
-
-    before = stream_totals(args.into)
-    query = run_stream(
-        machine, frame, into=args.into, checkpoint=args.checkpoint or args.into.rstrip("/") + ".checkpoint",
-        key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
-        trigger={"availableNow": True}, progress=report,
+    before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
+    with _progress_bar(args, machine, None) as bar:
+        # off a terminal, without a bar, each micro-batch's report is one line of the log
+        report = bar.micro_batch if bar.enabled else (lambda batch: print(batch, file=sys.stderr, flush=True))
+        query = run_stream(
+            machine, frame, into=args.into, checkpoint=args.checkpoint or args.into.rstrip("/") + ".checkpoint",
+            key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
+            trigger={"availableNow": True}, progress=report,
+        )
+        query.awaitTermination()
+        flush_progress(query)
+    stream = published_stream(args.into)
+    after = stream.get("totals") or {"events": 0, "updates": 0}
+    last = MicroBatchReport.from_json(stream["reports"][-1]) if stream.get("reports") else None
+    return RunSummary(
+        after["events"] - before["events"],
+        after["updates"] - before["updates"],
+        Counter(read_rejected_reasons(spark, args.into)),
+        waiting=(last.pending or 0) if last else 0,
+        waiting_for=last.waiting_for if last else None,
+        frontier=last.frontier if last else None,
     )
-    query.awaitTermination()
-    flush_progress(query)
-    after = stream_totals(args.into)
-    reasons: Counter = Counter()
-    rejected = read_rejected_reasons(spark, args.into)
-    reasons.update(rejected)
-    return after["events"] - before["events"], after["updates"] - before["updates"], reasons
 
 
-def stream_totals(path: str) -> dict[str, int]:
-    """The running totals a stream published into the arrangement at ``path``."""
+def published_stream(path: str) -> dict[str, Any]:
+    """What a stream published into the arrangement at ``path``: totals, last reports."""
     from statemachines.persisted import read_manifest
 
     published = os.path.exists(os.path.join(path, "manifest.json"))
-    stream = (read_manifest(path).get("stream") or {}) if published else {}
-    return stream.get("totals") or {"events": 0, "updates": 0}
+    return (read_manifest(path).get("stream") or {}) if published else {}
 
 
 def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
@@ -401,14 +444,62 @@ def command_cdc_export(args: argparse.Namespace) -> None:
 
 def command_diagram(args: argparse.Namespace) -> None:
     from library.diagrams import render
+    from statemachines import diagram
 
     machine = load_machine(args.machine, args.param)
-    alphabet = [_symbol(s) for s in args.alphabet.split(",")] if args.alphabet else None
+    alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None
+    drawn = diagram(machine, alphabet=alphabet)
+    if alphabet is not None and not drawn.edges:
+        raise CliError(
+            f"{machine.spec.name} takes none of the symbols {alphabet!r}: every one was rejected, "
+            f"so there is nothing to draw; give symbols the machine accepts (JSON for tuples: "
+            f"'[[\"add\", \"x\"]]')"
+        )
     try:
-        written = render(machine, args.output, alphabet=alphabet)
+        written = render(drawn, args.output)
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {exc}") from None
     print(f"{type(machine).__name__} -> {written}")
+
+
+def parse_alphabet(text: str) -> list[Any]:
+    """``--alphabet``: one JSON array of symbols, or comma-separated symbols, each JSON or text.
+
+    Commas inside brackets, braces or quotes do not split; arrays inside become
+    tuples (symbols must be hashable).
+
+    >>> parse_alphabet('[["add", "x"], ["del", "x"]]')
+    [('add', 'x'), ('del', 'x')]
+    >>> parse_alphabet('["add", "x"],["del", "x"], 3, open')
+    [('add', 'x'), ('del', 'x'), 3, 'open']
+    >>> parse_alphabet('[1, 2, null]')
+    [1, 2, None]
+    """
+    text = text.strip()
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, list) and whole:
+        return [_hashable(item) for item in whole]
+    pieces, depth, quoted, start = [], 0, False, 0
+    for i, char in enumerate(text):
+        if char == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and char in "[{":
+            depth += 1
+        elif not quoted and char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0 and not quoted:
+            pieces.append(text[start:i])
+            start = i + 1
+    pieces.append(text[start:])
+    if depth or quoted:
+        raise CliError(f"--alphabet {text!r} has an unclosed bracket or quote")
+    symbols = [_hashable(_symbol(piece.strip())) for piece in pieces if piece.strip()]
+    if not symbols:
+        raise CliError("--alphabet names no symbol")
+    return symbols
 
 
 def _symbol(text: str) -> Any:
@@ -432,68 +523,105 @@ def command_cdc_import(args: argparse.Namespace) -> None:
     print(f"{len(messages):,} messages read from {len(args.input)} file(s); {args.arrangement}: {news}")
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="statemachines", description=__doc__.splitlines()[0])
-    commands = top.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' layout and shows every option's default, where it has one."""
 
-    run = commands.add_parser("run", help="run a machine over an input file into an arrangement")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, [], argparse.SUPPRESS) and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def version() -> str:
+    """The installed version of the project."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("statemachines")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="statemachines", description=DESCRIPTION, epilog=EXAMPLES, formatter_class=_HelpFormatter
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=summary, description=summary, formatter_class=_HelpFormatter)
+
+    run = command("run", "run a machine over an input file (or a directory) into an arrangement")
     run.add_argument("machine", help=f"a library machine ({', '.join(LIBRARY)}) or module:Class")
-    run.add_argument("input", help="a Parquet, CSV or JSON Lines file")
+    run.add_argument("input", help="a Parquet, CSV or JSON Lines file (with --stream: a directory of them)")
     run.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
-    run.add_argument("--key", default="key")
-    run.add_argument("--symbol", default="symbol")
-    run.add_argument("--time", default="time")
-    run.add_argument("--order", default=None)
+    run.add_argument("--key", default="key", help="the column holding each event's key")
+    run.add_argument("--symbol", default="symbol", help="the column holding the symbol fed to the machine")
+    run.add_argument("--time", default="time", help="the column holding the event time (a number, ISO date or datetime)")
+    run.add_argument("--order", default=None, help="the column ranking the events of one key and time (without it they are ranked by symbol)")
     run.add_argument("--format", choices=FORMATS, help="the input format (default: from the file name)")
-    run.add_argument("--param", action="append", default=[], help="machine parameter key=value (repeatable)")
-    run.add_argument("--runtime", choices=("local", "spark"), default="local")
-    run.add_argument("--master", help="Spark master URL (default local[*])")
+    run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a machine parameter, JSON or text (repeatable)")
+    run.add_argument("--runtime", choices=("local", "spark"), default="local", help="where to run")
+    run.add_argument("--master", help="Spark master URL (default: local[*])")
     run.add_argument("--remote", help="Spark Connect URL (sc://host:15002); needs the connect extra")
     run.add_argument(
         "--py-files", metavar="FILES",
         help="comma-separated .py/.zip/.egg files with your machines, shipped to the executors (Spark)",
     )
-    run.add_argument(
-        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)"
-    )
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     run.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
     run.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
     run.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest time")
     run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
+    run.add_argument(
+        "--progress", choices=CHOICES, default=os.environ.get(ENVIRONMENT, "auto").lower(),
+        help=f"draw a progress bar on standard error (auto: on a terminal; default from ${ENVIRONMENT})",
+    )
     run.set_defaults(handler=command_run)
 
-    show = commands.add_parser("show", help="read an arrangement")
-    show.add_argument("arrangement")
+    show = command("show", "read an arrangement: the latest snapshot, a past one, changes or history")
+    show.add_argument("arrangement", help="the arrangement directory")
     view = show.add_mutually_exclusive_group()
     view.add_argument("--as-of", help="the snapshot at this time (default: latest)")
-    view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER)")
+    view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER); either end may be empty")
     view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
-    show.add_argument("--key", help="only this key")
-    show.add_argument("--output", choices=("table", "json", "csv"), default="table")
+    show.add_argument("--key", help="only this key (compared as text)")
+    show.add_argument("--output", choices=("table", "json", "csv"), default="table", help="how to print the rows")
     show.set_defaults(handler=command_show)
 
-    compact = commands.add_parser("compact", help="compact an arrangement up to a time")
-    compact.add_argument("arrangement")
-    compact.add_argument("--since", required=True)
+    compact = command("compact", "compact an arrangement up to a time")
+    compact.add_argument("arrangement", help="the arrangement directory")
+    compact.add_argument("--since", required=True, help="times below this are advanced to it and consolidated")
     compact.set_defaults(handler=command_compact)
 
-    cdc = commands.add_parser("cdc", help="change data capture files")
-    cdc_commands = cdc.add_subparsers(dest="cdc_command", required=True)
-    export = cdc_commands.add_parser("export", help="write an arrangement as CDC messages")
-    export.add_argument("arrangement")
+    cdc = command("cdc", "change data capture files: export an arrangement, import messages")
+    cdc_commands = cdc.add_subparsers(dest="cdc_command", required=True, metavar="COMMAND", help="export or import")
+    export = cdc_commands.add_parser(
+        "export", help="write an arrangement as CDC messages", formatter_class=_HelpFormatter
+    )
+    export.add_argument("arrangement", help="the arrangement directory")
     export.add_argument("out", help="a .jsonl or .parquet file")
-    export.add_argument("--batch-size", type=int, default=1000)
+    export.add_argument("--batch-size", type=int, default=1000, help="updates per Updates message")
     export.set_defaults(handler=command_cdc_export)
-    imp = cdc_commands.add_parser("import", help="read CDC messages into an arrangement")
+    imp = cdc_commands.add_parser(
+        "import", help="read CDC messages into an arrangement", formatter_class=_HelpFormatter
+    )
     imp.add_argument("input", nargs="+", help=".jsonl or .parquet files, in any order, duplicates allowed")
-    imp.add_argument("arrangement")
+    imp.add_argument("arrangement", help="the arrangement directory (created if missing)")
     imp.set_defaults(handler=command_cdc_import)
-    draw = commands.add_parser("diagram", help="draw a machine's state diagram")
-    draw.add_argument("machine", help="a library machine (upsert, upsert_with_lateness) or module:Name")
+
+    draw = command("diagram", "draw a machine's state diagram")
+    draw.add_argument("machine", help=f"a library machine ({', '.join(LIBRARY)}) or module:Class")
     draw.add_argument("output", help="the file: .svg .png .pdf (need Graphviz), .dot, .mmd (Mermaid)")
-    draw.add_argument("--param", action="append", default=[], help="machine parameter key=value (repeatable)")
+    draw.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a machine parameter, JSON or text (repeatable)")
     draw.add_argument(
-        "--alphabet", help="comma-separated symbols (JSON or text) to explore a machine that draws no diagram itself"
+        "--alphabet", metavar="SYMBOLS",
+        help="symbols to explore a machine that draws no diagram itself: one JSON array of symbols "
+        "('[[\"add\", \"x\"], [\"del\", \"x\"]]') or comma-separated symbols, each JSON or text "
+        "(commas inside brackets or quotes do not split)",
     )
     draw.set_defaults(handler=command_diagram)
     return top

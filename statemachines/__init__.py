@@ -9,12 +9,18 @@ from statemachines import cdc, linear
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
 from statemachines.core import advance_key, apply_transition, run_key
 from statemachines.diagram import Diagram, diagram, explore
-from statemachines.errors import DefinitionError, InvalidArgument, MachineError, StateMachinesError
+from statemachines.errors import (
+    DefinitionError,
+    InvalidArgument,
+    MachineError,
+    MissingDependency,
+    StateMachinesError,
+)
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.finite import FiniteMachine, State, Transition
 from statemachines.intake import Intake
 from statemachines.linear import Linear, LinearView
-from statemachines.local import LocalRuntime, RunResult, run_local
+from statemachines.local import LocalRuntime, RunProgress, RunResult, run_local
 from statemachines.machine import Machine, MachineSpec
 from statemachines.persisted import PersistedArrangement
 from statemachines.tables import format_table, parse_table
@@ -47,8 +53,10 @@ __all__ = [
     "Machine",
     "MachineError",
     "MachineSpec",
+    "MissingDependency",
     "Reason",
     "Rejected",
+    "RunProgress",
     "RunResult",
     "State",
     "StateMachinesError",

@@ -8,11 +8,19 @@ and also from the built-in it is, so callers may catch either.
 - :class:`InvalidArgument` (a ``ValueError``): a call got a value it cannot use.
 - :class:`MachineError` (a ``RuntimeError``): a machine broke a rule of the runtime
   while running (for example, a deadline that does not move forward).
+- :class:`MissingDependency` (an ``ImportError``): an optional package a feature
+  needs is not installed; the message names the ``pip install`` that adds it.
 """
 
 from __future__ import annotations
 
-__all__ = ["DefinitionError", "InvalidArgument", "MachineError", "StateMachinesError"]
+__all__ = [
+    "DefinitionError",
+    "InvalidArgument",
+    "MachineError",
+    "MissingDependency",
+    "StateMachinesError",
+]
 
 
 class StateMachinesError(Exception):
@@ -29,3 +37,7 @@ class InvalidArgument(StateMachinesError, ValueError):
 
 class MachineError(StateMachinesError, RuntimeError):
     """A machine broke a rule of the runtime while it ran."""
+
+
+class MissingDependency(StateMachinesError, ImportError):
+    """An optional package is not installed; the message says how to install it."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
-from statemachines.errors import InvalidArgument
+from statemachines.errors import InvalidArgument, MissingDependency
 
 __all__ = [
     "PersistedArrangement",
@@ -53,8 +53,8 @@ def _arrow() -> Any:
     try:
         import pyarrow
         import pyarrow.parquet  # noqa: F401 - loads the parquet submodule
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
+    except ImportError as exc:
+        raise MissingDependency(
             "persisted arrangements need pyarrow: pip install 'statemachines[persist]'"
         ) from exc
     return pyarrow
@@ -244,6 +244,7 @@ class PersistedArrangement(Arrangement):
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        _arrow()  # missing pyarrow fails here, before anything is created
         super().__init__()
         self.path = pathlib.Path(path)
         self._files: dict[str, str] = {}  # batch id -> file name

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 import subprocess
 import sys
 
@@ -10,7 +12,7 @@ import pytest
 
 from library import Upsert
 from spark_runtime.cli import main
-from statemachines import PersistedArrangement, format_table, run_local
+from statemachines import LocalRuntime, PersistedArrangement, explore, format_table, run_local
 from statemachines.cdc import read_jsonl
 
 ROWS = [
@@ -150,15 +152,29 @@ def test_every_kind_of_bad_row_is_reported_and_the_rest_applied(tmp_path, capsys
     print({reason: len(rows) for reason, rows in bad.items()})
 
 
-def test_a_long_local_run_prints_progress(feed, tmp_path, capsys, monkeypatch):
+def test_a_local_run_draws_progress_whose_counts_match_the_result(feed, tmp_path, capsys, monkeypatch):
     import spark_runtime.cli as cli
 
     monkeypatch.setattr(cli, "CHUNK", 2)
-    monkeypatch.setattr(cli, "PROGRESS_EVERY", 0.0)
-    assert main(["run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS]) == 0
-    err = capsys.readouterr().err.splitlines()
-    assert [line.split(",")[0] for line in err] == ["run: 2 of 6 events read", "run: 4 of 6 events read", "run: 6 of 6 events read"]
-    assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Upsert(), events()).updates
+    argv = ["run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS, "--progress", "always"]
+    assert main(argv) == 0
+    drawn = [line.strip() for line in capsys.readouterr().err.split("\r") if line.strip()]
+    expected = run_local(Upsert(), events())
+    assert PersistedArrangement(tmp_path / "arr").updates() == expected.updates
+    done = [line for line in drawn if f"{len(ROWS)}/{len(ROWS)}" in line]
+    assert done, drawn
+    assert f"updates={len(expected.updates)}, rejected={len(expected.rejected)}" in done[-1]
+    positions = [int(line.split("|")[2].split("/")[0]) for line in drawn if line.count("|") >= 2]
+    assert positions == sorted(positions) and positions[0] < len(ROWS)  # it moved, forward only
+
+
+def test_progress_is_quiet_off_a_terminal_unless_asked(feed, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("STATEMACHINES_PROGRESS", raising=False)
+    assert main(["run", "upsert", str(feed), "--into", str(tmp_path / "a"), *COLUMNS]) == 0
+    assert capsys.readouterr().err == ""  # captured output is not a terminal
+    monkeypatch.setenv("STATEMACHINES_PROGRESS", "always")
+    assert main(["run", "upsert", str(feed), "--into", str(tmp_path / "b"), *COLUMNS]) == 0
+    assert "run Upsert" in capsys.readouterr().err
 
 
 @pytest.mark.spark
@@ -175,9 +191,14 @@ def test_stream_a_directory_of_files(tmp_path, spark, capsys):
     lines = [line for line in out.err.splitlines() if line.startswith("batch")]
     assert [line.split(":")[0] for line in lines[:3]] == ["batch 0", "batch 1", "batch 2"]
     assert all(" 0 events in" in line for line in lines[3:])  # the watermark's own micro-batches
-    updates, rejected = local_reference(files)
+    # as the buckets run it: with a value check, so same-time events are all kept
+    reference = LocalRuntime(Upsert(), value_check=lambda value: None)
+    updates, rejected = local_reference(files, runtime=reference)
     assert PersistedArrangement(into).updates() == updates
     assert f"{sum(len(f) for f in files):,} events in" in out.out and f"{len(rejected)} rejected" in out.out
+    waiting, earliest = reference.waiting()
+    assert waiting, "the last times wait for a watermark that never comes"
+    assert f"; {waiting} events wait for time {earliest} (frontier {reference.frontier})" in out.out
     assert (tmp_path / "arr.checkpoint").is_dir()
     assert main(argv) == 0  # nothing new: the checkpoint remembers the files
     assert "0 events in" in capsys.readouterr().out
@@ -196,9 +217,11 @@ def test_stage_progress_reports_running_stages(spark):
             yield batch
 
     out = io.StringIO()
-    with StageProgress(spark, label="job", every=0.2, out=out):
+    with StageProgress(spark, label="job", every=0.2, out=out, enabled=True) as shown:
         spark.range(0, 8, numPartitions=4).mapInArrow(slow, "id long").collect()
-    assert "job: stage" in out.getvalue() and "/4 tasks" in out.getvalue()
+    drawn = out.getvalue()
+    assert "job:" in drawn and "/4 tasks" in drawn and "stage " in drawn
+    assert shown.counter is not None and shown.counter.value == 0  # nothing added to it here
 
 
 def test_upsert_with_lateness_by_name_on_json_readings(tmp_path, capsys):
@@ -209,3 +232,102 @@ def test_upsert_with_lateness_by_name_on_json_readings(tmp_path, capsys):
     assert main(argv) == 0
     assert "4 events in, 5 updates out, 1 rejected (1 value_below_waterline)" in capsys.readouterr().out
     assert PersistedArrangement(tmp_path / "arr").values("s1") == {(131, 21.5)}
+
+
+def cli(*argv, cwd=None, prelude=""):
+    """The command line in a fresh interpreter; ``prelude`` runs first (e.g. to block an import)."""
+    code = f"{prelude}\nimport sys\nfrom spark_runtime.cli import main\nsys.exit(main(sys.argv[1:]))"
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_version_is_the_installed_one():
+    from importlib.metadata import version
+
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"statemachines {version('statemachines')}"
+
+
+def test_help_is_plain_text_and_every_option_says_what_it_does_and_its_default():
+    top = cli("--help").stdout
+    assert "``" not in top and ":func:" not in top and "examples:" in top
+    run_help = " ".join(cli("run", "--help").stdout.split("options:", 1)[1].split())  # argparse wraps lines
+    for option, default in [("--key", "key"), ("--symbol", "symbol"), ("--time", "time"), ("--runtime", "local"), ("--delay", "0")]:
+        described = run_help.split(f" {option} ", 1)[1].split(" --", 1)[0]
+        assert len(described.split()) > 4 and f"(default: {default})" in described, (option, described)
+    from spark_runtime.cli import parser
+
+    def actions(command):
+        for action in command._actions:
+            yield action
+            if isinstance(action.choices, dict):  # subcommands
+                for sub in action.choices.values():
+                    yield from actions(sub)
+
+    seen = list(actions(parser()))
+    assert len(seen) > 40
+    for action in seen:
+        assert action.help, f"{action.option_strings or action.dest} has no help"
+
+
+def test_a_module_in_the_current_directory_is_found_by_run_and_diagram(tmp_path):
+    (tmp_path / "mymachines.py").write_text(
+        "from statemachines import Machine\n"
+        "class Tags(Machine):\n"
+        "    def transition(self, key, values, symbol, time):\n"
+        "        op, tag = symbol\n"
+        "        return values | {tag} if op == 'add' else values - {tag}\n"
+    )
+    (tmp_path / "tags.jsonl").write_text(
+        "".join(json.dumps({"key": "doc", "symbol": s, "time": t}) + "\n" for t, s in enumerate([["add", "x"], ["add", "y"], ["del", "x"]]))
+    )
+    done = cli("run", "mymachines:Tags", "tags.jsonl", "--into", "arr", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert PersistedArrangement(tmp_path / "arr").values("doc") == {"y"}
+    done = cli("diagram", "mymachines:Tags", "tags.mmd", "--alphabet", '[["add", "x"], ["del", "x"]]', cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    drawn = (tmp_path / "tags.mmd").read_text()
+    assert "('add', 'x')" in drawn and "('del', 'x')" in drawn and "rejected" not in drawn
+
+
+@pytest.mark.parametrize(
+    "alphabet",
+    ['[["add", "x"], ["del", "x"]]', '["add", "x"], ["del", "x"]', '["add","x"],["del","x"]'],
+)
+def test_the_alphabet_is_read_as_json_with_commas_inside_symbols(tmp_path, capsys, alphabet):
+    from tests.machines import Tags
+
+    assert main(["diagram", "tests.machines:Tags", str(tmp_path / "t.mmd"), "--alphabet", alphabet]) == 0
+    expected = explore(Tags(), [("add", "x"), ("del", "x")]).to_mermaid()
+    assert (tmp_path / "t.mmd").read_text() == expected
+
+
+def test_an_alphabet_the_machine_rejects_entirely_is_an_error_not_a_junk_diagram(tmp_path, capsys):
+    assert main(["diagram", "tests.machines:Tags", str(tmp_path / "t.mmd"), "--alphabet", "add,x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "every one was rejected" in err
+    assert not (tmp_path / "t.mmd").exists()
+
+
+BLOCK = "import sys\nfor name in {names!r}: sys.modules[name] = None  # as if not installed"
+
+
+@pytest.mark.parametrize(
+    ("blocked", "argv", "hint"),
+    [
+        (["pyspark"], ["run", "upsert", "{feed}", "--into", "{arr}", "--runtime", "spark"], "pip install 'statemachines[spark]'"),
+        (["pyarrow"], ["run", "upsert", "{feed}", "--into", "{arr}", *COLUMNS], "pip install 'statemachines[persist]'"),
+        (["pyarrow"], ["run", "upsert", "{parquet}", "--into", "{arr}"], "pip install 'statemachines[persist]'"),
+        (["tqdm"], ["run", "upsert", "{feed}", "--into", "{arr}", *COLUMNS], "pip install tqdm"),
+        (["graphviz"], ["diagram", "upsert", "{arr}.svg"], "pip install graphviz"),
+    ],
+)
+def test_a_missing_extra_is_one_line_with_the_install_command_and_exit_2(feed, tmp_path, blocked, argv, hint):
+    parquet = tmp_path / "feed.parquet"
+    parquet.write_bytes(b"PAR1")  # never read: the reader is missing
+    names = {"feed": feed, "arr": tmp_path / "arr", "parquet": parquet}
+    done = cli(*(a.format(**names) for a in argv), prelude=BLOCK.format(names=blocked))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and hint in done.stderr, done.stderr
+    assert not (tmp_path / "arr").exists()
