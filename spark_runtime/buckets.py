@@ -243,12 +243,13 @@ class Bucket:
             runtime.seed([], self.floor)
         return runtime
 
-    def _save(self, runtime: LocalRuntime) -> None:
+    def _save(self, runtime: LocalRuntime, watermark_ms: int | None = None) -> None:
         waiting = runtime.earliest_waiting()
         wanted = None if waiting is None else timer_ms(waiting)
         armed = set(self.handle.listTimers())
         for timer in armed - {wanted}:
-            self.handle.deleteTimer(timer)
+            if watermark_ms is None or timer > watermark_ms:  # Spark removes expired ones itself
+                self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
         state = runtime.checkpoint()
@@ -275,7 +276,7 @@ class Bucket:
         runtime.feed(events)
         for r in [*rejected, *runtime.take_rejected()]:
             out.reject(r.event, r.reason.value, r.detail)
-        self._save(runtime)
+        self._save(runtime, timer_values.getCurrentWatermarkInMs())
         payload = encode_payload(out.take()) if out.columns[0] else None
         waiting, earliest = runtime.waiting()
         return pd.DataFrame(
@@ -309,6 +310,21 @@ def bucket_processor(
     config = cloudpickle.dumps((machine, kind, arrow_schema, floor))
 
     class BucketProcessor(StatefulProcessor):
+        def __init__(self) -> None:
+            self.quiet_driver_worker = True  # some state, so that unpickling calls __setstate__
+
+        def __setstate__(self, state: dict[str, Any]) -> None:
+            # PySpark's driver-side worker, which only calls ``init``, prints four debug
+            # lines to the user's terminal after it unpickles the processor; its output
+            # is nothing else (it talks to Spark over a socket), so it is silenced.
+            import os
+            import sys
+
+            main = getattr(sys.modules.get("__main__"), "__spec__", None)
+            if main is not None and main.name.endswith("transform_with_state_driver_worker"):
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the process's life
+            self.__dict__.update(state)
+
         def init(self, handle: Any) -> None:
             self.handle = handle
             self.state = handle.getValueState("runtime", "runtime binary")

@@ -22,6 +22,8 @@ __all__ = ["JavaNotFound", "ensure_java", "local_session", "scoped_conf", "sessi
 
 MIN_JAVA = 17
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# warnings on, start-up chatter off (see the file)
+LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
 class JavaNotFound(StateMachinesError, RuntimeError):
@@ -87,8 +89,13 @@ def session(
     ``spark.sql.shuffle.partitions``           4          cores      server's
     Spark UI, console progress bar             off        Spark's    server's
     executors' Python (``PYSPARK_PYTHON``)     this one   yours      server's
-    driver log level                           ERROR      Spark's    server's
+    log: warnings on, chatter off              ours [1]_  Spark's    server's
+    ``SPARK_LOCAL_IP`` (unless set)            127.0.0.1  unset      unset
     =========================================  =========  =========  =======
+
+    .. [1] ``spark_runtime/log4j2.properties``: warnings show; Spark's start-up
+       notes, the optional native-Hadoop warning and streaming's internal notes do
+       not. The JVM's own "Using incubator modules" line cannot be turned off.
 
     "cores" is the cluster's default parallelism when the session starts, unless
     ``spark.sql.shuffle.partitions`` is already configured (``extra``,
@@ -136,7 +143,9 @@ def session(
             shuffle_partitions = shuffle_partitions or 4
             builder = builder.config("spark.ui.enabled", "false")
             builder = builder.config("spark.ui.showConsoleProgress", "false")
-            builder = builder.config("spark.driver.extraJavaOptions", "-Dlog4j.rootLogger=ERROR")
+            extra.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2}")
+            # the loopback-hostname warning: a local session binds here anyway
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = {
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
@@ -152,9 +161,7 @@ def session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if local:
-        spark.sparkContext.setLogLevel("ERROR")
-    elif not remote and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
+    if not local and not remote and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
     return spark
 
