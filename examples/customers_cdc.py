@@ -12,6 +12,7 @@ customers' history (SCD type 2) read back from the persisted arrangement.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 from library import Upsert
@@ -37,14 +38,17 @@ SCHEMA = "customer_id long, customer struct<name: string, city: string>, lsn lon
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="arrangement directory (default: a new temporary one)")
+    parser.add_argument("--out", help="arrangement directory to keep (default: a temporary one, removed)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--master", help="Spark master URL (default: local[*])")
     where.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
     args = parser.parse_args()
-    out = args.out or tempfile.mkdtemp(prefix="customers-")
+    with tempfile.TemporaryDirectory(prefix="customers-") as scratch:
+        run(args.out or os.path.join(scratch, "customers"), args.master, args.remote)
 
-    spark = session(master=args.master, remote=args.remote, app_name="customers-cdc")
+
+def run(out: str, master: str | None, remote: str | None) -> None:
+    spark = session(master=master, remote=remote, app_name="customers-cdc")
     feed = spark.createDataFrame(FEED, SCHEMA)
     result = run_batch(
         Upsert(), feed, key="customer_id", symbol="customer", time="lsn", order="offset", into=out
@@ -60,10 +64,9 @@ def main() -> None:
     print("\nRejected rows:")
     for r in result.rejected.collect():
         print(f"  customer_id={r.key} lsn={r.time} reason={r.reason}: {r.detail}")
-    print(f"\nHistory (SCD type 2) read back from the arrangement in {out}:")
+    print("\nHistory (SCD type 2) read back from the arrangement:")
     read_history(spark, out).orderBy("key", "start").show(truncate=False)
     spark.stop()
-
 
 if __name__ == "__main__":
     main()

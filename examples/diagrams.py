@@ -1,7 +1,8 @@
 """Draw the machines: upsert, upsert with lateness, a fraud pattern, a machine of your own.
 
-Writes Mermaid (.mmd) and Graphviz DOT (.dot) text for each, and SVG images when
-Graphviz's ``dot`` program is installed. Run:
+Prints each as Mermaid; with ``--out DIR`` writes Mermaid (.mmd) and Graphviz DOT
+(.dot) text for each into DIR, and SVG images when Graphviz's ``dot`` program is
+installed. Run:
 
     python examples/diagrams.py [--out DIR]
 """
@@ -17,6 +18,7 @@ from order_lifecycle import OrderLifecycle
 
 from library import Detector, Upsert, UpsertWithLateness
 from library.diagrams import GraphvizMissing, render
+from statemachines import diagram
 
 MACHINES = {
     "upsert": Upsert(),
@@ -28,8 +30,12 @@ MACHINES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="diagrams", help="directory to write to (default: diagrams)")
+    parser.add_argument("--out", help="directory to write the files to (default: none; Mermaid is printed)")
     args = parser.parse_args()
+    if args.out is None:
+        for name, machine in MACHINES.items():
+            print(f"{name}:\n{diagram(machine).to_mermaid()}")
+        return
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, machine in MACHINES.items():
@@ -39,7 +45,6 @@ def main() -> None:
         except GraphvizMissing as missing:
             print(f"(no SVG for {name}: {missing})")
         print(f"{name}: {', '.join(str(p) for p in written)}")
-
 
 if __name__ == "__main__":
     main()

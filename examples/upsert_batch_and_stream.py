@@ -7,7 +7,7 @@ frontier follows the newest time it has seen, so a last file carries one marker
 event far in the future: it makes every real command final (it stays pending
 itself). Run:
 
-    python examples/upsert_batch_and_stream.py [--master URL | --remote sc://HOST:PORT]
+    python examples/upsert_batch_and_stream.py [--out DIR] [--master URL | --remote sc://HOST:PORT]
 """
 
 from __future__ import annotations
@@ -44,9 +44,14 @@ def main() -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--master", help="Spark master URL (default: local[*])")
     where.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
+    parser.add_argument("--out", help="directory to keep the files in (default: a temporary one, removed)")
     args = parser.parse_args()
-    spark = session(master=args.master, remote=args.remote, app_name="upsert-batch-and-stream")
-    work = tempfile.mkdtemp(prefix="upserts-")
+    with tempfile.TemporaryDirectory(prefix="upserts-") as scratch:
+        run(args.out or scratch, args.master, args.remote)
+
+
+def run(work: str, master: str | None, remote: str | None) -> None:
+    spark = session(master=master, remote=remote, app_name="upsert-batch-and-stream")
     incoming = os.path.join(work, "incoming")
 
     files = command_files()

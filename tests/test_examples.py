@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -17,10 +19,15 @@ sys.path.insert(0, str(EXAMPLES))
 
 
 def run_example(name, *args):
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    """Run an example in an empty directory with an empty TMPDIR; it must leave both empty."""
+    with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=600,
+            cwd=cwd, env={**os.environ, "TMPDIR": scratch},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert os.listdir(cwd) == [], f"{name} left files in the working directory"
+        assert os.listdir(scratch) == [], f"{name} left temporary files behind"
     return done.stdout
 
 
@@ -33,14 +40,13 @@ def test_quickstart_prints_the_update_tables():
 
 
 @pytest.mark.spark
-def test_customers_cdc_main_job_matches_the_local_runtime(tmp_path):
+def test_customers_cdc_main_job_matches_the_local_runtime():
     import customers_cdc
 
-    out = run_example("customers_cdc.py", "--out", str(tmp_path / "customers"))
+    out = run_example("customers_cdc.py")  # the README's main job: leaves nothing behind
     expected = run_local(Upsert(), customers_cdc.FEED)
     assert format_table(expected.updates) in out
     assert "lsn=106 reason=null_key" in out
-    assert (tmp_path / "customers" / "manifest.json").exists()
 
 
 @pytest.mark.spark
@@ -76,6 +82,9 @@ def test_diagrams_example_draws_the_four_machines(tmp_path):
 
     from statemachines import diagram
 
+    printed = run_example("diagrams.py")  # writes nothing without --out
+    for machine in diagrams.MACHINES.values():
+        assert diagram(machine).to_mermaid() in printed
     out = run_example("diagrams.py", "--out", str(tmp_path))
     for name, machine in diagrams.MACHINES.items():
         assert (tmp_path / f"{name}.mmd").read_text() == diagram(machine).to_mermaid()
@@ -104,10 +113,11 @@ def test_iot_lateness_reports_every_refused_reading():
 
 
 @pytest.mark.spark
-def test_upsert_batch_and_stream_agree():
+def test_upsert_batch_and_stream_agree(tmp_path):
     import upsert_batch_and_stream
 
-    out = run_example("upsert_batch_and_stream.py")
+    out = run_example("upsert_batch_and_stream.py", "--out", str(tmp_path))  # kept where asked
+    assert (tmp_path / "batch" / "manifest.json").exists() and (tmp_path / "stream" / "manifest.json").exists()
     assert "the same history in both arrangements: True" in out
     taken = [int(n) for n in re.findall(r"stream: batch \d+: (\d+) events in", out)]
     files = upsert_batch_and_stream.command_files()
