@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from spark_runtime.session import scoped_conf
+from spark_runtime.shipping import ship_code
 from statemachines import Intake, InvalidArgument, Machine, run_key, time_after
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises
 from statemachines.persisted import (
@@ -33,8 +35,6 @@ from statemachines.persisted import (
     read_manifest,
 )
 from statemachines.waterline import has_waterline
-from spark_runtime.session import scoped_conf
-from spark_runtime.shipping import ship_code
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch"]
 

@@ -507,7 +507,9 @@ class LocalRuntime:
 
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
-        work = ((key, self.values(key), self._key_events(by_time)) for key, by_time in ready.items())
+        work: Iterable[tuple[Any, frozenset[Any], list[Event]]] = (
+            (key, self.values(key), self._key_events(by_time)) for key, by_time in ready.items()
+        )
         if self._progress is not None:
             work = self._reporting(work, updates, rejected)
         for key, values, outcome in self._run(work, upto):
