@@ -26,7 +26,7 @@ import attrs
 from spark_runtime.session import scoped_conf
 from spark_runtime.shipping import ship_code
 from statemachines import Intake, InvalidArgument, Machine, run_key, time_after
-from statemachines.display import SAMPLE_ROWS, html_table, never_raises
+from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.persisted import (
     PersistedArrangement,
     column_to_python,
@@ -87,15 +87,10 @@ class BatchResult:
         event waits.
         """
         updates, reasons = counts or self.counts()
-        by_reason = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
         where = (
             f"published [{self.lower!r}, {self.upper!r})" if self.published else "nothing published"
         )
-        return (
-            f"{updates:,} updates out, {sum(reasons.values()):,} rejected"
-            + (f" ({by_reason})" if by_reason else "")
-            + f"; {where}"
-        )
+        return f"{counts_line(updates, reasons)}; {where}"
 
     @never_raises
     def _repr_html_(self) -> str:

@@ -30,7 +30,7 @@ from statemachines import (
     format_table,
 )
 from statemachines import cdc as cdc_files
-from statemachines.display import pending_note, show_time
+from statemachines.display import counts_line, pending_note, show_time
 
 __all__ = ["main"]
 
@@ -229,17 +229,11 @@ class RunSummary:
     def line(self, into: str, seconds: float) -> str:
         """``200,000 events in, 280,900 updates out, 3 rejected (3 null_key); 12 events
         wait for time 1,000,042 (frontier 1,000,040); into customers; 4.2s``."""
-        rejected = sum(self.reasons.values())
-        detail = ", ".join(f"{n:,} {reason}" for reason, n in sorted(self.reasons.items()))
         if self.waiting:
             status = f"{pending_note(self.waiting, self.waiting_for)} (frontier {show_time(self.frontier)})"
         else:
             status = "no events wait"
-        return (
-            f"{self.events:,} events in, {self.updates:,} updates out, {rejected:,} rejected"
-            + (f" ({detail})" if detail else "")
-            + f"; {status}; into {into}; {seconds:.1f}s"
-        )
+        return f"{self.events:,} events in, {counts_line(self.updates, self.reasons)}; {status}; into {into}; {seconds:.1f}s"
 
 
 def command_run(args: argparse.Namespace) -> None:

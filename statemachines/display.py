@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["SAMPLE_ROWS", "html_table", "never_raises", "pending_note", "show_time"]
+__all__ = ["SAMPLE_ROWS", "counts_line", "html_table", "never_raises", "pending_note", "show_time"]
 
 SAMPLE_ROWS = 10  # rows of a table shown in a notebook
 
@@ -34,6 +34,17 @@ def show_time(time: Any) -> str:
     if isinstance(time, int) and not isinstance(time, bool):
         return f"{time:,}"
     return str(time)
+
+
+def counts_line(updates: int, reasons: Mapping[str, int]) -> str:
+    """Updates out and rejected events by reason, e.g. for a run's summary.
+
+    >>> counts_line(5, {"null_key": 1, "bad_time": 1})
+    '5 updates out, 2 rejected (1 bad_time, 1 null_key)'
+    """
+    noun = "update" if updates == 1 else "updates"
+    detail = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
+    return f"{updates:,} {noun} out, {sum(reasons.values()):,} rejected" + (f" ({detail})" if detail else "")
 
 
 def pending_note(count: int, earliest: Any) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import html
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
@@ -26,7 +27,14 @@ import attrs
 
 from statemachines.arrangement import Arrangement
 from statemachines.core import ValueCheck
-from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
+from statemachines.display import (
+    SAMPLE_ROWS,
+    counts_line,
+    html_table,
+    never_raises,
+    pending_note,
+    show_time,
+)
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected, event_rank
 from statemachines.intake import Intake
@@ -101,13 +109,7 @@ class RunResult:
         >>> print(run_local(Upsert(), [("a", 1, 0), (None, 2, 0), ("a", 3, 7)], frontier=5).summary())
         1 update out, 1 rejected (1 null_key); 1 event waits for time 7 (frontier 5)
         """
-        reasons: dict[str, int] = {}
-        for refused in self.rejected:
-            reasons[refused.reason.value] = reasons.get(refused.reason.value, 0) + 1
-        detail = ", ".join(f"{n:,} {reason}" for reason, n in sorted(reasons.items()))
-        noun = "update" if len(self.updates) == 1 else "updates"
-        line = f"{len(self.updates):,} {noun} out, {len(self.rejected):,} rejected"
-        line += f" ({detail})" if detail else ""
+        line = counts_line(len(self.updates), Counter(refused.reason.value for refused in self.rejected))
         if self.frontier is None and not self.pending:
             return line + "; the input is complete"
         earliest = min((e.time for e in self.pending), default=None)

@@ -126,4 +126,4 @@ def test_progress_prints_the_summary(spark, capsys):
     frame = spark.createDataFrame([("k", "a", 1, None), (None, "b", 2, None)], SCHEMA)
     result = run_batch(Upsert(), frame, progress=True)
     assert capsys.readouterr().err.strip().endswith(result.summary())
-    assert result.summary().startswith("1 updates out, 1 rejected (1 null_key)")
+    assert result.summary().startswith("1 update out, 1 rejected (1 null_key)")
