@@ -273,9 +273,13 @@ def parse_event_time(value: Any) -> Any:
     return value
 
 
+def _progress_wanted(args: argparse.Namespace) -> bool | None:
+    """``--progress``: always / never, or ``None`` for a bar on a terminal only."""
+    return {"always": True, "never": False}.get(args.progress)
+
+
 def _progress_bar(args: argparse.Namespace, machine: Machine, total: int | None) -> ProgressBar:
-    enabled = {"always": True, "never": False}.get(args.progress)
-    return ProgressBar(f"run {machine.spec.name}", total=total, enabled=enabled)
+    return ProgressBar(f"run {machine.spec.name}", total=total, enabled=_progress_wanted(args))
 
 
 def _run_local(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
@@ -315,8 +319,8 @@ def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSumma
     spark = spark_session(args)
     frame = _spark_reader(spark, fmt).load(args.input)
     total = frame.count()
-    enabled = {"always": True, "never": False}.get(args.progress)
-    with StageProgress(spark, label=f"run {machine.spec.name}", total=total, enabled=enabled) as shown:
+    label, enabled = f"run {machine.spec.name}", _progress_wanted(args)
+    with StageProgress(spark, label=label, total=total, enabled=enabled) as shown:
         result = run_batch(
             machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order,
             into=args.into, progress=shown,
