@@ -10,7 +10,7 @@ micro-batch reports (``run_stream(progress=bar.micro_batch)``) and a Spark batch
 run's stage polling (``spark_runtime.StageProgress``) move it through
 :meth:`ProgressBar.show`.
 
-    upsert: 1,200,000/2,000,000 events [00:04<00:02, 291,000 events/s, updates=1,350,020, rejected=12]
+    upsert:  60%|██████    | 1.20M/2.00M events [00:04<00:02, 291k events/s, updates=1,350,020, rejected=12]
 """
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ class ProgressBar:
         bar = self._bar
         if bar.total is not None and position > bar.total:
             bar.total = position  # more than announced (a retried task counted twice)
-        bar.n = position
         bar.set_postfix_str(_postfix(self.counts), refresh=False)
-        bar.refresh()
+        bar.update(position - bar.n)  # redraws at most every 0.5 s; close() draws the last state
 
     def __call__(self, progress: RunProgress) -> None:
         """The ``progress`` callback of a local run."""
