@@ -106,6 +106,11 @@ class BatchResult:
 def time_kind_of(data_type: Any) -> str:
     from pyspark.sql import types as T
 
+    if isinstance(data_type, T.DecimalType):  # Python's Decimal is not a time (Intake)
+        raise InvalidArgument(
+            f"the time column has type {data_type.simpleString()}; cast it to a long or a "
+            f"double first (e.g. F.col('time').cast('long'))"
+        )
     if isinstance(data_type, T.TimestampType):
         return "datetime_tz"
     if isinstance(data_type, T.TimestampNTZType):

@@ -12,6 +12,7 @@ from typing import Any
 
 from library import Upsert
 from statemachines import Machine, Reason
+from statemachines.intake import INT64_MAX, INT64_RANGE
 
 __all__ = ["for_machine", "upsert"]
 
@@ -54,6 +55,12 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         detail = detail.when(
             F.isnan("time") | infinite, F.format_string("time %s is not a finite number", shown)
         )
+    if isinstance(time_type, T.LongType):  # as Intake: the greatest long is kept for time_after
+        outside = F.col("time") == F.lit(INT64_MAX)
+        reason = reason.when(outside, F.lit(Reason.BAD_TIME.value))
+        detail = detail.when(
+            outside, F.format_string(f"time %s is outside the 64-bit integer range {INT64_RANGE}", F.col("time"))
+        )
     if lower is not None:
         bound = F.lit(lower).cast(time_type)
         reason = reason.when(F.col("time") < bound, F.lit(Reason.LATE.value))
@@ -61,9 +68,13 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
             F.col("time") < bound,
             F.format_string("time %s is below the processed frontier %s", F.col("time"), bound),
         )
-    checked = prepared.withColumn("reason", reason).withColumn("detail", detail)
     symbol_type = prepared.schema["symbol"].dataType
     order_type = prepared.schema["order"].dataType
+    if isinstance(order_type, T.FloatType | T.DoubleType):  # as Intake: NaN orders compare with nothing
+        unordered = F.isnan("order")
+        reason = reason.when(unordered, F.lit(Reason.BAD_ORDER.value))
+        detail = detail.when(unordered, F.lit("order nan of type float cannot be compared"))
+    checked = prepared.withColumn("reason", reason).withColumn("detail", detail)
 
     # One pass: every row goes through one exchange by key. Per key, rows sort as
     # the prior value (row 0), the valid commands by (time, rank) (row 1), then the

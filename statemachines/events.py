@@ -44,7 +44,10 @@ class Reason(enum.StrEnum):
     NULL_TIME = "null_time"
     """Its time is ``None``."""
     BAD_TIME = "bad_time"
-    """Its time is not of the run's time type (int, float, datetime or date)."""
+    """Its time is not of the run's time type (int, float, datetime or date), or is
+    not finite, or is an integer outside the 64-bit range times are stored in."""
+    BAD_ORDER = "bad_order"
+    """Its order cannot be compared with the run's other orders (another type, or NaN)."""
     INVALID_SYMBOL = "invalid_symbol"
     """The machine's ``validate_symbol`` refused it."""
     TRANSITION_FAILED = "transition_failed"

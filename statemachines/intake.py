@@ -6,23 +6,64 @@ Spark runtimes reject exactly the same events for exactly the same reasons.
 
 Checks, in order: the shape ``(key, symbol, time[, order])``; a non-null key; a
 non-null time of the run's clock kind (the first valid time fixes it), finite if a
-float (NaN and infinities are ``bad_time``); the time not
-below the frontier already processed (late); the machine's ``validate_symbol``.
+float (NaN and infinities are ``bad_time``), within the 64-bit range if an integer
+(as Parquet and Spark store it, leaving room for the time after it); the time not
+below the frontier already processed (late); an order that compares with the run's
+other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
+the machine's ``validate_symbol``.
+
+>>> from library import Upsert
+>>> intake = Intake(Upsert())
+>>> intake.check(("k", "a", 1, 0)).order, intake.check(("k", "b", 1, "x")).reason.value
+(0, 'bad_order')
+>>> intake.check(("k", "c", 2**63, 0)).detail
+'time 9223372036854775808 is outside the 64-bit integer range [-2**63, 2**63 - 1)'
 """
 
 from __future__ import annotations
 
-from math import isfinite
+from math import isfinite, isnan
 from typing import Any
 
 from statemachines.events import Event, Reason, Rejected
 from statemachines.machine import Machine
 from statemachines.times import time_kind
 
-__all__ = ["Intake"]
+__all__ = ["INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "order_kind"]
 
 _NEW = tuple.__new__
 _SHAPE = "an event is a (key, symbol, time) or (key, symbol, time, order) tuple"
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1  # reserved: the least time after the greatest valid time
+INT64_RANGE = "[-2**63, 2**63 - 1)"
+
+
+def order_kind(order: Any) -> str | None:
+    """What an order compares with: orders of one kind are totally ordered.
+
+    ``None`` for an order that compares with nothing reliably (NaN, a bool, an
+    object without an order).
+
+    >>> order_kind(3), order_kind(2.5), order_kind("0/16B3748"), order_kind((1, "a"))
+    ('number', 'number', 'text', 'tuple(number,text)')
+    >>> order_kind(float("nan")) is None, order_kind([1]) is None
+    (True, True)
+    """
+    if isinstance(order, float) and isnan(order):
+        return None
+    kind = time_kind(order)
+    if kind is not None:
+        return kind
+    if isinstance(order, str):
+        return "text"
+    if isinstance(order, bytes):
+        return "bytes"
+    if isinstance(order, tuple):
+        kinds = [order_kind(item) for item in order]
+        if None in kinds:
+            return None
+        return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
+    return None
 
 
 class Intake:
@@ -34,6 +75,8 @@ class Intake:
         self.kind = kind
         self.value_check = value_check  # the output's test of new values (see core.ValueCheck)
         self._time_type: type | None = None
+        self.order_kind: str | None = None  # fixed by the first order seen
+        self._order_type: type | None = None
         self._validate = machine.validate_symbol if machine.spec.validates_symbols else None
 
     def check(self, raw: Any, frontier: Any = None) -> Event | Rejected:
@@ -61,16 +104,42 @@ class Intake:
                 return problem
         if type(time) is float and not isfinite(time):  # NaN compares false with every time
             return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
+        if type(time) is int and not INT64_MIN <= time < INT64_MAX:
+            return Rejected(
+                event, Reason.BAD_TIME, f"time {time!r} is outside the 64-bit integer range {INT64_RANGE}"
+            )
         if frontier is not None and time < frontier:
             return Rejected(
                 event, Reason.LATE, f"time {time!r} is below the processed frontier {frontier!r}"
             )
+        order = event[3]
+        if order is not None and (type(order) is not self._order_type or type(order) in (float, tuple)):
+            problem = self._order_problem(event)
+            if problem is not None:
+                return problem
         if self._validate is not None:
             try:
                 self._validate(event[1])
             except (ValueError, TypeError) as exc:
                 return Rejected(event, Reason.INVALID_SYMBOL, str(exc))
         return event
+
+    def _order_problem(self, event: Event) -> Rejected | None:
+        order = event.order
+        kind = order_kind(order)
+        if kind is None:
+            return Rejected(
+                event, Reason.BAD_ORDER, f"order {order!r} of type {type(order).__name__} cannot be compared"
+            )
+        if self.order_kind is not None and kind != self.order_kind:
+            return Rejected(
+                event,
+                Reason.BAD_ORDER,
+                f"order {order!r} is a {kind} order; this run's orders are {self.order_kind}",
+            )
+        self.order_kind = kind
+        self._order_type = type(order)
+        return None
 
     def _time_problem(self, event: Event) -> Rejected | None:
         time = event.time

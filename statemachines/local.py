@@ -329,6 +329,7 @@ class LocalRuntime:
             "frontier": self._frontier,
             "finished": self._finished,
             "kind": self._intake.kind,
+            "order_kind": self._intake.order_kind,
             "due": self._due,
             "evicted": self._evicted,
             "evicted_at": self._evicted_at,
@@ -347,6 +348,7 @@ class LocalRuntime:
         runtime._frontier = state["frontier"]
         runtime._finished = state["finished"]
         runtime._intake.kind = state["kind"]
+        runtime._intake.order_kind = state.get("order_kind")  # absent from older checkpoints
         for key, due in state["due"].items():
             runtime._due[key] = due
             runtime._due_seq += 1

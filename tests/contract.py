@@ -131,6 +131,19 @@ CASES = [
         before=[("k", "a", 4, None)],
     ),
     Case(
+        "an order that compares with nothing (NaN) is rejected; the key's other events apply",
+        Upsert(),
+        [("a", "x", 1, 0.0), ("a", "y", 1, float("nan")), ("a", "z", 1, 1.0), ("b", "w", 2, float("nan"))],
+        parse_table(
+            """
+            key | value | time | diff
+            a   | z     | 1    | +1
+            """
+        ),
+        rejected=[("a", 1, Reason.BAD_ORDER), ("b", 2, Reason.BAD_ORDER)],
+        schema="key string, symbol string, time long, order double",
+    ),
+    Case(
         "deadlines fire before the events at their time",
         Session(ttl=3),
         [("k", "a", 0, None), ("k", "b", 3, None), ("j", "c", 1, None)],

@@ -1,0 +1,151 @@
+"""Orders that cannot be compared, and integer times outside 64 bits, are rejected on every runtime.
+
+Before, an order of another type (``"x"`` beside integers) crashed the run and lost
+the other keys' events, a NaN order made the result depend on arrival order, and a
+time above 2**63 crashed the Parquet writer of a persisted run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from library import Upsert
+from statemachines import PersistedArrangement, consolidate, run_local
+from tests.machines import Tags
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the greatest long is kept as the time after the greatest time
+
+ORDERS = st.one_of(
+    st.none(),
+    st.integers(0, 3),
+    st.sampled_from([0.5, 2.5, math.nan]),
+    st.sampled_from(["a", "b"]),
+    st.tuples(st.integers(0, 2), st.sampled_from(["a", "b"])),
+    st.sampled_from([True, b"x", (1, None)]),
+)
+
+
+def comparable_kind(order):
+    """A naive classification, written apart from the runtime's."""
+    if isinstance(order, bool) or (isinstance(order, float) and math.isnan(order)):
+        return None
+    if isinstance(order, int | float):
+        return "number"
+    if isinstance(order, str | bytes):
+        return type(order).__name__
+    if isinstance(order, tuple) and len(order) == 2 and type(order[0]) is int and type(order[1]) is str:
+        return "int-str tuple"
+    return None
+
+
+def accepted(rows):
+    """The events a run accepts: the first comparable order fixes the kind the others must share."""
+    kind, kept = None, []
+    for row in rows:
+        order = row[3]
+        if order is not None:
+            found = comparable_kind(order)
+            if found is None or (kind is not None and found != kind):
+                continue
+            kind = found
+        kept.append(row)
+    return kept
+
+
+events = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["x", "y", "z"]), st.integers(0, 4), ORDERS),
+    max_size=30,
+)
+
+
+@pytest.mark.parametrize("machine", [Upsert(), Tags()], ids=["upsert", "user machine"])
+@given(rows=events)
+def test_an_order_that_cannot_be_compared_is_rejected_and_changes_nothing_else(machine, rows):
+    if isinstance(machine, Tags):
+        rows = [(k, ("add", s), t, o) for k, s, t, o in rows]
+    kept = accepted(rows)
+    result = run_local(machine, rows)  # never raises
+    assert len(rows) == len(kept) + len(result.rejected)
+    assert {r.reason.value for r in result.rejected} <= {"bad_order"}
+    assert result.updates == run_local(machine, kept).updates
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["x", "y", "z"]), st.integers(0, 3),
+                  st.sampled_from([None, 0, 1, 2, math.nan])),
+        max_size=20,
+    ),
+    data=st.data(),
+)
+def test_nan_orders_no_longer_make_the_result_depend_on_arrival_order(rows, data):
+    shuffled = data.draw(st.permutations(rows))
+    assert run_local(Upsert(), shuffled).updates == run_local(Upsert(), rows).updates
+
+
+times = st.one_of(
+    st.integers(-5, 20),
+    st.sampled_from([INT64_MIN, INT64_MAX - 1, INT64_MAX, INT64_MAX + 1, 2**70, INT64_MIN - 1]),
+)
+
+
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), times), max_size=20))
+def test_integer_times_outside_64_bits_are_rejected_and_a_persisted_run_keeps_a_finite_upper(rows, tmp_path_factory):
+    inside = [r for r in rows if INT64_MIN <= r[2] < INT64_MAX]
+    result = run_local(Upsert(), rows)
+    assert [r.reason.value for r in result.rejected] == ["bad_time"] * (len(rows) - len(inside))
+    assert result.updates == run_local(Upsert(), inside).updates
+    arrangement = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    run_local(Upsert(), rows, into=arrangement)  # writes Parquet: every time fits int64
+    assert arrangement.upper is None or INT64_MIN < arrangement.upper <= INT64_MAX
+    assert PersistedArrangement(arrangement.path).updates() == arrangement.updates()
+
+
+def test_a_checkpoint_keeps_the_order_kind():
+    from statemachines import LocalRuntime
+
+    runtime = LocalRuntime(Tags())
+    runtime.feed([("k", ("add", "a"), 5, 1)])
+    restored = LocalRuntime.restore(Tags(), runtime.checkpoint())
+    restored.feed([("k", ("add", "b"), 5, "x")])  # would not compare with the buffered 1
+    result = restored.finish()
+    assert [r.reason.value for r in result.rejected] == ["bad_order"]
+    assert result.updates == run_local(Tags(), [("k", ("add", "a"), 5, 1)]).updates
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_spark_batch_rejects_nan_orders_and_the_greatest_long_as_the_local_runtime_does(spark, native):
+    from spark_runtime import run_batch
+
+    rows = [
+        ("a", "x", 1, 0.0), ("a", "y", 1, math.nan), ("b", "z", 2, 1.0), ("b", "w", 2, math.nan),
+        ("c", "v", INT64_MAX, 0.0), ("c", "u", INT64_MAX - 1, 2.0),
+    ]
+    frame = spark.createDataFrame(rows, "key string, symbol string, time long, order double")
+    result = run_batch(Upsert(), frame, order="order", native=native)
+    updates = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+    local = run_local(Upsert(), rows)
+    assert updates == local.updates
+    assert sorted((r.reason.value, r.detail) for r in local.rejected) == [
+        ("bad_order", "order nan of type float cannot be compared")] * 2 + [
+        ("bad_time", f"time {INT64_MAX} is outside the 64-bit integer range [-2**63, 2**63 - 1)")]
+    assert sorted((r.key, r.reason, r.detail) for r in result.rejected.collect()) == sorted(
+        (r.event.key, r.reason.value, r.detail) for r in local.rejected
+    )
+
+
+@pytest.mark.spark
+def test_a_decimal_time_column_is_refused_before_anything_runs(spark, tmp_path):
+    from spark_runtime import run_batch
+    from statemachines import InvalidArgument
+
+    frame = spark.createDataFrame([("a", "x", 1)], "key string, symbol string, time long")
+    decimal = frame.selectExpr("key", "symbol", "cast(time as decimal(20,0)) as time")
+    with pytest.raises(InvalidArgument, match=r"decimal\(20,0\).*cast"):
+        run_batch(Upsert(), decimal, into=tmp_path / "arr")
+    assert not (tmp_path / "arr").exists()
