@@ -413,7 +413,7 @@ def process_events(
 
     kind = time_kind_of(prepared.schema["time"].dataType)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
-    fast = native_paths.for_machine(machine) if native else None
+    fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
     elif has_waterline(machine):

@@ -14,12 +14,43 @@ from library import Upsert
 from statemachines import Machine, Reason
 from statemachines.intake import INT64_MAX, INT64_RANGE
 
-__all__ = ["for_machine", "upsert"]
+__all__ = ["for_machine", "holds_every", "upsert"]
 
 
-def for_machine(machine: Machine):
-    """The native path for ``machine``, or ``None`` if it has none."""
-    return upsert if type(machine) is Upsert else None
+def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
+    """The native path for ``machine`` with these column types, or ``None``.
+
+    A native path applies only where every symbol is a value the output column
+    holds as it is (:func:`holds_every`): elsewhere the generic path's value check
+    rejects the symbols that do not fit, one by one, where a cast in SQL would fail
+    the job or change the value.
+    """
+    if type(machine) is Upsert and holds_every(value_type, symbol_type):
+        return upsert
+    return None
+
+
+_INTEGRAL_WIDTH = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+
+
+def holds_every(value_type: Any, symbol_type: Any) -> bool:
+    """Whether every value of ``symbol_type`` fits ``value_type`` unchanged.
+
+    The same type (nullability aside), a wider integer, or an integer or float in a
+    double.
+
+    >>> from pyspark.sql import types as T
+    >>> holds_every(T.LongType(), T.IntegerType()), holds_every(T.IntegerType(), T.LongType())
+    (True, False)
+    >>> holds_every(T.LongType(), T.StringType()), holds_every(T.DoubleType(), T.FloatType())
+    (False, True)
+    """
+    value, symbol = value_type.simpleString(), symbol_type.simpleString()
+    if value == symbol:
+        return True
+    if value in _INTEGRAL_WIDTH and symbol in _INTEGRAL_WIDTH:
+        return _INTEGRAL_WIDTH[symbol] <= _INTEGRAL_WIDTH[value]
+    return value == "double" and (symbol in _INTEGRAL_WIDTH or symbol == "float")
 
 
 def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:

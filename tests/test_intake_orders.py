@@ -149,3 +149,29 @@ def test_a_decimal_time_column_is_refused_before_anything_runs(spark, tmp_path):
     with pytest.raises(InvalidArgument, match=r"decimal\(20,0\).*cast"):
         run_batch(Upsert(), decimal, into=tmp_path / "arr")
     assert not (tmp_path / "arr").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("schema", "rows", "value_type"),
+    [
+        ("symbol string", ["3", "x", None, "4"], "bigint"),  # strings never fit a number column
+        ("symbol bigint", [1, 2**40, None, 3], "int"),  # narrower: 2**40 does not fit
+        ("symbol int", [1, 2, None, 3], "double"),  # wider: the native path applies
+        ("symbol struct<a: bigint, b: string>", [(1, "x"), None, (2, "y"), (1, "x")], "struct<a: bigint, b: string, c: int>"),
+    ],
+    ids=["string into bigint", "bigint into int", "int into double", "struct into a wider struct"],
+)
+def test_the_native_upsert_gives_the_generic_results_when_symbol_and_value_types_differ(spark, schema, rows, value_type):
+    from spark_runtime import run_batch
+
+    events = [("k" if i % 2 else "j", symbol, i, None) for i, symbol in enumerate(rows)]
+    frame = spark.createDataFrame(events, f"key string, {schema}, time long, order long")
+    results = {}
+    for native in (False, True):
+        result = run_batch(Upsert(), frame, value_type=value_type, native=native)
+        results[native] = (
+            sorted(map(tuple, result.updates.collect()), key=repr),
+            sorted(((r.key, r.time, r.reason, r.detail) for r in result.rejected.collect()), key=repr),
+        )
+    assert results[True] == results[False]
