@@ -64,6 +64,7 @@ class BatchResult:
         lower, upper: the times the run covered (``upper`` is ``None`` without an
             arrangement: the input was complete).
         published: True if a new batch was published into the arrangement.
+        output: the cached rows both frames read (release it with :meth:`unpersist`).
     """
 
     updates: Any
@@ -71,6 +72,15 @@ class BatchResult:
     lower: Any = None
     upper: Any = None
     published: bool = False
+    output: Any = attrs.field(default=None, repr=False)
+
+    def unpersist(self) -> None:
+        """Release the cached output that ``updates`` and ``rejected`` read.
+
+        Unpersisting ``updates`` itself releases nothing: it is a view of the cache.
+        """
+        if self.output is not None:
+            self.output.unpersist()
 
     def counts(self) -> tuple[int, dict[str, int]]:
         """How many updates, and how many rejected rows by reason (two Spark jobs)."""
@@ -317,8 +327,8 @@ def run_batch(
             ``StageProgress`` of your own is moved instead, and nothing is printed.
 
     Returns:
-        A :class:`BatchResult`. Its DataFrames are cached; call
-        ``result.updates.unpersist()`` when done with a large run.
+        A :class:`BatchResult`. Its DataFrames read one cached output; call
+        ``result.unpersist()`` when done with a large run.
 
     Raises:
         InvalidArgument: missing columns, a time column of the wrong type, a
@@ -464,7 +474,7 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     rejected = output.where(F.col("kind") == REJECTED).select(
         "key", "symbol", "time", "order", "reason", "detail"
     )
-    return BatchResult(updates, rejected, lower, upper)
+    return BatchResult(updates, rejected, lower, upper, output=output)
 
 
 def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None):

@@ -127,3 +127,23 @@ def test_progress_prints_the_summary(spark, capsys):
     result = run_batch(Upsert(), frame, progress=True)
     assert capsys.readouterr().err.strip().endswith(result.summary())
     assert result.summary().startswith("1 update out, 1 rejected (1 null_key)")
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_unpersist_releases_the_cached_output_and_a_rerun_computes_again(spark, native):
+    def cached():
+        return {rdd.name() for rdd in spark.sparkContext._jsc.getPersistentRDDs().values()}
+
+    before = cached()
+    frame = spark.createDataFrame([("k", "a", 1, None), ("k", "b", 2, None)], SCHEMA)
+    result = run_batch(Upsert(), frame, native=native)
+    expected = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+    assert len(cached() - before) == 1  # one cached output behind both frames
+    result.updates.unpersist()  # a view of the cache: releases nothing
+    assert len(cached() - before) == 1
+    result.unpersist()
+    assert cached() == before
+    again = run_batch(Upsert(), frame, native=native)
+    assert consolidate(((r.key, r.value), r.time, r.diff) for r in again.updates.collect()) == expected
+    again.unpersist()
+    assert cached() == before
