@@ -74,6 +74,7 @@ class RunProgress:
 
 
 Progress = Callable[[RunProgress], None]
+CHECKPOINT_FORMAT = 2  # LocalRuntime.checkpoint(); restore() reads formats 1 and 2
 PROGRESS_EVERY_KEYS = 2_000  # keys processed between calls to a progress callback
 
 
@@ -319,10 +320,32 @@ class LocalRuntime:
         :meth:`restore` continues from it exactly: what the restored runtime produces
         equals what this one would have produced. Refused events not yet reported
         are part of it. Not available with ``into`` (the arrangement is the state).
+
+        Format :data:`CHECKPOINT_FORMAT` (2), a dict:
+
+        ============  ==========================================================
+        field         holds
+        ============  ==========================================================
+        format        2
+        values        key -> frozenset of its values
+        pending       key -> time -> buffered events (one ``Event``, or a list)
+        rejected      ``Rejected`` events not yet reported
+        frontier      times below it are processed (``None``: none yet)
+        finished      whether the input was declared complete
+        kind          the run's time kind (``times.time_kind``), or ``None``
+        order_kind    the run's order kind (``intake.order_kind``), or ``None``
+        due           key -> the time its armed deadline wakes it
+        evicted       how many keys were forgotten (key lateness)
+        evicted_at    the high mark of the last eviction pass
+        high          the waterline high mark so far (waterline machines)
+        ============  ==========================================================
+
+        Format 1, the same without ``format`` and ``order_kind``, is still read.
         """
         if self._into is not None:
             raise InvalidArgument("a runtime writing into an arrangement is resumed from it")
         return {
+            "format": CHECKPOINT_FORMAT,
             "values": self._values,
             "pending": self._pending,
             "rejected": self._rejected,
@@ -340,7 +363,19 @@ class LocalRuntime:
     def restore(
         cls, machine: Machine, state: dict[str, Any], *, value_check: ValueCheck | None = None
     ) -> LocalRuntime:
-        """A runtime continuing from a :meth:`checkpoint` of one running ``machine``."""
+        """A runtime continuing from a :meth:`checkpoint` of one running ``machine``.
+
+        Raises:
+            InvalidArgument: the checkpoint has a format this version does not read.
+        """
+        found = state.get("format", 1) if isinstance(state, dict) else None
+        if found not in (1, CHECKPOINT_FORMAT):
+            raise InvalidArgument(
+                f"a checkpoint of format {found!r} cannot be read by this version, which reads "
+                f"formats 1 to {CHECKPOINT_FORMAT}; run the version that wrote it, or start "
+                f"again from the output (a streaming query: a new checkpoint directory "
+                f"continues from the arrangement's values)"
+            )
         runtime = cls(machine, value_check=value_check)
         runtime._values = state["values"]
         runtime._pending = state["pending"]
@@ -348,7 +383,7 @@ class LocalRuntime:
         runtime._frontier = state["frontier"]
         runtime._finished = state["finished"]
         runtime._intake.kind = state["kind"]
-        runtime._intake.order_kind = state.get("order_kind")  # absent from older checkpoints
+        runtime._intake.order_kind = state.get("order_kind")  # absent from format 1
         for key, due in state["due"].items():
             runtime._due[key] = due
             runtime._due_seq += 1

@@ -198,8 +198,15 @@ def test_machines_are_picklable(machine):
     assert copy.spec == machine.spec
 
 
-def run_resumed(machine, chunks, steps):
-    """Feed ``chunks`` one per frontier step, through a pickled checkpoint each time."""
+def as_format_1(state):
+    """A checkpoint as the previous version wrote it: no format, no order kind."""
+    return {k: v for k, v in state.items() if k not in ("format", "order_kind")}
+
+
+def run_resumed(machine, chunks, steps, older=False):
+    """Feed ``chunks`` one per frontier step, through a pickled checkpoint each time.
+
+    With ``older`` the checkpoints are written as the previous format (1)."""
     state = None
     updates, rejected = [], []
     for chunk, frontier in zip(chunks, steps, strict=True):
@@ -208,14 +215,16 @@ def run_resumed(machine, chunks, steps):
         step = runtime.advance_to(frontier)
         updates += step.updates
         rejected += step.rejected
-        state = pickle.dumps(runtime.checkpoint())
+        checkpoint = runtime.checkpoint()
+        state = pickle.dumps(as_format_1(checkpoint) if older else checkpoint)
     final = LocalRuntime.restore(machine, pickle.loads(state)).finish()
     return updates + final.updates, rejected + final.rejected
 
 
+@pytest.mark.parametrize("older", [False, True], ids=["format 2", "format 1"])
 @pytest.mark.parametrize("machine", [Tags(), Session(3)], ids=repr)
 @given(data=st.data())
-def test_a_restored_checkpoint_continues_exactly(machine, data):
+def test_a_restored_checkpoint_continues_exactly(machine, older, data):
     symbols = sst.tag_symbols if isinstance(machine, Tags) else st.sampled_from(["a", "b"])
     evs = data.draw(sst.events(symbols))
     steps = data.draw(sst.frontier_steps().filter(bool))
@@ -229,9 +238,19 @@ def test_a_restored_checkpoint_continues_exactly(machine, data):
         expected += step.updates
         expected_rejected += step.rejected
     final = uninterrupted.finish()
-    updates, rejected = run_resumed(machine, chunks, steps)
+    updates, rejected = run_resumed(machine, chunks, steps, older)
     assert updates == expected + final.updates
     assert sorted(rejected, key=repr) == sorted(expected_rejected + final.rejected, key=repr)
+
+
+def test_a_checkpoint_says_its_format_and_an_unknown_one_is_refused_with_the_remedy():
+    runtime = LocalRuntime(Tags())
+    runtime.feed([("k", ("add", "x"), 3)])
+    state = runtime.checkpoint()
+    assert state["format"] == 2
+    for unreadable in ({**state, "format": 99}, ["not", "a", "checkpoint"]):
+        with pytest.raises(InvalidArgument, match="new checkpoint directory continues from the arrangement"):
+            LocalRuntime.restore(Tags(), unreadable)
 
 
 @given(sst.events(st.sampled_from(["a", "b"])), sst.frontier_steps(20))
