@@ -8,11 +8,16 @@ batch native, batch generic, streaming in 10 micro-batches), ``cdc`` (C1: 1M upd
 delivered twice and shuffled). Default: all three. ``--slow`` adds Spark's own
 ``groupBy().applyInPandas`` per-key approach, on a 2% slice.
 
-Each approach runs in its own process (so its peak memory is its own), RUNS times;
-the table shows the median, events/s, peak memory of the Python process and of the
-JVM, and the ratio to the set's floor measured in the same run. Every approach's
-output is checked (count and content hash) against the local reference runtime
-before its time is printed; a mismatch fails the run.
+Each set runs in its own process. Within it the approaches are measured warm and
+interleaved: each runs once untimed (its output checked), then RUNS rounds run every
+approach in turn (A B A B ...), with Spark's cache cleared and garbage collected
+before each run, so every approach sees the same session state and no run reads
+another's cached output. The table shows the median, events/s, the peak memory of
+this Python process, of this session's Spark Python workers and of the JVM heap
+during that approach's runs (each peak reset before a run), and the ratio to the
+set's floor. Every approach's output is checked (count and content hash) against the
+local reference runtime, after its warm-up and its last timed run; a mismatch fails
+the run.
 """
 
 from __future__ import annotations
@@ -65,8 +70,7 @@ def bare_dict_loop(commands):
         else:
             out.append(((key, value), t, 1))
             current[key] = value
-    out.sort(key=itemgetter(1, 0))
-    return out
+    return out  # by key, then time: a bare loop need not sort its output again
 
 
 # -- approaches: each returns (prepare, run, check); run is timed, check is not ------
@@ -111,7 +115,7 @@ def spark_approaches(n, k, work):
                 Upsert(), spark.read.parquet(source), symbol="value", order="offset",
                 into=target, native=native,
             )
-            result.updates.unpersist()
+            result.unpersist()
             return target
 
         return run
@@ -294,99 +298,183 @@ def cdc_approaches(n):
     }, digest(history)
 
 
-# -- one approach in one process --------------------------------------------------
+# -- one set in one process, its approaches interleaved --------------------------
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM; unlike ru_maxrss, not inherited via exec)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Start the process's peak resident memory (VmHWM) afresh (Linux: clear_refs 5)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as refs:
+            refs.write("5")
+    except OSError:
+        pass  # not Linux, or not ours: the peak then covers the process's life
+
+
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak resident memory (VmHWM) since it started or was last reset."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 if pid == "self" else 0.0
+
+
+def descendants(root: int) -> set[int]:
+    """The processes below ``root`` (its children, their children, ...)."""
+    parents = {}
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                parents[int(pid)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """User + system CPU time a process has used, in clock ticks (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class WorkerPeak:
-    """Polls the Spark Python workers (``pyspark.daemon`` and its forks) for their peak memory."""
+    """The peak memory of this session's Spark Python workers during a block.
 
-    def __init__(self, every: float = 0.2) -> None:
+    Counted: the Python processes below this session's JVM (``pyspark.daemon``, its
+    forks, the streaming workers) that used CPU during the block. Idle workers left
+    resident by an earlier approach, and other sessions' workers, do not count.
+    """
+
+    def __init__(self, jvm_pid: int | None, every: float = 0.2) -> None:
         import threading
 
         self.peak_mb = 0.0
+        self._cpu_before: dict[int, int | None] = {}
+        self._jvm = jvm_pid
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._every = every
 
     def __enter__(self) -> WorkerPeak:
-        self._thread.start()
+        if self._jvm is not None:
+            for pid in descendants(self._jvm):
+                reset_peak_rss(pid)
+                self._cpu_before[pid] = cpu_ticks(pid)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+        self._poll()
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
-            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as f:
-                        if b"pyspark.daemon" not in f.read():
-                            continue
-                    with open(f"/proc/{pid}/status") as status:
-                        for line in status:
-                            if line.startswith("VmHWM:"):
-                                self.peak_mb = max(self.peak_mb, int(line.split()[1]) / 1024)
-                except OSError:
-                    continue  # the process ended meanwhile
+            self._poll()
+
+    def _poll(self) -> None:
+        if self._jvm is None:
+            return
+        for pid in descendants(self._jvm):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"pyspark" not in f.read():
+                        continue
+            except OSError:
+                continue  # the process ended meanwhile
+            if pid in self._cpu_before and cpu_ticks(pid) == self._cpu_before[pid]:
+                continue  # idle all along: not this block's worker
+            self.peak_mb = max(self.peak_mb, peak_rss_mb(pid))
 
 
-def jvm_peak_mb(spark) -> float:
+def jvm_pid(spark) -> int | None:
+    return None if spark is None else int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+
+def heap_pools(spark) -> list:
     if spark is None:
-        return 0.0
+        return []
     factory = spark.sparkContext._jvm.java.lang.management.ManagementFactory
-    pools = factory.getMemoryPoolMXBeans()
-    return sum(p.getPeakUsage().getUsed() for p in pools if p.getType().name() == "HEAP") / 2**20
+    return [p for p in factory.getMemoryPoolMXBeans() if p.getType().name() == "HEAP"]
 
 
-def run_one(name, args) -> dict:
+def jvm_peak_mb(pools) -> float:
+    return sum(p.getPeakUsage().getUsed() for p in pools) / 2**20
+
+
+def approaches_of(group: str, names: list[str], args, work: str) -> tuple:
+    """``(spark or None, {name: (run, check, events, expected)})`` for one set."""
+    if group == "local":
+        found = local_approaches(args.n, args.k)
+        return None, {name: (*found[name], args.n, None) for name in names}
+    if group == "cdc":
+        found, expected = cdc_approaches(args.n)
+        return None, {name: (*found[name], 2 * args.n, expected) for name in names}
+    spark, found = spark_approaches(args.n, args.k, work)
+    chosen = {name: (*found[name], args.n, None) for name in names if name in found}
+    slow = [name for name in names if name not in found]
+    if slow:  # the per-key applyInPandas approach, on a slice
+        _, events, (run, check) = pandas_approach(args.n, args.k, work)
+        chosen[slow[0]] = (run, check, events, None)
+    return spark, chosen
+
+
+def run_set(group: str, names: list[str], args) -> dict:
+    """Every approach of the set: warm-up, then ``args.runs`` interleaved timed rounds."""
     work = tempfile.mkdtemp(prefix="bench-")
-    spark, events, expected = None, args.n, None
-    if name.startswith("local"):
-        run, check = local_approaches(args.n, args.k)[name]
-    elif name.startswith("spark: groupBy"):
-        spark, events, (run, check) = pandas_approach(args.n, args.k, work)
-    elif name.startswith("spark"):
-        spark, approaches = spark_approaches(args.n, args.k, work)
-        run, check = approaches[name]
-    else:
-        approaches, expected = cdc_approaches(args.n)
-        run, check = approaches[name]
-        events = 2 * args.n
-    seconds, result = [], None
-    workers = WorkerPeak()
-    workers.__enter__()
-    for _ in range(args.runs):
-        result = None
+    spark, approaches = approaches_of(group, names, args, work)
+    pools, jvm = heap_pools(spark), jvm_pid(spark)
+    outcomes = {
+        name: {"seconds": [], "py_mb": 0.0, "worker_mb": 0.0, "jvm_mb": 0.0, "events": events,
+               "expected": expected, "checks": []}
+        for name, (_, _, events, expected) in approaches.items()
+    }
+
+    def once(name: str, timed: bool, checked: bool) -> None:
+        run, check, *_ = approaches[name]
+        outcome = outcomes[name]
+        if spark is not None:
+            spark.catalog.clearCache()
         gc.collect()
-        started = time.perf_counter()
-        result = run()
-        elapsed = time.perf_counter() - started
+        reset_peak_rss()
+        for pool in pools:
+            pool.resetPeakUsage()
+        with WorkerPeak(jvm) as workers:
+            started = time.perf_counter()
+            result = run()
+            elapsed = time.perf_counter() - started
         if isinstance(result, tuple):  # the approach timed itself
             result, elapsed = result
-        seconds.append(elapsed)
-    workers.__exit__()
-    outcome = {
-        "worker_mb": workers.peak_mb,
-        "seconds": seconds,
-        "events": events,
-        "py_mb": peak_rss_mb(),
-        "jvm_mb": jvm_peak_mb(spark),
-        "check": check(result) if check else None,
-        "expected": expected,
-        "sustained": statistics.median(SUSTAINED) if SUSTAINED else None,
-    }
+        if timed:
+            outcome["seconds"].append(elapsed)
+            outcome["py_mb"] = max(outcome["py_mb"], peak_rss_mb())
+            outcome["worker_mb"] = max(outcome["worker_mb"], workers.peak_mb)
+            outcome["jvm_mb"] = max(outcome["jvm_mb"], jvm_peak_mb(pools))
+        if checked and check is not None:
+            outcome["checks"].append(check(result))
+
+    for name in approaches:  # warm-up: not timed, output checked
+        once(name, timed=False, checked=True)
+    SUSTAINED.clear()
+    for round_ in range(args.runs):
+        for name in approaches:
+            once(name, timed=True, checked=round_ == args.runs - 1)
+    if "spark: run_stream, 10 micro-batches" in outcomes:
+        outcomes["spark: run_stream, 10 micro-batches"]["sustained"] = statistics.median(SUSTAINED)
     shutil.rmtree(work, ignore_errors=True)
-    return outcome
+    return outcomes
 
 
 def verify(name: str, got: dict, want: dict) -> None:
@@ -418,10 +506,11 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slow", action="store_true", help="add the per-key applyInPandas approach")
-    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--set", help=argparse.SUPPRESS)  # run one set in this process
+    parser.add_argument("--names", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.one:
-        print(json.dumps(run_one(args.one, args)))
+    if args.set:
+        print(json.dumps(run_set(args.set, json.loads(args.names), args)))
         return
     args.sets = args.sets or ["local", "spark", "cdc"]
     unknown = set(args.sets) - {"local", "spark", "cdc"}
@@ -441,28 +530,35 @@ def main() -> None:
     u1 = reference(args.n, args.k) if {"local", "spark"} & set(args.sets) else None
     rows, sustained = [], {}
     for group in args.sets:
+        command = [
+            sys.executable, __file__, "--set", group, "--names", json.dumps(names[group]),
+            "--n", str(args.n), "--k", str(args.k), "--runs", str(args.runs),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
+        if done.returncode != 0:
+            raise SystemExit(f"{group} failed:\n{done.stderr[-3000:]}")
+        outcomes = json.loads(done.stdout.strip().splitlines()[-1])
         floor = None
         for name in names[group]:
-            command = [sys.executable, __file__, "--one", name, "--n", str(args.n), "--k", str(args.k), "--runs", str(args.runs)]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=HERE)
-            if done.returncode != 0:
-                raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
-            outcome = json.loads(done.stdout.strip().splitlines()[-1])
-            if outcome["check"] is not None:
-                if "applyInPandas" in name:
-                    want = reference(args.n, args.k, slice_size=max(args.n // 50, 1))
-                else:
-                    want = outcome["expected"] or u1
-                verify(name, outcome["check"], want)
+            outcome = outcomes[name]
+            if "applyInPandas" in name:
+                want = reference(args.n, args.k, slice_size=max(args.n // 50, 1))
+            else:
+                want = outcome["expected"] or u1
+            for got in outcome["checks"]:
+                verify(name, got, want)
             median = statistics.median(outcome["seconds"])
             per_event = median / outcome["events"]
             floor = floor or per_event
             rows.append((name, outcome["events"], median, outcome["events"] / median, outcome["py_mb"], outcome["worker_mb"], outcome["jvm_mb"], per_event / floor))
-            if outcome["sustained"]:
+            if outcome.get("sustained"):
                 sustained[name] = outcome["sustained"]
-            print(f"  done: {name}", file=sys.stderr)
+        print(f"  done: {group}", file=sys.stderr)
 
-    print(f"N={args.n:,} K={args.k:,}, median of {args.runs} runs, {os.cpu_count()} cores; outputs checked against run_local")
+    print(
+        f"N={args.n:,} K={args.k:,}, median of {args.runs} runs per approach, interleaved warm in one "
+        f"session per set (cache cleared before each run), {os.cpu_count()} cores; outputs checked against run_local"
+    )
     print(f"{'approach':<44}{'N':>11}{'median s':>10}{'events/s':>12}{'py MB':>8}{'wkr MB':>8}{'JVM MB':>8}{'vs floor':>10}")
     for name, events, median, rate, py_mb, worker_mb, jvm_mb, ratio in rows:
         print(f"{name:<44}{events:>11,}{median:>10.2f}{rate:>12,.0f}{py_mb:>8,.0f}{worker_mb:>8,.0f}{jvm_mb:>8,.0f}{ratio:>10.2f}")
