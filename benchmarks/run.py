@@ -164,11 +164,10 @@ def spark_approaches(n, k, work):
         """Spark's own cost of the bucketed stream: packing, the stateful operator with
         one small state update per bucket, the collect; no machine runs."""
         import pandas as pd
-        from pyspark.sql import functions as F
         from pyspark.sql.streaming import StatefulProcessor
 
         from spark_runtime.batch import EventColumns, prepare_events
-        from spark_runtime.buckets import decode_payload, pack_events, packed_schema
+        from spark_runtime.buckets import bucket_of, decode_payload, pack_events, packed_schema
 
         class CountingProcessor(StatefulProcessor):
             """Counts each bucket's events in its state; runs no machine."""
@@ -191,7 +190,7 @@ def spark_approaches(n, k, work):
             "maxFilesPerTrigger", 1
         ).parquet(folder)
         prepared = prepare_events(frame, EventColumns(symbol="value", order="offset"))
-        bucketed = prepared.select(F.pmod(F.xxhash64("key"), F.lit(64)).cast("int").alias("bucket"), "*")
+        bucketed = prepared.select(bucket_of("key", 64), "*")
         schema, clock_type = packed_schema()
         packed = bucketed.mapInArrow(pack_events(1000, clock_type), schema).withWatermark("clock", "0 seconds")
         counted = packed.groupBy("bucket").transformWithStateInPandas(

@@ -52,6 +52,7 @@ from statemachines.persisted import column_to_python, decode_time, encode_time, 
 __all__ = [
     "BUCKET_OUTPUT",
     "Bucket",
+    "bucket_of",
     "bucket_processor",
     "bucketed_output",
     "encode_payload",
@@ -144,6 +145,18 @@ def decode_payload(payload: bytes) -> Any:
     import pyarrow as pa
 
     return pa.ipc.open_stream(payload).read_all()
+
+
+def bucket_of(key: str, buckets: int) -> Any:
+    """The column ``bucket``: which of ``buckets`` the key of column ``key`` belongs to.
+
+    Events and the arrangement's initial values must both be bucketed by this one
+    function: a key whose events and values landed in different buckets would
+    lose its values.
+    """
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.xxhash64(key), F.lit(buckets)).cast("int").alias("bucket")
 
 
 def packed_schema() -> tuple[Any, Any]:
@@ -385,7 +398,6 @@ def bucketed_output(
     ``into`` holds values and the query has not started yet, they are the buckets'
     initial state.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from spark_runtime.batch import output_schema, resolve_value_type
@@ -413,9 +425,7 @@ def bucketed_output(
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
     floor = decode_time(manifest["upper"])
-    bucketed = prepared.select(
-        F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "*"
-    )
+    bucketed = prepared.select(bucket_of("key", buckets), "*")
     pack_schema, clock_type = packed_schema()
     packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), clock_type)), pack_schema)
     packed = packed.withWatermark("clock", "0 seconds")
@@ -437,9 +447,8 @@ def _started(checkpoint: str) -> bool:
 
 def _initial_state(values: Any, buckets: int) -> Any:
     """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    rows = values.select(F.pmod(F.xxhash64("key"), F.lit(buckets)).cast("int").alias("bucket"), "key", "value")
+    rows = values.select(bucket_of("key", buckets), "key", "value")
     schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
     return rows.repartition("bucket").mapInArrow(carried(values.sparkSession, pack_values), schema)

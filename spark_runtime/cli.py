@@ -31,6 +31,7 @@ from statemachines import (
 )
 from statemachines import cdc as cdc_files
 from statemachines.display import counts_line, pending_note, show_time
+from statemachines.updates import hashable
 
 __all__ = ["main"]
 
@@ -140,15 +141,7 @@ def read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
     Arrays and objects (structs) in a cell become tuples (an object's values in its
     field order), as Spark hands them to a machine.
     """
-    return [{k: _hashable(v) for k, v in row.items()} for row in _read_rows(path, fmt)]
-
-
-def _hashable(cell: Any) -> Any:
-    if isinstance(cell, dict):
-        return tuple(_hashable(v) for v in cell.values())
-    if isinstance(cell, list):
-        return tuple(_hashable(v) for v in cell)
-    return cell
+    return [{k: hashable(v) for k, v in row.items()} for row in _read_rows(path, fmt)]
 
 
 def _read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
@@ -479,7 +472,7 @@ def parse_alphabet(text: str) -> list[Any]:
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, list) and whole:
-        return [_hashable(item) for item in whole]
+        return [hashable(item) for item in whole]
     pieces, depth, quoted, start = [], 0, False, 0
     for i, char in enumerate(text):
         if char == '"' and (i == 0 or text[i - 1] != "\\"):
@@ -494,7 +487,7 @@ def parse_alphabet(text: str) -> list[Any]:
     pieces.append(text[start:])
     if depth or quoted:
         raise CliError(f"--alphabet {text!r} has an unclosed bracket or quote")
-    symbols = [_hashable(_symbol(piece.strip())) for piece in pieces if piece.strip()]
+    symbols = [hashable(_symbol(piece.strip())) for piece in pieces if piece.strip()]
     if not symbols:
         raise CliError("--alphabet names no symbol")
     return symbols

@@ -34,7 +34,7 @@ from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.persisted import decode_time, encode_time
-from statemachines.updates import Update, consolidate, sort_updates
+from statemachines.updates import Update, consolidate, hashable, sort_updates
 
 __all__ = [
     "CdcConflict",
@@ -352,11 +352,6 @@ def read_into(messages: Iterable[Any], arrangement: Any) -> Any:
 # -- files ------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    """Tuples read back from JSON as lists; make them tuples again (hashable)."""
-    return tuple(_plain(v) for v in value) if isinstance(value, list) else value
-
-
 def _encode(message: Any) -> dict[str, Any]:
     if isinstance(message, Updates):
         return {"updates": [[d, encode_time(t), n] for d, t, n in message.updates]}
@@ -371,7 +366,7 @@ def _encode(message: Any) -> dict[str, Any]:
 
 def _decode(record: dict[str, Any]) -> Any:
     if "updates" in record:
-        return Updates(tuple(Update(_plain(d), decode_time(t), n) for d, t, n in record["updates"]))
+        return Updates(tuple(Update(hashable(d), decode_time(t), n) for d, t, n in record["updates"]))
     p = record["progress"]
     counts = tuple((decode_time(t), n) for t, n in p["counts"])
     return Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)

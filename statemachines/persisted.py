@@ -33,6 +33,7 @@ from typing import Any
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
 from statemachines.errors import InvalidArgument, MissingDependency
+from statemachines.updates import hashable
 
 __all__ = [
     "PersistedArrangement",
@@ -94,14 +95,6 @@ def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
     return pa.array([pickle.dumps(x) for x in items], type=pa.binary()), CODEC_PICKLE
 
 
-def _frozen(item: Any) -> Any:
-    if isinstance(item, dict):
-        return tuple(_frozen(v) for v in item.values())
-    if isinstance(item, list):
-        return tuple(_frozen(v) for v in item)
-    return item
-
-
 def column_to_python(column: Any) -> list[Any]:
     """An Arrow column as hashable Python values: structs and lists become tuples.
 
@@ -113,7 +106,7 @@ def column_to_python(column: Any) -> list[Any]:
     items = column.to_pylist()
     kind = column.type
     if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return [_frozen(x) for x in items]
+        return [hashable(x) for x in items]
     return items
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "Update",
     "collection_at",
     "consolidate",
+    "hashable",
     "is_consolidated",
     "sort_updates",
     "sorted_any",
@@ -45,6 +46,22 @@ class Update(NamedTuple):
 
 
 _BY_TIME_THEN_DATA = itemgetter(1, 0)
+
+
+def hashable(item: Any) -> Any:
+    """``item`` with lists and dicts made tuples, recursively, so it can be a key or value.
+
+    A dict becomes the tuple of its values in order, as a struct reads from Arrow,
+    Spark or JSON; a list becomes a tuple (JSON has no tuples).
+
+    >>> hashable({"name": "Ada", "tags": ["x", "y"]}), hashable([1, [2, 3]]), hashable("s")
+    (('Ada', ('x', 'y')), (1, (2, 3)), 's')
+    """
+    if isinstance(item, dict):
+        return tuple(hashable(v) for v in item.values())
+    if isinstance(item, list):
+        return tuple(hashable(v) for v in item)
+    return item
 
 
 def total_order_key(value: Any) -> tuple[Any, ...]:

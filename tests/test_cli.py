@@ -331,3 +331,12 @@ def test_a_missing_extra_is_one_line_with_the_install_command_and_exit_2(feed, t
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and hint in done.stderr, done.stderr
     assert not (tmp_path / "arr").exists()
+
+
+def test_a_local_run_needs_no_pyspark(feed, tmp_path):
+    done = cli(
+        "run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS,
+        prelude=BLOCK.format(names=["pyspark", "py4j"]) + "\nimport spark_runtime.cli",
+    )
+    assert done.returncode == 0, done.stderr
+    assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Upsert(), events()).updates
