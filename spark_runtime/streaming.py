@@ -192,10 +192,9 @@ class MicroBatchRunner:
         from pyspark.sql import functions as F
 
         started = _time.perf_counter()
-        manifest = read_manifest(self.into)
-        stream = manifest.get("stream") or {}
+        manifest, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
-            self._report(MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
+            tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
         spark = batch.sparkSession
         arrived = prepare_events(batch, self.columns)
@@ -244,21 +243,13 @@ class MicroBatchRunner:
             batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
             _time.perf_counter() - started, waiting_for=earliest,
         )
-        publish_batch(
-            self.into, f"{name}/kind={UPDATE}", lower, frontier, n_updates,
-            stream=with_report(progress, stream, report),
-        )
-        self._report(report)
+        publish_micro_batch(self.into, name, lower, frontier, progress, stream, report, self.progress)
 
     def _pending(self, spark: Any, stream: dict[str, Any], like: Any) -> Any:
         if not stream.get("pending"):
             return None
         stored = spark.read.parquet(os.path.join(self.into, stream["pending"]))
         return stored.select(*(stored[c].cast(like.schema[c].dataType).alias(c) for c in like.columns))
-
-    def _report(self, report: MicroBatchReport) -> None:
-        if self.progress is not None:
-            self.progress(report)
 
 
 @attrs.define
@@ -284,13 +275,12 @@ class BucketSink:
         from spark_runtime.buckets import frontier_of
 
         started = _time.perf_counter()
-        manifest = read_manifest(self.into)
-        stream = manifest.get("stream") or {}
+        manifest, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
             # Spark requires every state store partition to commit the replayed batch;
             # the buckets recompute the same state from the one before, output unused
             packed.write.format("noop").mode("overwrite").save()
-            self._report(MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
+            tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
             return
         # one row per bucket that ran: a single job, and the output is one micro-batch's
         table = packed.toArrow()
@@ -314,15 +304,46 @@ class BucketSink:
             batch_id, n_events or 0, n_updates, n_rejected, n_waiting, upper,
             _time.perf_counter() - started, waiting_for=earliest,
         )
-        publish_batch(
-            self.into, f"{name}/kind={UPDATE}", lower, upper, n_updates,
-            stream=with_report(progress, stream, report),
-        )
-        self._report(report)
+        publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress)
 
-    def _report(self, report: MicroBatchReport) -> None:
-        if self.progress is not None:
-            self.progress(report)
+
+def published(into: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arrangement's published manifest and its stream progress (``{}`` if none).
+
+    A sink compares a micro-batch's id with the progress's ``batch_id``: not above it,
+    the micro-batch was published before and Spark replays it after a failure.
+    """
+    manifest = read_manifest(into)
+    return manifest, manifest.get("stream") or {}
+
+
+def publish_micro_batch(
+    into: str,
+    name: str,
+    lower: Any,
+    upper: Any,
+    progress: dict[str, Any],
+    stream: dict[str, Any],
+    report: MicroBatchReport,
+    callback: Callable[[MicroBatchReport], None] | None,
+) -> None:
+    """Publish the micro-batch written as ``into/name`` with its progress and report, then tell.
+
+    One atomic manifest write holds the updates (``name/kind=0``) as the batch
+    ``[lower, upper)``, the stream progress (with the micro-batch id, which makes a
+    replay a no-op) and the report with the running totals.
+    """
+    publish_batch(
+        into, f"{name}/kind={UPDATE}", lower, upper, report.updates,
+        stream=with_report(progress, stream, report),
+    )
+    tell(callback, report)
+
+
+def tell(callback: Callable[[MicroBatchReport], None] | None, report: MicroBatchReport) -> None:
+    """Give ``report`` to a sink's ``progress`` callback, if it has one."""
+    if callback is not None:
+        callback(report)
 
 
 def waiting_by_bucket(before: dict[str, Any], table: Any) -> dict[str, Any]:
