@@ -147,6 +147,11 @@ def _write_manifest(path: pathlib.Path, manifest: dict[str, Any]) -> pathlib.Pat
 _DATA_PREFIXES = ("batch-", "pending-", "rejected-")
 
 
+def _staged_manifest(name: str) -> bool:
+    """A manifest written but never published (a creation that died before its rename)."""
+    return name.startswith(f"{MANIFEST}.") and name.endswith(".tmp")
+
+
 def _listed(manifest: dict[str, Any]) -> set[str]:
     """The top-level files and directories holding data the manifest names."""
     named = [b["file"] for b in manifest["batches"] if b["file"]]
@@ -232,6 +237,10 @@ def publish_batch(
 class PersistedArrangement(Arrangement):
     """An :class:`Arrangement` kept in a directory; opens it, or creates it if missing.
 
+    Created only in a new or empty directory: a directory that holds files but no
+    manifest (someone else's files, or an arrangement whose manifest was lost) is
+    refused, never taken over.
+
     Reads are served from memory (loaded at open); appends and compactions write
     through to disk before they take effect in memory.
     """
@@ -245,9 +254,16 @@ class PersistedArrangement(Arrangement):
         manifest = self.path / MANIFEST
         if manifest.exists():
             self._open()
-        else:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._publish(self)
+            return
+        if self.path.is_dir() and any(not _staged_manifest(item.name) for item in self.path.iterdir()):
+            raise InvalidArgument(
+                f"{self.path} holds files but no arrangement ({MANIFEST} is missing); an "
+                f"arrangement created there would take them for its own and delete them. "
+                f"Create a new arrangement in an empty or new directory; if {MANIFEST} was "
+                f"lost, restore it from a backup"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._publish(self)
 
     # -- writing --------------------------------------------------------------------
 

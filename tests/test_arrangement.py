@@ -188,3 +188,40 @@ def test_values_arrow_cannot_hold_exactly_are_pickled(tmp_path):
     arr = PersistedArrangement(tmp_path)
     run_local(Tags(), [(("composite", 1), ("add", ("a", 2)), 0)], into=arr)
     assert PersistedArrangement(tmp_path).values(("composite", 1)) == {("a", 2)}
+
+
+def snapshot_of_files(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_directory_with_files_but_no_manifest_is_refused_and_left_untouched(tmp_path):
+    from statemachines import InvalidArgument
+
+    theirs = tmp_path / "theirs"
+    (theirs / "batch-keep").mkdir(parents=True)
+    (theirs / "batch-keep" / "part.parquet").write_bytes(b"someone else's data")
+    (theirs / "pending-notes.txt").write_text("mine")
+    before = snapshot_of_files(theirs)
+    with pytest.raises(InvalidArgument, match="holds files but no arrangement"):
+        PersistedArrangement(theirs)
+    assert snapshot_of_files(theirs) == before
+
+
+def test_an_arrangement_whose_manifest_was_lost_is_refused_not_emptied(tmp_path):
+    from statemachines import InvalidArgument
+
+    arr = PersistedArrangement(tmp_path / "arr")
+    arr.append([(("k", "v"), 0, 1)], lower=None, upper=1)
+    (tmp_path / "arr" / "manifest.json").unlink()
+    before = snapshot_of_files(tmp_path / "arr")
+    assert any(name.name.startswith("batch-") for name in before)
+    with pytest.raises(InvalidArgument, match="restore it from a backup"):
+        PersistedArrangement(tmp_path / "arr")
+    assert snapshot_of_files(tmp_path / "arr") == before
+
+
+def test_a_creation_that_died_before_publishing_is_created_again(tmp_path):
+    (tmp_path / "arr").mkdir()
+    (tmp_path / "arr" / "manifest.json.0123abcd.tmp").write_text("{")  # staged, never renamed
+    arr = PersistedArrangement(tmp_path / "arr")
+    assert arr.upper is None and (tmp_path / "arr" / "manifest.json").exists()

@@ -340,3 +340,13 @@ def test_a_local_run_needs_no_pyspark(feed, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Upsert(), events()).updates
+
+
+def test_run_into_a_directory_that_is_not_an_arrangement_is_refused_and_untouched(feed, tmp_path):
+    target = tmp_path / "reports"
+    target.mkdir()
+    (target / "batch-2024.csv").write_text("someone's file\n")
+    done = cli("run", "upsert", str(feed), "--into", str(target), *COLUMNS)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "holds files but no arrangement" in done.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["batch-2024.csv"]
