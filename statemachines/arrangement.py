@@ -414,15 +414,24 @@ class Arrangement:
                 f"older history exact"
             )
 
-    def _entries(self, key: Any) -> Entries:
+    def _version(self) -> tuple[list[Batch], Any]:
+        """The spine and ``since`` as they stand: one version for a whole read.
+
+        Writers replace the spine list whole (never change it in place), so a read
+        that keeps this list sees one version however long it runs.
+        """
+        return self._batches, self._since
+
+    def _entries(self, key: Any, version: tuple[list[Batch], Any] | None = None) -> Entries:
         """A key's updates merged over all batches: value -> [(time, diff)] by time.
 
         Times below ``since`` read as ``since``, whether or not a merge has yet
-        rewritten the batch that holds them.
+        rewritten the batch that holds them. ``version`` (default: the current one)
+        is the spine and ``since`` to read.
         """
-        since = self._since
+        spine, since = version or self._version()
         merged: dict[Any, dict[Any, int]] = {}
-        for batch in self._batches:
+        for batch in spine:
             entries = batch.data.get(key)
             if entries:
                 for value, times in entries.items():
@@ -453,9 +462,14 @@ class Arrangement:
         return frozenset(v for v, n in self.get(key, as_of).items() if n > 0)
 
     def cursor(self, start: Any = None) -> Iterator[tuple[Any, Entries]]:
-        """Keys in order (from ``start`` on), each with its merged ``value -> [(time, diff)]``."""
+        """Keys in order (from ``start`` on), each with its merged ``value -> [(time, diff)]``.
+
+        The whole iteration reads the version current at its first step, whatever
+        is appended or compacted meanwhile (no torn reads).
+        """
+        version = self._version()
         iterators = []
-        for batch in self._batches:
+        for batch in version[0]:
             if start is None:
                 iterators.append(iter(batch.keys))
             else:
@@ -465,7 +479,7 @@ class Arrangement:
             if key == previous:
                 continue
             previous = key
-            entries = self._entries(key)
+            entries = self._entries(key, version)
             if entries:
                 yield key, entries
 

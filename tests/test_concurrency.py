@@ -111,3 +111,60 @@ def test_reader_processes_opening_during_writes_see_published_states(tmp_path):
     print(f"reader processes: {outcomes}")
     assert all(kind == "ok" for kind, _ in outcomes)
     assert sum(n for _, n in outcomes) > 0
+
+
+def test_a_cursor_reads_one_version_however_long_it_runs():
+    from statemachines import Arrangement
+
+    arrangement = Arrangement()
+    arrangement.append([(("a", 1), 0, 1), (("c", 1), 0, 1)], lower=None, upper=1)
+    version_1 = arrangement.snapshot()
+    cursor = arrangement.cursor()
+    first = next(cursor)
+    arrangement.append([(("a", 1), 1, -1), (("c", 1), 1, -1), (("b", 1), 1, 1)], lower=1, upper=2)
+    read = [(key, value) for key, entries in [first, *cursor] for value, times in entries.items() if sum(d for _, d in times)]
+    assert read == [data for data, _ in version_1]
+    assert arrangement.snapshot() == [(("b", 1), 1)]  # a new read sees version 2
+
+
+def test_latest_snapshots_read_by_threads_during_appends_are_whole_versions():
+    import sys
+
+    from statemachines import Arrangement
+
+    rnd = random.Random(11)
+    arrangement = Arrangement()
+    versions = {repr(arrangement.snapshot())}
+    done = threading.Event()
+    reads, torn = [0], []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: reads get interrupted mid-way
+
+    def reader():
+        while not done.is_set():
+            seen = repr(arrangement.snapshot())
+            reads[0] += 1
+            if seen not in versions:
+                torn.append(seen)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        live: set[str] = set()
+        for t in range(150):
+            gone = rnd.sample(sorted(live), min(len(live), 40))
+            new = {f"k{rnd.randrange(400)}" for _ in range(40)} - live
+            updates = [((k, 1), t, -1) for k in gone] + [((k, 1), t, 1) for k in new]
+            # each version is recorded before it is published: a reader can only see
+            # a version the test knows, unless it reads a mix of two
+            live = (live - set(gone)) | new
+            versions.add(repr(sorted(((k, 1), 1) for k in live)))
+            arrangement.append(updates, lower=t if t else None, upper=t + 1)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(switch)
+    print(f"{reads[0]} snapshots read during 150 appends, {len(torn)} torn")
+    assert reads[0] > 100 and torn == []
