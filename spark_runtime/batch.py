@@ -36,7 +36,7 @@ from statemachines.persisted import (
 )
 from statemachines.waterline import has_waterline
 
-__all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch"]
+__all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
 
 UPDATE = 0
 REJECTED = 1
@@ -341,13 +341,33 @@ def run_batch(
 
     if isinstance(progress, StageProgress):
         return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
-    total = events.count()
-    with StageProgress(events.sparkSession, label=f"run_batch {machine.spec.name}", total=total) as shown:
-        result = _run_batch(machine, events, columns, into, value_type, native, shown.counter)
-        counts = result.counts()
-        shown.finish(total, updates=counts[0], rejected=sum(counts[1].values()))
+    result, _, counts = run_batch_drawn(
+        machine, events, label=f"run_batch {machine.spec.name}", key=key, symbol=symbol,
+        time=time, order=order, into=into, value_type=value_type, native=native,
+    )
     print(result.summary(counts), file=sys.stderr)
     return result
+
+
+def run_batch_drawn(
+    machine: Machine, events: Any, *, label: str, enabled: bool | None = None, **options: Any
+) -> tuple[BatchResult, int, tuple[int, dict[str, int]]]:
+    """``run_batch(machine, events, **options)`` drawing a progress bar to its end.
+
+    Counts the input first (one more Spark job) for the bar's total, and the output
+    after (:meth:`BatchResult.counts`) for its last state.
+
+    Returns:
+        The result, the number of input events, and the result's counts.
+    """
+    from spark_runtime.progress import StageProgress
+
+    total = events.count()
+    with StageProgress(events.sparkSession, label=label, total=total, enabled=enabled) as shown:
+        result = run_batch(machine, events, progress=shown, **options)
+        counts = result.counts()
+        shown.finish(total, updates=counts[0], rejected=sum(counts[1].values()))
+    return result, total, counts
 
 
 def _run_batch(

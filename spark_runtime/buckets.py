@@ -278,7 +278,8 @@ class Bucket:
 
         runtime = self._load()
         out = OutputRows(self.arrow_schema)
-        frontier = frontier_of(timer_values.getCurrentWatermarkInMs(), self.kind)
+        watermark_ms = timer_values.getCurrentWatermarkInMs()
+        frontier = frontier_of(watermark_ms, self.kind)
         if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
             step = runtime.advance_to(frontier)
             for (k, value), time, diff in step.updates:
@@ -289,7 +290,7 @@ class Bucket:
         runtime.feed(events)
         for r in [*rejected, *runtime.take_rejected()]:
             out.reject(r.event, r.reason.value, r.detail)
-        self._save(runtime, timer_values.getCurrentWatermarkInMs())
+        self._save(runtime, watermark_ms)
         payload = encode_payload(out.take()) if out.columns[0] else None
         waiting, earliest = runtime.waiting()
         return pd.DataFrame(
@@ -297,7 +298,7 @@ class Bucket:
                 "bucket": [bucket],
                 "payload": [payload],
                 "events": [len(events)],
-                "watermark": [timer_values.getCurrentWatermarkInMs()],
+                "watermark": [watermark_ms],
                 "waiting": [waiting],
                 "waiting_for": [None if earliest is None else json.dumps(encode_time(earliest))],
             }

@@ -307,19 +307,14 @@ def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
 
 
 def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
-    from spark_runtime import StageProgress, run_batch
+    from spark_runtime.batch import run_batch_drawn
 
     spark = spark_session(args)
     frame = _spark_reader(spark, fmt).load(args.input)
-    total = frame.count()
-    label, enabled = f"run {machine.spec.name}", _progress_wanted(args)
-    with StageProgress(spark, label=label, total=total, enabled=enabled) as shown:
-        result = run_batch(
-            machine, frame, key=args.key, symbol=args.symbol, time=args.time, order=args.order,
-            into=args.into, progress=shown,
-        )
-        updates, reasons = result.counts()
-        shown.finish(total, updates=updates, rejected=sum(reasons.values()))
+    _, total, (updates, reasons) = run_batch_drawn(
+        machine, frame, label=f"run {machine.spec.name}", enabled=_progress_wanted(args),
+        key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into,
+    )
     return RunSummary(total, updates, Counter(reasons))
 
 
@@ -568,8 +563,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest time")
     run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
     run.add_argument(
-        "--progress", choices=CHOICES, default=os.environ.get(ENVIRONMENT, "auto").lower(),
-        help=f"draw a progress bar on standard error (auto: on a terminal; default from ${ENVIRONMENT})",
+        "--progress", choices=CHOICES, default="auto",
+        help=f"draw a progress bar on standard error (auto: as ${ENVIRONMENT} says, else on a terminal)",
     )
     run.set_defaults(handler=command_run)
 

@@ -1,7 +1,7 @@
 """Progress of a Spark batch run, drawn while it runs.
 
     with StageProgress(spark, label="upsert", total=events.count()) as progress:
-        result = run_batch(..., counter=progress.counter)
+        result = run_batch(machine, events, progress=progress)
 
     upsert: 40%|####      | 800k/2.00M events [00:06<00:09, 131k events/s, stage 7: 2/4 tasks]
 
