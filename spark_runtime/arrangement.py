@@ -1,7 +1,10 @@
 """Reading persisted arrangements with Spark: updates, snapshots, SCD2 history.
 
-The reader goes through the arrangement's published manifest (never a directory
-listing), so it sees exactly the last published state, even while a writer works.
+A read pins one version of the arrangement's Delta table and reads exactly the
+files that version names (never a directory listing), so it sees one whole
+version however long it runs: later appends and compactions commit new versions,
+and the files of this one stay until a vacuum past its retention. Give ``version``
+to read an older one.
 """
 
 from __future__ import annotations
@@ -10,45 +13,31 @@ import os
 from typing import Any
 
 from statemachines.errors import InvalidArgument
-from statemachines.persisted import CODEC_PICKLE, decode_time, read_manifest
+from statemachines.persisted import table_files
+from statemachines.times import decode_time
 
 __all__ = ["read_history", "read_snapshot", "read_updates"]
 
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 
 
-def _published_files(path: str | os.PathLike[str]) -> tuple[list[str], Any]:
-    import pyarrow.parquet as pq
-
-    manifest = read_manifest(path)
-    files = [os.path.join(path, b["file"]) for b in manifest["batches"] if b["file"]]
-    for file in files:
-        if os.path.isdir(file):
-            continue  # written by Spark: typed columns
-        meta = pq.read_schema(file).metadata or {}
-        if CODEC_PICKLE in (meta.get(b"key_codec"), meta.get(b"value_codec")):
-            raise InvalidArgument(
-                f"{file} stores keys or values pickled (a type Arrow cannot hold exactly, "
-                f"such as a tuple); Spark cannot read them as columns. Read this "
-                f"arrangement with statemachines.PersistedArrangement, or use keys and "
-                f"values Arrow can type (numbers, strings, dates, structs)."
-            )
-    return files, decode_time(manifest["since"])
+def _published_files(path: str | os.PathLike[str], version: int | None) -> tuple[list[str], Any]:
+    files, state = table_files(path, version)
+    return files, decode_time(state["since"])
 
 
-def read_updates(spark, path: str | os.PathLike[str]):
+def read_updates(spark, path: str | os.PathLike[str], version: int | None = None):
     """The arrangement's updates as a DataFrame ``key, value, time, diff``.
 
     Consolidated: one row per ``(key, value, time)``, no zero diffs; times below the
     arrangement's ``since`` read as ``since``.
 
     Raises:
-        InvalidArgument: no arrangement at ``path``, it is empty, or it stores
-            pickled keys or values.
+        InvalidArgument: no arrangement at ``path``, or it is empty.
     """
     from pyspark.sql import functions as F
 
-    files, since = _published_files(path)
+    files, since = _published_files(path, version)
     if not files:
         raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
     frame = spark.read.parquet(*files).select(*UPDATE_COLUMNS)
@@ -61,7 +50,7 @@ def read_updates(spark, path: str | os.PathLike[str]):
     )
 
 
-def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None):
+def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, version: int | None = None):
     """The collection as of ``as_of`` (default: latest): ``key, value, count``.
 
     Raises:
@@ -69,7 +58,7 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None):
     """
     from pyspark.sql import functions as F
 
-    files, since = _published_files(path)
+    files, since = _published_files(path, version)
     if as_of is not None and since is not None and as_of < since:
         raise InvalidArgument(f"cannot read at {as_of!r}: compacted up to since={since!r}")
     if not files:
@@ -84,7 +73,7 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None):
     )
 
 
-def read_history(spark, path: str | os.PathLike[str]):
+def read_history(spark, path: str | os.PathLike[str], version: int | None = None):
     """Validity intervals ``key, value, start, end`` (SCD type 2; ``end`` null if current).
 
     A row starts where the running multiplicity of ``(key, value)`` turns positive and
@@ -94,7 +83,7 @@ def read_history(spark, path: str | os.PathLike[str]):
     from pyspark.sql import functions as F
 
     by_time = Window.partitionBy("key", "value").orderBy("time")
-    running = read_updates(spark, path).withColumn(
+    running = read_updates(spark, path, version).withColumn(
         "count", F.sum("diff").over(by_time.rowsBetween(Window.unboundedPreceding, 0))
     )
     running = running.withColumn("before", F.col("count") - F.col("diff"))

@@ -25,15 +25,11 @@ import attrs
 
 from spark_runtime.session import scoped_conf
 from spark_runtime.shipping import ship_code
-from statemachines import Intake, InvalidArgument, Machine, run_key, time_after
+from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
+from statemachines.columns import column_to_python
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
-from statemachines.persisted import (
-    PersistedArrangement,
-    column_to_python,
-    decode_time,
-    publish_batch,
-    read_manifest,
-)
+from statemachines.persisted import PersistedArrangement, publish_batch, read_state
+from statemachines.times import decode_time
 from statemachines.waterline import has_waterline
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
@@ -227,7 +223,7 @@ def partition_runner(
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from spark_runtime.values import value_check_for
+        from statemachines.columns import value_check_for
 
         intake = Intake(machine, kind=kind, value_check=value_check_for(arrow_schema.field("value").type))
         out = OutputRows(arrow_schema)
@@ -278,8 +274,7 @@ def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) ->
 
     from spark_runtime.arrangement import read_snapshot
 
-    manifest = read_manifest(path)
-    if not any(b["file"] for b in manifest["batches"]):
+    if not any(b["files"] for b in read_state(path)["batches"]):
         return None, value_type
     snapshot = read_snapshot(spark, path)
     stored_type = snapshot.schema["value"].dataType
@@ -387,33 +382,39 @@ def _run_batch(
         output = process_events(machine, prepared, value_type=value_type, native=native, counter=counter)
         return _result(output)
     into = open_arrangement(into)
-    lower = decode_time(read_manifest(into)["upper"])
+    lower = decode_time(read_state(into)["upper"])
     latest = prepared.agg(F.max("time").alias("t")).toArrow().column(0)[0].as_py()
     upto = time_after(latest) if latest is not None else lower
     if lower is not None and (upto is None or upto < lower):
         upto = lower  # every event is late: nothing new to publish
+    notes: dict[str, Any] = {}
     output = process_events(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter,
+        counter=counter, notes=notes,
     )
     result = _result(output, lower, upto)
     published = False
     if upto is not None and (lower is None or upto > lower):
         name, count = write_batch(result.updates, into)
-        published = publish_batch(into, name, lower, upto, count)
+        published = publish_batch(into, name, lower, upto, count, notes=notes or None)
     return attrs.evolve(result, published=published)
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:
-    """The arrangement directory as an absolute path, created (empty) if missing.
+    """The arrangement's URI (a local path made absolute), created empty if missing.
 
     Absolute, because Spark's JVM and this Python process may not share a working
     directory (Python may have changed its own since the session started).
+
+    Raises:
+        InvalidArgument: ``path`` holds something that is not an arrangement.
     """
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.exists(os.path.join(path, "manifest.json")):
-        PersistedArrangement(path)
-    return path
+    loc = delta.location(path)
+    if delta.contents(loc):
+        read_state(loc.uri)  # an arrangement (of this format), or a clear error
+    else:
+        PersistedArrangement.create(loc.uri)
+    return loc.uri
 
 
 def process_events(
@@ -427,6 +428,7 @@ def process_events(
     native: bool = True,
     cache: bool = True,
     counter: Any = None,
+    notes: dict[str, Any] | None = None,
 ) -> Any:
     """The output rows (updates and rejections) of ``machine`` over ``prepared``.
 
@@ -435,7 +437,8 @@ def process_events(
     With ``cache`` the output is persisted, for callers that read it more than once.
     ``counter``, an accumulator, counts the events the generic path hands the machine
     (for progress; a machine settling a waterline runs several times and a native
-    path runs no Python, so neither counts).
+    path runs no Python, so neither counts). ``notes``, a dict, receives what the
+    writer should note in the arrangement with this output (a waterline's high mark).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -453,6 +456,7 @@ def process_events(
         return settled_output(
             machine, prepared, base,
             lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type, to_arrow_schema),
+            notes,
         )
     else:
         output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter)

@@ -47,7 +47,9 @@ from typing import Any
 from spark_runtime.shipping import carried, code_loader, is_connect
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
-from statemachines.persisted import column_to_python, decode_time, encode_time, read_manifest
+from statemachines.columns import column_to_python
+from statemachines.persisted import read_state
+from statemachines.times import decode_time, encode_time
 
 __all__ = [
     "BUCKET_OUTPUT",
@@ -211,7 +213,7 @@ class Bucket:
     """
 
     def __init__(self, config: bytes, handle: Any, state: Any) -> None:
-        from spark_runtime.values import value_check_for
+        from statemachines.columns import value_check_for
 
         self.machine, self.kind, self.arrow_schema, self.floor = pickle.loads(config)
         # floor: the arrangement's upper when the query started (earlier times are late)
@@ -414,8 +416,8 @@ def bucketed_output(
         )
     if not isinstance(buckets, int) or buckets < 1:
         raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
-    manifest = read_manifest(into)
-    kept = (manifest.get("stream") or {}).get("buckets", buckets)
+    state = read_state(into)
+    kept = (state.get("stream") or {}).get("buckets", buckets)
     if kept != buckets and _started(checkpoint):
         raise InvalidArgument(
             f"the query's state is held in {kept} buckets; restart it with buckets={kept}. "
@@ -425,7 +427,7 @@ def bucketed_output(
     value_type, seed = resolve_value_type(machine, prepared, into, value_type)
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
-    floor = decode_time(manifest["upper"])
+    floor = decode_time(state["upper"])
     bucketed = prepared.select(bucket_of("key", buckets), "*")
     pack_schema, clock_type = packed_schema()
     packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), clock_type)), pack_schema)

@@ -17,7 +17,9 @@ from typing import Any
 import attrs
 
 from statemachines.cdc import CdcConflict, CdcReader, Progress, _decode, _encode
-from statemachines.persisted import column_to_python, decode_time, read_manifest
+from statemachines.columns import column_to_python
+from statemachines.persisted import read_state
+from statemachines.times import decode_time
 
 __all__ = ["CdcRead", "read_cdc", "write_cdc"]
 
@@ -55,9 +57,8 @@ def write_cdc(
     """
     from spark_runtime.arrangement import read_updates
 
-    manifest = read_manifest(arrangement)
-    boundaries = [decode_time(t) for t in manifest["boundaries"]]
-    first, upper = (boundaries[0], boundaries[-1]) if boundaries else (None, None)
+    state = read_state(arrangement)
+    first, upper = decode_time(state["first"]), decode_time(state["upper"])
     updates = read_updates(spark, arrangement).select("key", "value", "time", "diff")
     rows = updates.mapInArrow(_updates_as_messages, MESSAGE_SCHEMA)
 

@@ -55,6 +55,9 @@ EXAMPLES = """examples:
   statemachines run upsert feed/ --into customers --runtime spark --stream --delay 10
   statemachines show customers --history
   statemachines compact customers --since 100
+  statemachines check customers
+  statemachines vacuum customers --retention-hours 24
+  statemachines convert old-customers customers
   statemachines cdc export customers out.jsonl
   statemachines cdc import out.jsonl copy
   statemachines diagram upsert upsert.svg
@@ -357,11 +360,16 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> R
 
 
 def published_stream(path: str) -> dict[str, Any]:
-    """What a stream published into the arrangement at ``path``: totals, last reports."""
-    from statemachines.persisted import read_manifest
+    """What a stream published into the arrangement at ``path``: totals, last reports.
 
-    published = os.path.exists(os.path.join(path, "manifest.json"))
-    return (read_manifest(path).get("stream") or {}) if published else {}
+    Nothing (``{}``) where there is no arrangement yet: the stream will create it.
+    """
+    from statemachines import delta
+    from statemachines.persisted import read_state
+
+    if not delta.contents(delta.location(path)):
+        return {}
+    return read_state(path).get("stream") or {}
 
 
 def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
@@ -373,14 +381,8 @@ def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
     return {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
 
 
-def open_existing(path: str) -> PersistedArrangement:
-    if not os.path.exists(os.path.join(path, "manifest.json")):
-        raise CliError(f"{path} holds no arrangement")
-    return PersistedArrangement(path)
-
-
 def command_show(args: argparse.Namespace) -> None:
-    arr = open_existing(args.arrangement)
+    arr = PersistedArrangement.open(args.arrangement, version=args.version)
     keep = (lambda key: str(key) == args.key) if args.key is not None else (lambda key: True)
     if args.history:
         header = ["key", "value", "start", "end"]
@@ -414,14 +416,14 @@ def write_rows(header: list[str], rows: list[list[Any]], fmt: str) -> None:
 
 
 def command_compact(args: argparse.Namespace) -> None:
-    arr = open_existing(args.arrangement)
+    arr = PersistedArrangement.open(args.arrangement)
     before = arr.stored_updates()
     reached = arr.compact(parse_time(args.since))
     print(f"since {reached!r}: {before:,} stored updates -> {arr.stored_updates():,}")
 
 
 def command_cdc_export(args: argparse.Namespace) -> None:
-    arr = open_existing(args.arrangement)
+    arr = PersistedArrangement.open(args.arrangement)
     messages = cdc_files.messages_from_arrangement(arr, batch_size=args.batch_size)
     writer = cdc_files.write_parquet if args.out.endswith(".parquet") else cdc_files.write_jsonl
     writer(messages, args.out)
@@ -493,6 +495,29 @@ def _symbol(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+
+
+def command_check(args: argparse.Namespace) -> None:
+    from statemachines.persisted import check
+
+    problems = check(args.arrangement)
+    if problems:
+        raise CliError(f"{len(problems)} problem(s): " + "; ".join(problems))
+    arr = PersistedArrangement.open(args.arrangement)
+    files = len(arr.files())
+    print(f"{args.arrangement}: intact (version {arr.version}, {files:,} data files read, {arr.summary()})")
+
+
+def command_vacuum(args: argparse.Namespace) -> None:
+    gone = PersistedArrangement.open(args.arrangement).vacuum(args.retention_hours)
+    print(f"{args.arrangement}: {len(gone):,} files deleted")
+
+
+def command_convert(args: argparse.Namespace) -> None:
+    from statemachines.legacy import convert
+
+    new = convert(args.source, args.target)
+    print(f"{args.source} converted into {args.target}: {new.summary()}")
 
 
 def command_cdc_import(args: argparse.Namespace) -> None:
@@ -575,6 +600,7 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER); either end may be empty")
     view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
     show.add_argument("--key", help="only this key (compared as text)")
+    show.add_argument("--version", type=int, help="read this version of the table (default: the latest)")
     show.add_argument("--output", choices=("table", "json", "csv"), default="table", help="how to print the rows")
     show.set_defaults(handler=command_show)
 
@@ -582,6 +608,23 @@ def parser() -> argparse.ArgumentParser:
     compact.add_argument("arrangement", help="the arrangement directory")
     compact.add_argument("--since", required=True, help="times below this are advanced to it and consolidated")
     compact.set_defaults(handler=command_compact)
+
+    verify = command("check", "verify every file an arrangement's current version names")
+    verify.add_argument("arrangement", help="the arrangement (a path or URI)")
+    verify.set_defaults(handler=command_check)
+
+    vacuum = command("vacuum", "delete the files no version within the retention period needs")
+    vacuum.add_argument("arrangement", help="the arrangement (a path or URI)")
+    vacuum.add_argument(
+        "--retention-hours", type=float, default=168,
+        help="keep every version committed this recently readable, with its files",
+    )
+    vacuum.set_defaults(handler=command_vacuum)
+
+    convert = command("convert", "write an arrangement of format 1 (manifest.json) as a Delta table")
+    convert.add_argument("source", help="the format-1 arrangement directory (left unchanged)")
+    convert.add_argument("target", help="a new or empty directory for the converted arrangement")
+    convert.set_defaults(handler=command_convert)
 
     cdc = command("cdc", "change data capture files: export an arrangement, import messages")
     cdc_commands = cdc.add_subparsers(dest="cdc_command", required=True, metavar="COMMAND", help="export or import")

@@ -14,7 +14,7 @@ from typing import Any
 
 from spark_runtime.shipping import ship_code
 from statemachines import InvalidArgument, Linear
-from statemachines.persisted import column_to_python
+from statemachines.columns import column_to_python
 
 __all__ = ["apply_linear", "consolidated", "is_vectorised"]
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_runtime.streaming import MicroBatchReport
-from statemachines.persisted import read_manifest
+from statemachines.persisted import read_state
 
 __all__ = ["ReportRelay"]
 
@@ -33,7 +33,7 @@ class ReportRelay:
     def __init__(self, into: str, progress: Callable[[MicroBatchReport], None]) -> None:
         self.into = into
         self.progress = progress
-        self.seen = (read_manifest(into).get("stream") or {}).get("batch_id", -1)
+        self.seen = (read_state(into).get("stream") or {}).get("batch_id", -1)
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
@@ -52,7 +52,7 @@ class ReportRelay:
 
     def relay(self) -> None:
         with self.lock:
-            stream = read_manifest(self.into).get("stream") or {}
+            stream = read_state(self.into).get("stream") or {}
             for data in stream.get("reports", []):
                 if data["batch_id"] > self.seen:
                     self.seen = data["batch_id"]

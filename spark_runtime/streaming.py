@@ -1,7 +1,7 @@
 """Running a machine over a Spark Structured Streaming source, exactly once.
 
 Two runners, chosen by the machine; both publish each micro-batch ``b`` into the
-persisted arrangement with one atomic manifest write that records ``b``, so a
+persisted arrangement with one Delta commit that records ``b``, so a
 micro-batch that Spark replays after a failure finds ``b`` published and changes
 nothing:
 
@@ -42,8 +42,10 @@ from spark_runtime.batch import (
 from spark_runtime.session import scoped_conf
 from spark_runtime.shipping import is_connect, self_contained, ship_code
 from statemachines import InvalidArgument, Machine
+from statemachines.delta import STATE_DIR, location
 from statemachines.display import pending_note, show_time
-from statemachines.persisted import decode_time, encode_time, publish_batch, read_manifest
+from statemachines.persisted import publish_batch, read_state, set_aside
+from statemachines.times import decode_time, encode_time
 from statemachines.waterline import has_waterline
 
 __all__ = [
@@ -192,13 +194,13 @@ class MicroBatchRunner:
         from pyspark.sql import functions as F
 
         started = _time.perf_counter()
-        manifest, stream = published(self.into)
+        state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
         spark = batch.sparkSession
         arrived = prepare_events(batch, self.columns)
-        lower = decode_time(manifest["upper"])
+        lower = decode_time(state["upper"])
         pending = self._pending(spark, stream, arrived)
         events = arrived if pending is None else arrived.unionByName(pending)
 
@@ -218,9 +220,10 @@ class MicroBatchRunner:
         else:
             waiting = events.where(F.col("time").isNotNull() & (F.col("time") >= bound))
             due = events.where(F.col("time").isNull() | (F.col("time") < bound))
+        notes: dict[str, Any] = {}
         output = process_events(
             self.machine, due, lower=lower, upto=frontier, into=self.into,
-            value_type=self.value_type, native=self.native, cache=False,
+            value_type=self.value_type, native=self.native, cache=False, notes=notes,
         )
         # updates (kind 0), rejected (1) and pending events (2): written in one job
         held = waiting.select(
@@ -232,10 +235,9 @@ class MicroBatchRunner:
         progress = {
             "batch_id": batch_id,
             "frontier": encode_time(frontier),
-            "pending": f"{name}/kind={PENDING}" if n_pending else None,
+            "pending": aside(name, PENDING) if n_pending else None,
             "pending_count": n_pending,
-            "rejected": stream.get("rejected", [])
-            + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
+            "rejected": stream.get("rejected", []) + ([aside(name, REJECTED)] if n_rejected else []),
         }
         n_events = n_all - stream.get("pending_count", 0)
         earliest = waiting.agg(F.min("time")).toArrow().column(0)[0].as_py() if n_pending else None
@@ -243,7 +245,9 @@ class MicroBatchRunner:
             batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
             _time.perf_counter() - started, waiting_for=earliest,
         )
-        publish_micro_batch(self.into, name, lower, frontier, progress, stream, report, self.progress)
+        publish_micro_batch(
+            self.into, name, lower, frontier, progress, stream, report, self.progress, notes=notes or None
+        )
 
     def _pending(self, spark: Any, stream: dict[str, Any], like: Any) -> Any:
         if not stream.get("pending"):
@@ -258,7 +262,7 @@ class BucketSink:
 
     The buckets' output (see :mod:`spark_runtime.buckets`) is collected in one job,
     written by this process, then published with the micro-batch id in one atomic
-    manifest write. A micro-batch Spark replays after a failure finds its id
+    commit. A micro-batch Spark replays after a failure finds its id
     published: the buckets run again (Spark requires their state to be committed),
     their output is discarded.
     """
@@ -275,7 +279,7 @@ class BucketSink:
         from spark_runtime.buckets import frontier_of
 
         started = _time.perf_counter()
-        manifest, stream = published(self.into)
+        state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
             # Spark requires every state store partition to commit the replayed batch;
             # the buckets recompute the same state from the one before, output unused
@@ -285,7 +289,7 @@ class BucketSink:
         # one row per bucket that ran: a single job, and the output is one micro-batch's
         table = packed.toArrow()
         watermark, n_events = pc.max(table["watermark"]).as_py(), pc.sum(table["events"]).as_py()
-        lower = decode_time(manifest["upper"])
+        lower = decode_time(state["upper"])
         frontier = frontier_of(watermark or 0, self.kind)
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
         name, counts = write_output(table["payload"], self.arrow_schema, self.into)
@@ -296,7 +300,7 @@ class BucketSink:
         progress = {
             "batch_id": batch_id,
             "frontier": encode_time(upper),
-            "rejected": stream.get("rejected", []) + ([f"{name}/kind={REJECTED}"] if n_rejected else []),
+            "rejected": stream.get("rejected", []) + ([aside(name, REJECTED)] if n_rejected else []),
             "buckets": self.buckets,
             "waiting": waiting,
         }
@@ -308,13 +312,13 @@ class BucketSink:
 
 
 def published(into: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The arrangement's published manifest and its stream progress (``{}`` if none).
+    """The arrangement's published state and its stream progress (``{}`` if none).
 
     A sink compares a micro-batch's id with the progress's ``batch_id``: not above it,
     the micro-batch was published before and Spark replays it after a failure.
     """
-    manifest = read_manifest(into)
-    return manifest, manifest.get("stream") or {}
+    state = read_state(into)
+    return state, state.get("stream") or {}
 
 
 def publish_micro_batch(
@@ -326,18 +330,42 @@ def publish_micro_batch(
     stream: dict[str, Any],
     report: MicroBatchReport,
     callback: Callable[[MicroBatchReport], None] | None,
+    notes: dict[str, Any] | None = None,
 ) -> None:
     """Publish the micro-batch written as ``into/name`` with its progress and report, then tell.
 
-    One atomic manifest write holds the updates (``name/kind=0``) as the batch
-    ``[lower, upper)``, the stream progress (with the micro-batch id, which makes a
-    replay a no-op) and the report with the running totals.
+    One commit holds the updates (``name/kind=0``) as the batch ``[lower, upper)``,
+    the stream progress (with the micro-batch id, which makes a replay a no-op) and
+    the report with the running totals. The rejected rows and pending events the
+    micro-batch wrote (``name/kind=1``, ``kind=2``) are first set aside in the
+    state directory (see :func:`aside`), where the progress names them.
     """
+    for kind in (REJECTED, PENDING):
+        set_aside(into, f"{name}/kind={kind}", aside(name, kind).split("/", 1)[1])
     publish_batch(
         into, f"{name}/kind={UPDATE}", lower, upper, report.updates,
-        stream=with_report(progress, stream, report),
+        stream=with_report(progress, stream, report), notes=notes,
     )
+    before = stream.get("pending")
+    if before and before != progress.get("pending"):  # read by nobody now
+        drop(into, before)
     tell(callback, report)
+
+
+def aside(name: str, kind: int) -> str:
+    """Where a micro-batch's rejected rows (kind 1) or pending events (kind 2) are kept.
+
+    Not in the table's data files (they are not updates), but in its state
+    directory, which Delta's vacuum leaves alone.
+    """
+    what = "rejected" if kind == REJECTED else "pending"
+    return f"{STATE_DIR}/{what}-{name}"
+
+
+def drop(into: str, relative: str) -> None:
+    """Delete a directory of the arrangement's state that no version names any more."""
+    loc = location(into)
+    loc.filesystem.delete_dir(loc.path(relative))
 
 
 def tell(callback: Callable[[MicroBatchReport], None] | None, report: MicroBatchReport) -> None:
@@ -484,7 +512,7 @@ def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:
 
     Returns ``None`` when nothing was rejected.
     """
-    stream = read_manifest(path).get("stream") or {}
+    stream = read_state(path).get("stream") or {}
     names = stream.get("rejected", [])
     if not names:
         return None

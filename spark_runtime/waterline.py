@@ -14,8 +14,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from statemachines import Machine
-from statemachines.persisted import column_to_python
-from statemachines.waterline import Mark, WaterlineMachine, highest, settle
+from statemachines.columns import column_to_python
+from statemachines.waterline import (
+    NOTE,
+    Mark,
+    WaterlineMachine,
+    highest,
+    mark_from_note,
+    mark_note,
+    settle,
+)
 
 __all__ = ["arrangement_high", "settled_output"]
 
@@ -51,9 +59,12 @@ def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
 def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark | None:
     """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
     from spark_runtime.arrangement import read_updates
-    from statemachines.persisted import read_manifest
+    from statemachines.persisted import read_state
 
-    if not any(b["file"] for b in read_manifest(path)["batches"]):
+    state = read_state(path)
+    if NOTE in state["notes"]:  # noted by the writer: compaction may have dropped inserts
+        return mark_from_note(state["notes"][NOTE])
+    if not any(b["files"] for b in state["batches"]):
         return None
     high = None
     for mark in _insert_marks(read_updates(spark, path), machine).values():
@@ -66,8 +77,12 @@ def settled_output(
     prepared: Any,
     base: Mark | None,
     run: Callable[[Machine], Any],
+    notes: dict[str, Any] | None = None,
 ) -> Any:
     """The output rows of ``run`` (a Spark run of one bound machine), settled.
+
+    ``notes``, if given, receives the settled high mark as the arrangement note the
+    writer publishes with the batch (see ``statemachines.waterline.NOTE``).
 
     Args:
         machine: the machine with waterlines.
@@ -90,7 +105,9 @@ def settled_output(
     def marks_of(output: Any) -> dict[Any, Mark]:
         return _insert_marks(output.where(F.col("kind") == UPDATE), machine)
 
-    output, _ = settle(machine, base, run_cached, marks_of, max_rounds=rounds)
+    output, waterline = settle(machine, base, run_cached, marks_of, max_rounds=rounds)
+    if notes is not None:
+        notes[NOTE] = mark_note(waterline.high)
     for earlier in outputs[:-1]:
         earlier.unpersist()
     return output

@@ -43,9 +43,12 @@ from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_ti
 from statemachines.errors import InvalidArgument
 from statemachines.updates import Update, sort_updates, total_order_key
 
-__all__ = ["Arrangement", "Batch", "HistoryRow", "ReadHandle"]
+__all__ = ["REPLAY_WINDOW", "Arrangement", "Batch", "HistoryRow", "ReadHandle"]
 
 Entries = dict[Any, list[tuple[Any, int]]]  # value -> [(time, diff)], by time
+
+REPLAY_WINDOW = 1000
+"""How many recent batch boundaries an arrangement keeps to recognise replays."""
 
 
 class HistoryRow(NamedTuple):
@@ -132,6 +135,10 @@ class Batch:
                 del data[key]
         merged = _consolidated(data, since, lists_sorted=True)
         return cls(merged, batches[0].lower, batches[-1].upper, since)
+
+    def entries(self, key: Any) -> Entries | None:
+        """``key``'s updates in this batch (``None``: it has none)."""
+        return self.data.get(key)
 
     def updates(self) -> Iterator[Update]:
         """Every stored update, key by key in key order."""
@@ -246,8 +253,11 @@ class Arrangement:
         self._batches: list[Batch] = []
         self._upper: Any = None
         self._since: Any = None
-        # lower of the first batch, then every batch's upper: replays must align
+        # the lower of the first batch, then every batch's upper (the last
+        # REPLAY_WINDOW of them): a replayed batch must align with them
         self._boundaries: list[Any] = []
+        self._first: Any = None  # the lower of the first batch
+        self._notes: dict[str, Any] = {}
         self._holds: dict[int, Any] = {}
         self._handle_ids = itertools.count()
         # taking a hold and advancing ``since`` must not interleave (reader threads)
@@ -270,18 +280,38 @@ class Arrangement:
         """The spine, oldest first (a copy; batches themselves are immutable)."""
         return list(self._batches)
 
+    @property
+    def first(self) -> Any:
+        """The ``lower`` of the first batch ever appended (``None`` also before any)."""
+        return self._first
+
+    @property
+    def notes(self) -> dict[str, Any]:
+        """What the writer noted with its latest append (e.g. a waterline's high mark)."""
+        return dict(self._notes)
+
     def stored_updates(self) -> int:
         """How many ``(key, value, time, diff)`` entries are stored, over all batches."""
         return sum(batch.count for batch in self._batches)
 
     # -- writing --------------------------------------------------------------------
 
-    def append(self, updates: Iterable[tuple[Any, Any, int]], lower: Any, upper: Any) -> bool:
+    def append(
+        self,
+        updates: Iterable[tuple[Any, Any, int]],
+        lower: Any,
+        upper: Any,
+        *,
+        notes: dict[str, Any] | None = None,
+    ) -> bool:
         """Append the updates of the times ``[lower, upper)`` as one batch.
 
         ``lower`` must be the current ``upper`` (``None`` for the first batch allows
-        any). A batch whose ``(lower, upper)`` matches batches already appended is a
-        replay: it is ignored (the writer is trusted to be deterministic).
+        any). A batch whose ``(lower, upper)`` matches batches already appended (of
+        the last ``REPLAY_WINDOW``) is a replay: it is ignored (the writer is
+        trusted to be deterministic). ``notes`` (JSON-able values) replace the
+        writer's notes with the batch, e.g. a waterline's high mark, which
+        compaction could otherwise lose with the updates it came from.
 
         Returns:
             True if the batch was appended, False if it was an ignored replay.
@@ -302,6 +332,8 @@ class Arrangement:
                 )
         with gc_paused():
             self._push(Batch.build(updates, lower, upper, self._since))
+        if notes is not None:
+            self._notes = {**self._notes, **notes}
         return True
 
     def _accepts(self, lower: Any, upper: Any) -> bool:
@@ -339,13 +371,18 @@ class Arrangement:
         j = bisect_left(bounds, upper, 1)
         return lower_ok and j < len(bounds) and bounds[j] == upper
 
-    def _push(self, batch: Batch) -> None:
+    def _push(self, batch: Batch, merge_limit: int | None = None) -> None:
         self._add_boundaries(batch.lower, batch.upper)
-        # geometric merging: merge while the newer batch is at least half the older.
+        # geometric merging: merge while the newer batch is at least half the older
+        # (and, with ``merge_limit``, the merge holds no more updates than that).
         # The spine is rebuilt aside and swapped in whole, so a reader in another
         # thread sees the spine before or after, never a batch missing mid-merge.
         spine = [*self._batches, batch]
-        while len(spine) >= 2 and spine[-2].count <= 2 * spine[-1].count:
+        while (
+            len(spine) >= 2
+            and spine[-2].count <= 2 * spine[-1].count
+            and (merge_limit is None or spine[-2].count + spine[-1].count <= merge_limit)
+        ):
             newer = spine.pop()
             older = spine.pop()
             spine.append(self._merge([older, newer]))
@@ -355,7 +392,10 @@ class Arrangement:
     def _add_boundaries(self, lower: Any, upper: Any) -> None:
         if not self._boundaries:
             self._boundaries.append(lower)
+            self._first = lower
         self._boundaries.append(upper)
+        if len(self._boundaries) > REPLAY_WINDOW:
+            del self._boundaries[: len(self._boundaries) - REPLAY_WINDOW]
 
     def _merge(self, batches: list[Batch]) -> Batch:
         return Batch.merge(batches, self._since)
@@ -432,7 +472,7 @@ class Arrangement:
         spine, since = version or self._version()
         merged: dict[Any, dict[Any, int]] = {}
         for batch in spine:
-            entries = batch.data.get(key)
+            entries = batch.entries(key)
             if entries:
                 for value, times in entries.items():
                     by_time = merged.setdefault(value, {})
@@ -592,7 +632,7 @@ class Arrangement:
         for older, newer in itertools.pairwise(batches):
             assert older.upper == newer.lower, (older, newer)
         if batches:
-            assert self._boundaries[0] == batches[0].lower
+            assert self._first == batches[0].lower
             assert self._boundaries[-1] == self._upper
         for held in self._holds.values():
             assert held is None or self._since is None or held >= self._since

@@ -33,7 +33,7 @@ import attrs
 from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
-from statemachines.persisted import decode_time, encode_time
+from statemachines.times import decode_time, encode_time
 from statemachines.updates import Update, consolidate, hashable, sort_updates
 
 __all__ = [

@@ -41,7 +41,15 @@ from statemachines.intake import Intake
 from statemachines.machine import Machine
 from statemachines.times import time_after, time_kind
 from statemachines.updates import Update, sort_updates, sorted_any
-from statemachines.waterline import Mark, has_waterline, highest, marks_by_time, settle
+from statemachines.waterline import (
+    NOTE,
+    Mark,
+    arrangement_high,
+    has_waterline,
+    mark_note,
+    marks_by_time,
+    settle,
+)
 
 __all__ = ["LocalRuntime", "RunProgress", "RunResult", "run_local"]
 
@@ -197,9 +205,7 @@ class LocalRuntime:
                     f"do not support the two together yet"
                 )
             if into is not None:
-                marks = marks_by_time(machine, into.updates())  # type: ignore[arg-type]
-                for mark in marks.values():
-                    self._high = highest(self._high, mark)
+                self._high = arrangement_high(machine, into)  # type: ignore[arg-type]
         if into is not None and into.upper is not None:
             self._frontier = into.upper
             self._intake.kind = time_kind(into.upper)
@@ -490,7 +496,8 @@ class LocalRuntime:
         self._intake.kind = kind
         result = self._process(frontier)
         if self._into is not None and frontier != self._frontier:
-            self._into.append(result.updates, lower=self._frontier, upper=frontier)
+            notes = {NOTE: mark_note(self._high)} if has_waterline(self.machine) else None
+            self._into.append(result.updates, lower=self._frontier, upper=frontier, notes=notes)
         self._frontier = frontier
         return result
 

@@ -1,178 +1,175 @@
-"""An arrangement persisted as a directory of Parquet batches and a manifest.
+"""An arrangement persisted as a Delta Lake table (see :mod:`statemachines.delta`).
 
-Layout of the directory::
+Every append, compaction and micro-batch is one Delta commit, so the table is one
+any engine reads (Spark with Delta, DuckDB, Polars, delta-rs) and every reader sees
+whole versions. Keys and values are typed columns (tuples as structs, see
+:mod:`statemachines.columns`); a value no column can hold is refused before it is
+stored, never pickled.
 
-    manifest.json              upper, since, batch descriptions; the one source of truth
-    batch-<id>.parquet         one per non-empty batch: key, value, time, diff
+    call                               Delta commit             files
+    PersistedArrangement.create(uri)   none yet (state only)    _statemachines/state-0
+    append(updates, 0, 2)              version 0: add           batch-<id>.parquet
+    compact(2)                         version 1: add, remove   merged file added; old
+                                                                ones stay until vacuum()
 
-Every change is published atomically: new batch files are written first, then a new
-manifest is written beside the old one and renamed over it. A writer that dies at any
-point leaves the last published state readable; files no published manifest names are
-removed by the next successful publish. Replaying an append that was already
-published is a no-op, so a retried job never double-counts.
-
-Keys and values are stored as typed Parquet columns when Arrow can hold them exactly
-(numbers, strings, dicts as structs, ...), so the files are ordinary queryable tables;
-anything else (tuples, custom objects) is stored pickled, and the column says so in
-the file's metadata. pyarrow is imported only when a batch is read or written.
+A writer that dies at any point leaves the last published version readable;
+replaying an append that was already published is a no-op.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime as _dt
-import json
 import os
-import pathlib
-import pickle
-import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from statemachines import delta
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
-from statemachines.errors import InvalidArgument, MissingDependency
-from statemachines.updates import hashable
+from statemachines.columns import arrow_array, column_to_python, storage_problem, type_fixed_by
+from statemachines.delta import DamagedArrangement, Location, Snapshot
+from statemachines.errors import InvalidArgument
+from statemachines.stored import ROW_GROUP_ROWS, StoredBatch, merge_tables
+from statemachines.times import decode_time, encode_time
 
 __all__ = [
+    "DamagedArrangement",
     "PersistedArrangement",
-    "column_to_python",
-    "decode_time",
-    "encode_time",
+    "check",
     "publish_batch",
-    "read_manifest",
+    "read_state",
+    "set_aside",
+    "table_files",
 ]
 
-MANIFEST = "manifest.json"
-FORMAT = 1
-CODEC_ARROW = b"arrow"
-CODEC_PICKLE = b"pickle"
+
+UPDATE_COLUMNS = ("key", "value", "time", "diff")
+
+LOCAL_MERGE = 1_000_000
+"""Batches another writer published are merged here (in this process) only up to this size."""
 
 
-def _arrow() -> Any:
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401 - loads the parquet submodule
-    except ImportError as exc:
-        raise MissingDependency(
-            "persisted arrangements need pyarrow: pip install 'statemachines[persist]'"
-        ) from exc
-    return pyarrow
+def _new_state() -> dict[str, Any]:
+    return {
+        "format": delta.FORMAT,
+        "sequence": 0,
+        "upper": None,
+        "since": None,
+        "first": None,
+        "boundaries": [],
+        "batches": [],
+        "stream": None,
+        "notes": {},
+    }
 
 
-def encode_time(time: Any) -> Any:
-    """A time as JSON: numbers as they are, datetimes and dates tagged."""
-    if isinstance(time, _dt.datetime):
-        return {"datetime": time.isoformat()}
-    if isinstance(time, _dt.date):
-        return {"date": time.isoformat()}
-    return time
+def read_state(path: str | os.PathLike[str], version: int | None = None) -> dict[str, Any]:
+    """The published state of the arrangement at ``path`` (times still encoded).
 
-
-def decode_time(value: Any) -> Any:
-    """The inverse of :func:`encode_time`."""
-    if isinstance(value, dict):
-        if "datetime" in value:
-            return _dt.datetime.fromisoformat(value["datetime"])
-        return _dt.date.fromisoformat(value["date"])
-    return value
-
-
-_EXACT_IN_ARROW = (frozenset({str}), frozenset({int}), frozenset({float}), frozenset({bytes}))
-
-
-def _column(pa: Any, items: list[Any]) -> tuple[Any, bytes]:
-    """An Arrow array that holds ``items`` exactly, or their pickles."""
-    try:
-        array = pa.array(items)
-        if pa.types.is_null(array.type):
-            raise TypeError("no type to infer")
-        if frozenset(map(type, items)) in _EXACT_IN_ARROW or array.to_pylist() == items:
-            return array, CODEC_ARROW
-    except (pa.ArrowException, TypeError, ValueError, OverflowError):
-        pass
-    return pa.array([pickle.dumps(x) for x in items], type=pa.binary()), CODEC_PICKLE
-
-
-def column_to_python(column: Any) -> list[Any]:
-    """An Arrow column as hashable Python values: structs and lists become tuples.
-
-    Keys and values must be hashable; a struct column (a Spark struct) therefore
-    reads as tuples of its fields, in field order.
-    """
-    import pyarrow as pa
-
-    items = column.to_pylist()
-    kind = column.type
-    if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return [hashable(x) for x in items]
-    return items
-
-
-def _decode(column: Any, codec: bytes) -> list[Any]:
-    if codec == CODEC_PICKLE:
-        return [pickle.loads(x) for x in column.to_pylist()]
-    return column_to_python(column)
-
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The published manifest of the arrangement in ``path`` (times still encoded).
+    Its ``batches`` name their data files (``files``, relative to ``path``).
 
     Raises:
         InvalidArgument: there is no arrangement there, or it has another format.
+        DamagedArrangement: a file of its log or state is missing or unreadable.
     """
-    manifest_path = pathlib.Path(path) / MANIFEST
-    if not manifest_path.exists():
-        raise InvalidArgument(f"{path} holds no arrangement (no {MANIFEST})")
-    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
-    if manifest.get("format") != FORMAT:
-        raise InvalidArgument(
-            f"{manifest_path} has format {manifest.get('format')!r}; this version reads "
-            f"format {FORMAT}"
-        )
-    return manifest
+    return delta.read_snapshot(delta.location(path), version).state
 
 
-def _write_manifest(path: pathlib.Path, manifest: dict[str, Any]) -> pathlib.Path:
-    """Write ``manifest`` beside the published one (not yet published); return its path."""
-    temporary = path / f"{MANIFEST}.{uuid.uuid4().hex}.tmp"
-    with open(temporary, "w") as out:
-        json.dump(manifest, out, indent=1)
-        out.flush()
-        os.fsync(out.fileno())
-    return temporary
+def table_files(path: str | os.PathLike[str], version: int | None = None) -> tuple[list[str], dict[str, Any]]:
+    """The data files (URIs) of one version of the arrangement, and its state.
+
+    Reading exactly these files reads that version, whatever is committed meanwhile:
+    compaction removes files from later versions, not from storage.
+    """
+    loc = delta.location(path)
+    state = delta.read_snapshot(loc, version).state
+    return [loc.uri_of(f) for b in state["batches"] for f in b["files"]], state
 
 
-_DATA_PREFIXES = ("batch-", "pending-", "rejected-")
+def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]:
+    """What is wrong with the arrangement at ``path``: one line per damaged file.
+
+    Reads the log and state of ``version`` (default: the latest), then every data
+    file that version names, whole: it must be readable, hold the columns of the
+    table and as many rows as its batch says. An empty list: everything is intact.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    loc = delta.location(path)
+    try:
+        snapshot = delta.read_snapshot(loc, version)
+    except DamagedArrangement as exc:
+        return [str(exc)]
+    problems = []
+    if snapshot.version is not None:
+        named = {f for b in snapshot.state["batches"] for f in b["files"]}
+        logged = delta.logged_files(loc, snapshot.version)
+        for name in sorted(logged - named):
+            problems.append(f"{loc.uri_of(name)} is in the Delta log but in no batch of the arrangement: another writer changed the table")
+        for name in sorted(named - logged):
+            problems.append(f"{loc.uri_of(name)} is in a batch of the arrangement but not in the Delta log: another writer changed the table")
+    for batch in snapshot.state["batches"]:
+        rows = 0
+        for name in batch["files"]:
+            try:
+                table = pq.read_table(loc.path(name), filesystem=loc.filesystem)
+            except FileNotFoundError:
+                problems.append(f"{loc.uri_of(name)} is missing; restore it from a backup")
+                continue
+            except (pa.ArrowException, OSError) as exc:
+                problems.append(f"{loc.uri_of(name)} is damaged ({exc}); restore it from a backup")
+                continue
+            if snapshot.schema is not None and not _same_columns(
+                table.select([n for n in UPDATE_COLUMNS if n in table.column_names]).schema, snapshot.schema
+            ):
+                problems.append(f"{loc.uri_of(name)} has the columns {_show(table.schema)}, not the table's")
+            rows += table.num_rows
+        if rows != batch["count"] and len(problems) == 0:
+            problems.append(f"the batch {batch['id']} holds {rows:,} rows; its state says {batch['count']:,}")
+    return problems
 
 
-def _staged_manifest(name: str) -> bool:
-    """A manifest written but never published (a creation that died before its rename)."""
-    return name.startswith(f"{MANIFEST}.") and name.endswith(".tmp")
+def _parquet_files(loc: Location, relative: str) -> list[str]:
+    """The non-empty Parquet files under ``relative`` (a file, or a directory Spark wrote)."""
+    from pyarrow import fs
+
+    info = loc.filesystem.get_file_info(loc.path(relative))
+    if info.type == fs.FileType.File:
+        return [relative]
+    if info.type == fs.FileType.NotFound:
+        return []
+    found = loc.filesystem.get_file_info(fs.FileSelector(loc.path(relative), recursive=True))
+    prefix = loc.root.rstrip("/") + "/"
+    return sorted(
+        item.path.removeprefix(prefix)
+        for item in found
+        if item.type == fs.FileType.File
+        and item.base_name.endswith(".parquet")
+        and not item.base_name.startswith((".", "_"))
+        and item.size
+    )
 
 
-def _listed(manifest: dict[str, Any]) -> set[str]:
-    """The top-level files and directories holding data the manifest names."""
-    named = [b["file"] for b in manifest["batches"] if b["file"]]
-    stream = manifest.get("stream") or {}
-    if stream.get("pending"):
-        named.append(stream["pending"])
-    named.extend(stream.get("rejected", []))
-    return {name.split("/")[0] for name in named}
+def set_aside(path: str | os.PathLike[str], relative: str, name: str) -> str | None:
+    """Move ``relative`` (files a writer made) into the state directory as ``name``.
 
+    A stream's pending events and rejected rows live there: they are not updates,
+    so they must not be table data, and Delta's vacuum leaves that directory alone.
 
-def _remove_unlisted(path: pathlib.Path, manifest: dict[str, Any]) -> None:
-    """Delete data files and directories, and temporary manifests, not published."""
-    listed = _listed(manifest)
-    for item in path.iterdir():
-        if (item.name.startswith(_DATA_PREFIXES) and item.name not in listed) or item.name.endswith(
-            ".tmp"
-        ):
-            if item.is_dir():
-                shutil.rmtree(item, ignore_errors=True)
-            else:
-                item.unlink(missing_ok=True)
+    Returns:
+        The new relative path, or ``None`` if there was nothing to move.
+    """
+    from pyarrow import fs
+
+    loc = delta.location(path)
+    if loc.filesystem.get_file_info(loc.path(relative)).type == fs.FileType.NotFound:
+        return None
+    target = f"{delta.STATE_DIR}/{name}"
+    loc.filesystem.create_dir(loc.path(delta.STATE_DIR), recursive=True)
+    loc.filesystem.move(loc.path(relative), loc.path(target))
+    return target
 
 
 def publish_batch(
@@ -183,149 +180,290 @@ def publish_batch(
     count: int,
     *,
     stream: dict[str, Any] | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> bool:
-    """Publish a batch that another writer (e.g. Spark) wrote as ``path/name``.
+    """Publish a batch another writer (e.g. Spark) wrote under ``path/name`` as one commit.
 
-    The batch file or directory must already be complete; only the manifest is
-    touched (no data is loaded). The same rules as ``Arrangement.append`` hold:
-    ``lower`` must be the published ``upper``, and a batch matching batches already
-    published is an ignored replay (its files are removed). ``upper == lower``
-    publishes no batch, only ``stream``.
+    The batch's Parquet files must already be complete; only the log is written (no
+    data is loaded). The same rules as ``Arrangement.append`` hold: ``lower`` must be
+    the published ``upper``, and a batch matching batches already published is an
+    ignored replay. ``upper == lower`` publishes no batch, only ``stream``.
 
     Args:
         stream: a streaming writer's progress (``batch_id``, ``pending``,
-            ``rejected``), published in the same atomic step; a ``batch_id`` not
+            ``rejected``, ...), published in the same commit; a ``batch_id`` not
             above the published one makes the call an ignored replay.
+        notes: the writer's notes (see ``Arrangement.append``).
 
     Returns:
         True if published, False if it was a replay.
     """
-    path = pathlib.Path(path)
-    manifest = read_manifest(path)
-    published_id = (manifest.get("stream") or {}).get("batch_id", -1)
-    if stream is not None and stream["batch_id"] <= published_id:
-        _remove_unlisted(path, manifest)
-        return False
-    staged = Arrangement()
-    staged._upper = decode_time(manifest["upper"])
-    staged._boundaries = [decode_time(t) for t in manifest["boundaries"]]
-    advances = upper is not None and upper != lower
-    if advances:
-        if not staged._accepts(lower, upper):
-            _remove_unlisted(path, manifest)
-            return False
-        staged._add_boundaries(lower, upper)
-        manifest["upper"] = encode_time(upper)
-        manifest["boundaries"] = [encode_time(t) for t in staged._boundaries]
-        manifest["batches"].append(
-            {
-                "id": name.removeprefix("batch-"),
-                "file": name if count else None,
-                "lower": encode_time(lower),
-                "upper": encode_time(upper),
-                "since": manifest["since"],
-                "count": count,
-            }
+    return PersistedArrangement.open(path).publish_files(name, lower, upper, count, stream=stream, notes=notes)
+
+
+def _json(state: dict[str, Any]) -> bytes:
+    import json
+
+    return json.dumps(state, indent=1).encode()
+
+
+def _checked_schema(loc: Location, relative: str, table_schema: Any) -> Any:
+    """The table columns of a new file, which must be the table's (when it has them).
+
+    A file may hold more columns (a streaming writer's one job writes updates and
+    rejections alike); readers of the table read only its columns.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    found = pq.read_schema(loc.path(relative), filesystem=loc.filesystem).remove_metadata()
+    missing = [name for name in UPDATE_COLUMNS if name not in found.names]
+    if missing:
+        raise InvalidArgument(f"{loc.uri_of(relative)} has no column(s) {', '.join(missing)}")
+    schema = pa.schema([found.field(name) for name in UPDATE_COLUMNS])
+    if table_schema is not None and not _same_columns(schema, table_schema):
+        raise InvalidArgument(
+            f"{loc.uri_of(relative)} has the columns {_show(schema)}; the arrangement "
+            f"stores {_show(table_schema)}"
         )
-    if stream is not None:
-        manifest["stream"] = stream
-    os.replace(_write_manifest(path, manifest), path / MANIFEST)
-    _remove_unlisted(path, manifest)
-    return True
+    return table_schema if table_schema is not None else schema
+
+
+def _same_columns(one: Any, other: Any) -> bool:
+    return [(f.name, f.type) for f in one] == [(f.name, f.type) for f in other]
+
+
+def _show(schema: Any) -> str:
+    return ", ".join(f"{f.name} {f.type}" for f in schema)
 
 
 class PersistedArrangement(Arrangement):
-    """An :class:`Arrangement` kept in a directory; opens it, or creates it if missing.
+    """An :class:`Arrangement` kept as a Delta table at a path or URI.
 
-    Created only in a new or empty directory: a directory that holds files but no
-    manifest (someone else's files, or an arrangement whose manifest was lost) is
-    refused, never taken over.
+    ``PersistedArrangement(uri)`` opens the arrangement there, or creates one if
+    ``uri`` is missing or an empty directory; :meth:`open` and :meth:`create` do only
+    one of the two. A directory holding anything else is refused, never taken over.
 
-    Reads are served from memory (loaded at open); appends and compactions write
-    through to disk before they take effect in memory.
+    Reads are served from memory (loaded at open, from one version); appends and
+    compactions commit to the table before they take effect in memory.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        _arrow()  # missing pyarrow fails here, before anything is created
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        version: int | None = None,
+        storage_options: dict[str, str] | None = None,
+        _create: bool | None = None,
+    ) -> None:
         super().__init__()
-        self.path = pathlib.Path(path)
-        self._files: dict[str, str] = {}  # batch id -> file name
+        delta.deltalake()  # a missing package fails here, before anything is created
+        self.location = delta.location(path, storage_options)
+        self.path = self.location.uri
+        self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
-        manifest = self.path / MANIFEST
-        if manifest.exists():
-            self._open()
+        self._value_type: Any = None  # the value column's type, once a value fixed it
+        names = delta.contents(self.location)
+        if _create is None:  # open what looks like an arrangement (or says what it is)
+            _create = not {delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST} & set(names)
+        if not _create:
+            self._load(delta.read_snapshot(self.location, version))
             return
-        if self.path.is_dir() and any(not _staged_manifest(item.name) for item in self.path.iterdir()):
+        if names:
             raise InvalidArgument(
-                f"{self.path} holds files but no arrangement ({MANIFEST} is missing); an "
-                f"arrangement created there would take them for its own and delete them. "
-                f"Create a new arrangement in an empty or new directory; if {MANIFEST} was "
-                f"lost, restore it from a backup"
+                f"{self.path} holds no arrangement and is not empty ({', '.join(names[:3])}"
+                f"{', ...' if len(names) > 3 else ''}); an arrangement is created only in a "
+                f"new or empty directory, so that it never takes files it did not write for its own"
             )
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._publish(self)
+        self._snapshot = Snapshot(_new_state(), None)
+        delta.put(self.location, delta.state_name(0), _json(self._snapshot.state))
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, version: int | None = None,
+        storage_options: dict[str, str] | None = None,
+    ) -> PersistedArrangement:
+        """The arrangement at ``path`` as of Delta ``version`` (default: the latest).
+
+        Raises:
+            InvalidArgument: ``path`` holds no arrangement.
+            DamagedArrangement: a file it needs is missing or unreadable.
+        """
+        return cls(path, version=version, storage_options=storage_options, _create=False)
+
+    @classmethod
+    def create(
+        cls, path: str | os.PathLike[str], *, storage_options: dict[str, str] | None = None
+    ) -> PersistedArrangement:
+        """A new, empty arrangement at ``path``, which must be missing or an empty directory."""
+        return cls(path, storage_options=storage_options, _create=True)
+
+    @property
+    def version(self) -> int | None:
+        """The Delta version this object reads (``None``: nothing committed yet)."""
+        return self._snapshot.version
 
     # -- writing --------------------------------------------------------------------
 
-    def append(self, updates: Iterable[tuple[Any, Any, int]], lower: Any, upper: Any) -> bool:
-        return bool(self._transact(lambda staged: Arrangement.append(staged, updates, lower, upper)))
+    def append(
+        self,
+        updates: Iterable[tuple[Any, Any, int]],
+        lower: Any,
+        upper: Any,
+        *,
+        notes: dict[str, Any] | None = None,
+    ) -> bool:
+        return bool(
+            self._transact(lambda staged: Arrangement.append(staged, updates, lower, upper, notes=notes), "append")
+        )
 
     # No reader may take a hold between the staged ``since`` and its adoption.
     def advance_since(self, since: Any) -> Any:
         with self._holds_lock:
-            return self._transact(lambda staged: Arrangement.advance_since(staged, since))
+            return self._transact(lambda staged: Arrangement.advance_since(staged, since), "advance_since")
 
     def compact(self, since: Any = None) -> Any:
-        with self._holds_lock:
-            return self._transact(lambda staged: Arrangement.compact(staged, since))
+        def change(staged: PersistedArrangement) -> Any:
+            if since is not None:  # in this commit, not one of its own
+                Arrangement.advance_since(staged, since)
+            return Arrangement.compact(staged)
 
-    def _transact(self, change: Callable[[PersistedArrangement], Any]) -> Any:
-        """Apply ``change`` to a staged copy, publish it, and only then adopt it."""
+        with self._holds_lock:
+            return self._transact(change, "compact")
+
+    def publish_files(
+        self,
+        name: str,
+        lower: Any,
+        upper: Any,
+        count: int,
+        *,
+        stream: dict[str, Any] | None = None,
+        notes: dict[str, Any] | None = None,
+    ) -> bool:
+        """Publish the batch another writer wrote under ``name``: see :func:`publish_batch`.
+
+        The batch joins the spine as appended batches do, merged geometrically with
+        the batches before it while the merge stays below ``LOCAL_MERGE`` updates,
+        so that a stream of small micro-batches keeps few batches however long it
+        runs.
+        """
+        if stream is not None and stream["batch_id"] <= (self._stream or {}).get("batch_id", -1):
+            return False
+        files = _parquet_files(self.location, name) if count else []
+        schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
+
+        def change(staged: PersistedArrangement) -> bool:
+            if upper is not None and upper != lower:
+                if not staged._accepts(lower, upper):
+                    return False
+                batch = StoredBatch(
+                    self._read_file, self._open_file, files, lower, upper, staged._since, uuid.uuid4().hex, count
+                )
+                staged._push(batch, merge_limit=LOCAL_MERGE)
+            if stream is not None:
+                staged._stream = stream
+            if notes is not None:
+                staged._notes = {**staged._notes, **notes}
+            return True
+
+        return bool(self._transact(change, "publish", schema=schema))
+
+    def vacuum(self, retention_hours: float = delta.RETENTION_HOURS) -> list[str]:
+        """Delete files no version of the last ``retention_hours`` needs; return their names.
+
+        Until then every older version stays readable (``open(path, version=...)``).
+        """
+        return delta.vacuum(self.location, retention_hours)
+
+    def _transact(
+        self, change: Callable[[PersistedArrangement], Any], operation: str, schema: Any = None
+    ) -> Any:
+        """Apply ``change`` to a staged copy, commit it, and only then adopt it.
+
+        ``schema``: the columns of files another writer made (see :meth:`publish_files`).
+        """
         staged = copy.copy(self)
         staged._batches = list(self._batches)
         staged._boundaries = list(self._boundaries)
         with gc_paused():
             result = change(staged)
-            changed = (staged._batches, staged._since) != (self._batches, self._since)
+            changed = (staged._batches, staged._since, staged._notes, staged._stream) != (
+                self._batches, self._since, self._notes, self._stream,
+            )
             if changed:
-                self._publish(staged)
+                self._publish(staged, operation, schema)
         if changed:
             self._batches, self._boundaries = staged._batches, staged._boundaries
-            self._upper, self._since = staged._upper, staged._since
-        # only the writer gets here: files left by a writer that died are garbage
-        self._remove_unlisted_files()
+            self._upper, self._since, self._first = staged._upper, staged._since, staged._first
+            self._notes, self._stream = staged._notes, staged._stream
         return result
 
-    @staticmethod
-    def value_check(value: Any) -> str | None:
-        """``None`` if a value can be stored here, else why not (runtimes reject it).
+    def value_check(self, value: Any) -> str | None:
+        """``None`` if ``value`` can be stored here, else why not (runtimes reject it).
 
-        Values are stored as typed Arrow columns or, failing that, pickled; a value
-        that cannot even be pickled cannot be stored.
+        Values are stored in a typed column: the first value checked fixes its type
+        (unless a field of it is ``None``), and later values must fit it, as they
+        must fit the table's once it has one.
         """
-        try:
-            pickle.dumps(value)
-        except Exception as exc:  # noqa: BLE001 - any failure means "cannot be stored"
-            return f"the value {value!r} cannot be stored (pickled): {type(exc).__name__}: {exc}"
-        return None
+        schema = self._snapshot.schema
+        if schema is not None:
+            return storage_problem(value, schema.field("value").type)
+        if self._value_type is not None:
+            return storage_problem(value, self._value_type)
+        problem = storage_problem(value)
+        if problem is None:  # the first storable value of a known type fixes the column's
+            self._value_type = type_fixed_by(value)
+        return problem
 
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
 
-    def _publish(self, staged: Arrangement) -> None:
+    def _merge(self, batches: list[Batch]) -> Batch:
+        """Stored batches merge in Arrow, file to file; others (or structs) in Python."""
+        if all(isinstance(b, StoredBatch) and not b.loaded for b in batches):
+            import pyarrow.parquet as pq
+
+            tables = [
+                self._damage_checked(name, lambda name=name: pq.read_table(
+                    self.location.path(name), filesystem=self.location.filesystem, columns=list(UPDATE_COLUMNS)
+                ))
+                for b in batches for name in b.files  # type: ignore[attr-defined]
+            ]
+            merged = merge_tables(tables, self._since) if tables else None
+            if merged is not None:
+                name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
+                return StoredBatch(
+                    self._read_file, self._open_file, [name], batches[0].lower, batches[-1].upper,
+                    self._since, uuid.uuid4().hex, merged.num_rows,
+                )
+        return super()._merge(batches)
+
+    def _publish(self, staged: PersistedArrangement, operation: str, schema: Any = None) -> None:
+        written: dict[str, list[str]] = {}
+        schema = self._snapshot.schema or schema
         for batch in staged._batches:
             if batch.count and batch.id not in self._files:
-                self._files[batch.id] = self._write_batch(batch)
+                if isinstance(batch, StoredBatch):  # already in files (another writer's)
+                    written[batch.id] = batch.files
+                else:
+                    name, schema = self._write_batch(batch, schema)
+                    written[batch.id] = [name]
         self._fault("batches_written")
-        manifest = {
-            "format": FORMAT,
+        files = {**self._files, **written}
+        kept = {b.id for b in staged._batches}
+        removed = [f for batch_id, names in self._files.items() if batch_id not in kept for f in names]
+        state = {
+            **_new_state(),
+            "sequence": self._snapshot.state["sequence"] + 1,
             "upper": encode_time(staged._upper),
             "since": encode_time(staged._since),
+            "first": encode_time(staged._first),
             "boundaries": [encode_time(t) for t in staged._boundaries],
             "batches": [
                 {
                     "id": batch.id,
-                    "file": self._files.get(batch.id),
+                    "files": files.get(batch.id, []),
                     "lower": encode_time(batch.lower),
                     "upper": encode_time(batch.upper),
                     "since": encode_time(batch.since),
@@ -333,16 +471,26 @@ class PersistedArrangement(Arrangement):
                 }
                 for batch in staged._batches
             ],
+            "stream": staged._stream,
+            "notes": staged._notes,
         }
-        if self._stream is not None:
-            manifest["stream"] = self._stream
-        temporary = _write_manifest(self.path, manifest)
-        self._fault("manifest_written")
-        os.replace(temporary, self.path / MANIFEST)
+        if schema is None:  # nothing stored yet: the state alone, in state-0
+            state["sequence"] = 0
+            delta.put(self.location, delta.state_name(0), _json(state))
+            self._snapshot = Snapshot(state, None)
+        else:
+            self._snapshot = delta.commit(
+                self.location, self._snapshot, state, [n for names in written.values() for n in names],
+                removed, schema=schema, operation=operation,
+                before_commit=lambda: self._fault("state_written"),
+            )
         self._fault("published")
+        self._files = {b.id: files[b.id] for b in staged._batches if b.id in files}
 
-    def _write_batch(self, batch: Batch) -> str:
-        pa = _arrow()
+    def _write_batch(self, batch: Batch, schema: Any) -> tuple[str, Any]:
+        """Write ``batch`` as one key-sorted Parquet file; return its name and schema."""
+        import pyarrow as pa
+
         keys, values, times, diffs = [], [], [], []
         for key in batch.keys:
             for value, entries in batch.data[key].items():
@@ -351,74 +499,94 @@ class PersistedArrangement(Arrangement):
                     values.append(value)
                     times.append(time)
                     diffs.append(diff)
-        key_column, key_codec = _column(pa, keys)
-        value_column, value_codec = _column(pa, values)
-        table = pa.table(
-            {
-                "key": key_column,
-                "value": value_column,
-                "time": pa.array(times),
-                "diff": pa.array(diffs, type=pa.int64()),
-            }
-        ).replace_schema_metadata({"key_codec": key_codec, "value_codec": value_codec})
-        name = f"batch-{batch.id}.parquet"
-        pa.parquet.write_table(table, self.path / name)
-        return name
+        columns = {
+            "key": arrow_array(keys, schema.field("key").type if schema else None),
+            "value": arrow_array(values, schema.field("value").type if schema else None),
+            "time": arrow_array(times, schema.field("time").type if schema else None),
+            "diff": pa.array(diffs, type=pa.int64()),
+        }
+        table = pa.table(columns) if schema is None else pa.table(columns, schema=schema)
+        return self._write_table(table, f"batch-{batch.id}.parquet"), table.schema
 
-    def _remove_unlisted_files(self) -> None:
-        self._files = {b.id: self._files[b.id] for b in self._batches if b.id in self._files}
-        listed = {"batches": [{"file": f} for f in self._files.values()], "stream": self._stream}
-        _remove_unlisted(self.path, listed)
+    def _write_table(self, table: Any, name: str) -> str:
+        """Write a key-sorted table as the data file ``name``, in small row groups."""
+        import pyarrow.parquet as pq
+
+        pq.write_table(
+            table, self.location.path(name), filesystem=self.location.filesystem, row_group_size=ROW_GROUP_ROWS
+        )
+        return name
 
     # -- reading --------------------------------------------------------------------
 
-    def _open(self, attempts: int = 20) -> None:
-        """Load the published state, even while another process writes.
+    def _load(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        state = snapshot.state
+        self._stream = state.get("stream")
+        self._notes = state.get("notes") or {}
+        self._upper = decode_time(state["upper"])
+        self._since = decode_time(state["since"])
+        self._first = decode_time(state.get("first"))
+        self._boundaries = [decode_time(t) for t in state["boundaries"]]
+        for entry in state["batches"]:  # read lazily: opening reads no data
+            self._batches.append(
+                StoredBatch(
+                    self._read_file, self._open_file, entry["files"],
+                    decode_time(entry["lower"]), decode_time(entry["upper"]), decode_time(entry["since"]),
+                    entry["id"], entry["count"],
+                )
+            )
+            self._files[entry["id"]] = list(entry["files"])
 
-        A writer publishes a new manifest before it deletes the files the old one
-        listed; so a file vanishing under this reader means a newer manifest is in
-        place, and the load starts over from it.
-        """
-        for attempt in range(attempts):
-            try:
-                with gc_paused():
-                    self._load(read_manifest(self.path))
-                return
-            except FileNotFoundError:
-                if attempt == attempts - 1:
-                    raise
-                self._batches, self._files, self._boundaries = [], {}, []
+    def _open_file(self, name: str) -> Any:
+        """A data file of this version, open for row-group reads."""
+        import pyarrow.parquet as pq
 
-    def _load(self, manifest: dict[str, Any]) -> None:
-        self._stream = manifest.get("stream")
-        self._upper = decode_time(manifest["upper"])
-        self._since = decode_time(manifest["since"])
-        self._boundaries = [decode_time(t) for t in manifest["boundaries"]]
-        for entry in manifest["batches"]:
-            lower, upper = decode_time(entry["lower"]), decode_time(entry["upper"])
-            since = decode_time(entry["since"])
-            data = self._read_batch(entry["file"]) if entry["file"] else {}
-            self._batches.append(Batch(data, lower, upper, since, id=entry["id"]))
-            if entry["file"]:
-                self._files[entry["id"]] = entry["file"]
+        if self.location.is_local:  # mapped: a point read touches only the pages it reads
+            return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), memory_map=True))
+        return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), filesystem=self.location.filesystem))
 
-    def _read_batch(self, name: str) -> dict[Any, Any]:
-        pa = _arrow()
-        table = pa.parquet.read_table(self.path / name)
-        meta = table.schema.metadata or {}
-        keys = _decode(table.column("key"), meta.get(b"key_codec", CODEC_ARROW))
-        values = _decode(table.column("value"), meta.get(b"value_codec", CODEC_ARROW))
-        data: dict[Any, Any] = {}
-        for key, value, time, diff in zip(
-            keys, values, table.column("time").to_pylist(), table.column("diff").to_pylist(),
-            strict=True,
-        ):
-            data.setdefault(key, {}).setdefault(value, []).append((time, diff))
-        return data
+    def _read_file(self, name: str, data: dict[Any, Any]) -> None:
+        """Add a whole data file's updates to ``data`` (key -> value -> [(time, diff)])."""
+        import pyarrow.parquet as pq
+
+        table = self._damage_checked(
+            name,
+            lambda: pq.read_table(
+                self.location.path(name), filesystem=self.location.filesystem, columns=list(UPDATE_COLUMNS)
+            ),
+        )
+        keys = column_to_python(table.column("key"))
+        values = column_to_python(table.column("value"))
+        with gc_paused():
+            for key, value, time, diff in zip(
+                keys, values, table.column("time").to_pylist(), table.column("diff").to_pylist(),
+                strict=True,
+            ):
+                data.setdefault(key, {}).setdefault(value, []).append((time, diff))
+
+    def _damage_checked(self, name: str, read: Callable[[], Any]) -> Any:
+        """``read()`` of the data file ``name``, its failures as one clear error."""
+        import pyarrow as pa
+
+        try:
+            return read()
+        except FileNotFoundError as exc:
+            raise DamagedArrangement(
+                f"{self.location.uri_of(name)} is missing, and version {self.version} of the "
+                f"arrangement names it; restore the file from a backup, or read an older "
+                f"version (PersistedArrangement.open(path, version=...)) that does not name it",
+                self.location.uri_of(name),
+            ) from exc
+        except (pa.ArrowException, OSError) as exc:
+            raise DamagedArrangement(
+                f"{self.location.uri_of(name)} is damaged ({exc}); restore the file from a backup",
+                self.location.uri_of(name),
+            ) from exc
 
     def _label(self) -> str:
         return f"PersistedArrangement at {self.path}"
 
-    def files(self) -> list[pathlib.Path]:
-        """The Parquet files of the published batches (for other readers, e.g. Spark)."""
-        return [self.path / self._files[b.id] for b in self._batches if b.id in self._files]
+    def files(self) -> list[str]:
+        """The data files of this version (URIs), for other readers."""
+        return [self.location.uri_of(f) for b in self._batches for f in self._files.get(b.id, [])]

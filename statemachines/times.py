@@ -11,7 +11,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["time_after", "time_kind"]
+__all__ = ["decode_time", "encode_time", "time_after", "time_kind"]
 
 
 def time_kind(time: Any) -> str | None:
@@ -47,3 +47,21 @@ def time_after(time: Any) -> Any:
     if isinstance(time, _dt.datetime):
         return time + _dt.timedelta(microseconds=1)
     return time + _dt.timedelta(days=1)
+
+
+def encode_time(time: Any) -> Any:
+    """A time as JSON: numbers as they are, datetimes and dates tagged (see :func:`decode_time`)."""
+    if isinstance(time, _dt.datetime):
+        return {"datetime": time.isoformat()}
+    if isinstance(time, _dt.date):
+        return {"date": time.isoformat()}
+    return time
+
+
+def decode_time(value: Any) -> Any:
+    """The inverse of :func:`encode_time`."""
+    if isinstance(value, dict):
+        if "datetime" in value:
+            return _dt.datetime.fromisoformat(value["datetime"])
+        return _dt.date.fromisoformat(value["date"])
+    return value

@@ -35,13 +35,18 @@ import attrs
 
 from statemachines.errors import MachineError
 from statemachines.machine import Machine
+from statemachines.times import decode_time, encode_time
 
 __all__ = [
+    "NOTE",
     "Mark",
     "Waterline",
     "WaterlineMachine",
+    "arrangement_high",
     "has_waterline",
     "highest",
+    "mark_from_note",
+    "mark_note",
     "marks_by_time",
     "settle",
 ]
@@ -127,6 +132,20 @@ class Waterline:
         return self.highs[-1] if self.highs else self.base
 
 
+NOTE = "waterline_high"
+"""The arrangement note (``Arrangement.notes``) holding a writer's high mark."""
+
+
+def mark_note(mark: Mark | None) -> Any:
+    """A high mark as JSON, for an arrangement's notes (``None`` stays ``None``)."""
+    return None if mark is None else [encode_time(t) for t in mark]
+
+
+def mark_from_note(note: Any) -> Mark | None:
+    """The inverse of :func:`mark_note`."""
+    return None if note is None else tuple(decode_time(t) for t in note)
+
+
 def marks_by_time(
     machine: WaterlineMachine, updates: Iterable[tuple[Any, Any, int]]
 ) -> dict[Any, Mark]:
@@ -137,6 +156,22 @@ def marks_by_time(
             mark = machine.insert_marks(key, value)
             marks[time] = highest(marks.get(time), mark)  # type: ignore[assignment]
     return marks
+
+
+def arrangement_high(machine: WaterlineMachine, arrangement: Any) -> Mark | None:
+    """The high mark of every insert ``arrangement`` ever held.
+
+    Its writer notes the high mark with each append (:data:`NOTE`), because
+    compaction drops inserts that were later retracted, and with them their marks;
+    an arrangement without the note (written before notes existed) is read whole.
+    """
+    notes = arrangement.notes
+    if NOTE in notes:
+        return mark_from_note(notes[NOTE])
+    high = None
+    for mark in marks_by_time(machine, arrangement.updates()).values():
+        high = highest(high, mark)
+    return high
 
 
 def settle(

@@ -10,6 +10,9 @@ keys = st.sampled_from(["ann", "bob", "cy", "dee"]) | st.integers(0, 3)
 times = st.integers(0, 12)
 orders = st.none() | st.integers(0, 5)
 upsert_values = st.none() | st.sampled_from(["a", "b", "c"]) | st.integers(0, 2)
+# a persisted arrangement's columns are typed: one type of key, one type of value
+text_keys = st.sampled_from(["ann", "bob", "cy", "dee"])
+text_values = st.none() | st.sampled_from(["a", "b", "c"])
 tag_symbols = st.tuples(st.sampled_from(["add", "del"]), st.sampled_from(["x", "y", "z"]))
 
 

@@ -4,8 +4,8 @@
 
 POINT is where the driver process is killed (SIGKILL: no clean-up of any kind)
 during micro-batch BATCH_ID: ``written`` (its files are written, nothing published),
-``manifest`` (the new manifest is written but not yet in place) or ``published``
-(published, but Spark has not yet committed the micro-batch, so it will replay it).
+``state`` (the new state file is written, the Delta commit not made) or ``published``
+(committed, but Spark has not yet committed the micro-batch, so it will replay it).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from library import Upsert
 from spark_runtime import local_session, run_stream
 from spark_runtime import streaming as streaming_module
-from statemachines import persisted
+from statemachines import delta
 
 SCHEMA = "key string, symbol string, time long, order long"
 DELAY = 3
@@ -29,7 +29,7 @@ def die() -> None:
 
 
 def arm(point: str, batch_id: int) -> None:
-    publish, write_manifest = streaming_module.publish_batch, persisted._write_manifest
+    publish, commit = streaming_module.publish_batch, delta.commit
     current = {}
 
     def publish_then_maybe_die(*args, stream=None, **kwargs):
@@ -41,14 +41,13 @@ def arm(point: str, batch_id: int) -> None:
             die()
         return result
 
-    def write_manifest_then_maybe_die(*args, **kwargs):
-        staged = write_manifest(*args, **kwargs)
-        if point == "manifest" and current.get("id") == batch_id:
-            die()
-        return staged
+    def commit_or_die(*args, **kwargs):
+        if point == "state" and current.get("id") == batch_id:
+            kwargs["before_commit"] = die
+        return commit(*args, **kwargs)
 
     streaming_module.publish_batch = publish_then_maybe_die
-    persisted._write_manifest = write_manifest_then_maybe_die
+    delta.commit = commit_or_die
 
 
 def main(argv: list[str]) -> None:

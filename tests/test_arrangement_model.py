@@ -61,6 +61,11 @@ class ArrangementModel(RuleBasedStateMachine):
     def make(self):
         return Arrangement()
 
+    @staticmethod
+    def stored(key, value):
+        """The pair as this arrangement stores it (any hashables, in memory)."""
+        return key, value
+
     @property
     def upper(self):
         return self.arr.upper
@@ -80,7 +85,7 @@ class ArrangementModel(RuleBasedStateMachine):
         lower = self.upper
         start = 0 if lower is None else lower
         upper = start + width
-        updates = [((k, v), start + (dt % width), d) for k, v, dt, d in rows]
+        updates = [(self.stored(k, v), start + (dt % width), d) for k, v, dt, d in rows]
         assert self.arr.append(updates, lower=lower, upper=upper) is True
         self.updates.extend(updates)
         self.descriptions.append((lower, upper))
@@ -193,7 +198,12 @@ class ArrangementModel(RuleBasedStateMachine):
 
 
 class PersistedArrangementModel(ArrangementModel):
-    """The same, against the Parquet-backed arrangement, reopened from disk at times."""
+    """The same, against the Delta-table arrangement, reopened from disk at times."""
+
+    @staticmethod
+    def stored(key, value):
+        """Its columns are typed: one type of key, one type of value."""
+        return str(key), str(value)
 
     def make(self):
         self.directory = tempfile.mkdtemp(prefix="arrangement-")

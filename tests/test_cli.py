@@ -348,5 +348,5 @@ def test_run_into_a_directory_that_is_not_an_arrangement_is_refused_and_untouche
     (target / "batch-2024.csv").write_text("someone's file\n")
     done = cli("run", "upsert", str(feed), "--into", str(target), *COLUMNS)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "holds files but no arrangement" in done.stderr
+    assert "holds no arrangement and is not empty" in done.stderr
     assert sorted(p.name for p in target.iterdir()) == ["batch-2024.csv"]

@@ -1,9 +1,10 @@
 """Readers never see a torn arrangement while a writer appends and compacts.
 
 Threads share one arrangement (readers hold ``since`` with handles); processes open
-the persisted directory over and over while the writer publishes and deletes the
-files it no longer lists. Every read is compared with the collection the model says
-it must be; the tests print how many reads they compared.
+the persisted table over and over while the writer commits; Spark reads pinned
+versions beside a writer in another process; writers are killed (SIGKILL) at random
+moments. Every read is compared with the collection the model says it must be; the
+tests print how many reads they compared.
 """
 
 from __future__ import annotations
@@ -13,8 +14,16 @@ import random
 import threading
 import time
 
+from deltalake import DeltaTable
+
 from library import Upsert
-from statemachines import InvalidArgument, PersistedArrangement, collection_at, run_local
+from statemachines import (
+    InvalidArgument,
+    PersistedArrangement,
+    collection_at,
+    consolidate,
+    run_local,
+)
 
 STEPS = 80
 
@@ -168,3 +177,94 @@ def test_latest_snapshots_read_by_threads_during_appends_are_whole_versions():
         sys.setswitchinterval(switch)
     print(f"{reads[0]} snapshots read during 150 appends, {len(torn)} torn")
     assert reads[0] > 100 and torn == []
+
+
+# -- a writer in another process: killed at random moments, read by Spark ---------------------
+
+
+def expected_at(updates, upper, since):
+    """The arrangement a writer of ``updates`` published up to ``upper``, compacted to ``since``."""
+    return consolidate(
+        (data, t if since is None or t >= since else since, diff) for data, t, diff in updates if t < upper
+    )
+
+
+def start_writer(path, steps, pause=0.0):
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.arrangement_writer", str(path), str(steps), str(pause)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries_apply_once(tmp_path):
+    import signal
+
+    from statemachines.persisted import check
+    from tests.arrangement_writer import history
+
+    steps, kills = 300, 0
+    updates = history(steps)
+    rnd = random.Random(23)
+    uppers = []
+    while kills < 55:
+        writer = start_writer(tmp_path, steps)
+        # past the interpreter's start, then at a random moment of appends and compactions
+        first = writer.stdout.readline()
+        if not first:  # it finished: every step is published
+            writer.wait(timeout=60)
+            break
+        time.sleep(rnd.uniform(0, 0.08))
+        writer.send_signal(signal.SIGKILL)
+        writer.communicate(timeout=60)
+        kills += 1
+        reopened = PersistedArrangement.open(tmp_path)
+        uppers.append(reopened.upper)
+        assert reopened.updates() == expected_at(updates, reopened.upper, reopened.since)
+        assert check(tmp_path) == []
+    finish = start_writer(tmp_path, steps)
+    _, errors = finish.communicate(timeout=120)
+    assert finish.returncode == 0, errors[-2000:]
+    final = PersistedArrangement.open(tmp_path)
+    print(f"{kills} writers killed (SIGKILL) at uppers {uppers}; final upper {final.upper}")
+    assert kills >= 50
+    assert final.upper == steps
+    assert final.snapshot() == sorted(collection_at(updates, steps).items())
+    assert final.updates() == expected_at(updates, steps, final.since)
+
+
+def test_spark_reads_beside_a_writer_that_appends_and_compacts_never_fail_or_tear(spark, tmp_path):
+    from spark_runtime import read_updates
+    from statemachines.persisted import read_state
+    from statemachines.times import decode_time
+    from tests.arrangement_writer import history
+
+    steps = 200
+    updates = history(steps)
+    writer = start_writer(tmp_path, steps, pause=0.05)
+    writer.stdout.readline()  # the first version is committed
+    reads, failed, torn = 0, [], []
+    try:
+        while writer.poll() is None or reads < 10:
+            version = DeltaTable(str(tmp_path)).version()
+            state = read_state(tmp_path, version)
+            try:
+                frame = read_updates(spark, tmp_path, version=version)
+                time.sleep(0.1)  # planned; the writer appends and compacts before the rows are read
+                rows = frame.collect()
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                failed.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            reads += 1
+            got = consolidate(((r.key, r.value), r.time, r.diff) for r in rows)
+            upper, since = decode_time(state["upper"]), decode_time(state["since"])
+            if got != expected_at(updates, upper, since):
+                torn.append(version)
+    finally:
+        writer.kill()
+        writer.communicate(timeout=60)
+    print(f"{reads} Spark reads beside the writer: {len(failed)} failed, {len(torn)} torn")
+    assert failed == [] and torn == []
+    assert reads >= 10

@@ -117,7 +117,7 @@ def test_upsert_batch_and_stream_agree(tmp_path):
     import upsert_batch_and_stream
 
     out = run_example("upsert_batch_and_stream.py", "--out", str(tmp_path))  # kept where asked
-    assert (tmp_path / "batch" / "manifest.json").exists() and (tmp_path / "stream" / "manifest.json").exists()
+    assert (tmp_path / "batch" / "_delta_log").is_dir() and (tmp_path / "stream" / "_delta_log").is_dir()
     assert "the same history in both arrangements: True" in out
     taken = [int(n) for n in re.findall(r"stream: batch \d+: (\d+) events in", out)]
     files = upsert_batch_and_stream.command_files()

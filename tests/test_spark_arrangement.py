@@ -6,7 +6,7 @@ import pytest
 
 from library import Upsert
 from spark_runtime import read_history, read_snapshot, read_updates
-from statemachines import InvalidArgument, PersistedArrangement, run_local
+from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark
@@ -53,8 +53,45 @@ def test_spark_reads_a_compacted_arrangement_at_its_since(spark, customers):
         read_snapshot(spark, path, as_of=4)
 
 
-def test_pickled_columns_get_a_clear_error(spark, tmp_path):
+def test_tuples_a_local_run_stored_read_as_structs_on_spark(spark, tmp_path):
     arr = PersistedArrangement(tmp_path)
-    run_local(Tags(), [(("a", 1), ("add", "x"), 0)], into=arr)
-    with pytest.raises(InvalidArgument, match="pickled"):
-        read_updates(spark, tmp_path)
+    run_local(Tags(), [(("a", 1), ("add", ("x", 2)), 0), (("b", 2), ("add", ("y", 3)), 1)], into=arr)
+    frame = read_updates(spark, tmp_path)
+    assert frame.schema["key"].dataType.simpleString() == "struct<_1:string,_2:bigint>"
+    assert frame.schema["value"].dataType.simpleString() == "struct<_1:string,_2:bigint>"
+    rows = consolidate(((tuple(r.key), tuple(r.value)), r.time, r.diff) for r in frame.collect())
+    assert rows == arr.updates()
+
+
+def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_values(spark, tmp_path):
+    """Spark writes, a local run continues, Spark continues again: as one local run."""
+    from spark_runtime import run_batch
+
+    rnd = __import__("random").Random(4)
+    events = [
+        (f"k{rnd.randrange(6)}", (rnd.choice("abc"), rnd.randrange(3)) if rnd.random() > 0.2 else None, t, i)
+        for t in range(30) for i in range(3)
+    ]
+    schema = "key string, symbol struct<name:string,n:bigint>, time long, order long"
+    thirds = [[e for e in events if lo <= e[2] < hi] for lo, hi in ((0, 10), (10, 20), (20, 30))]
+    run_batch(Upsert(), spark.createDataFrame(thirds[0], schema), order="order", into=tmp_path)
+    local = run_local(Upsert(), thirds[1], into=PersistedArrangement(tmp_path))
+    assert local.rejected == []
+    run_batch(Upsert(), spark.createDataFrame(thirds[2], schema), order="order", into=tmp_path)
+
+    whole = run_local(Upsert(), events).updates
+    assert PersistedArrangement.open(tmp_path).updates() == whole
+    frame = read_updates(spark, tmp_path)
+    assert frame.schema["value"].dataType.simpleString() == "struct<name:string,n:bigint>"
+    assert consolidate(((r.key, tuple(r.value)), r.time, r.diff) for r in frame.collect()) == whole
+
+
+def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_path):
+    from spark_runtime import run_batch
+
+    first = [("a", ("x", 1), 0, 0), ("b", ("y", 2), 1, 0)]
+    later = [("a", ("z", 3), 5, 0), ("b", None, 6, 0)]
+    run_local(Upsert(), first, into=PersistedArrangement(tmp_path))
+    schema = "key string, symbol struct<_1:string,_2:bigint>, time long, order long"
+    run_batch(Upsert(), spark.createDataFrame(later, schema), order="order", into=tmp_path)
+    assert PersistedArrangement.open(tmp_path).updates() == run_local(Upsert(), first + later).updates

@@ -89,10 +89,11 @@ def test_timestamps_and_struct_keys_stay_typed(spark, tmp_path):
     assert PersistedArrangement(tmp_path).values(("eu", 7)) == {"on"}
 
 
-@pytest.mark.parametrize("point", ["written", "manifest"])
+@pytest.mark.parametrize("point", ["written", "state"])
 def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_completes_once(spark, tmp_path, monkeypatch, point):
+    from deltalake import DeltaTable
+
     import spark_runtime.batch as batch_module
-    from statemachines import persisted
 
     events = [e for e in random_events(4) if e[0] is not None and e[2] is not None]
     first = spark.createDataFrame([e for e in events if e[2] < 15], SCHEMA)
@@ -103,11 +104,10 @@ def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_com
     def crash(*args, **kwargs):
         raise OSError(f"simulated crash: {point}")
 
-    if point == "written":  # the batch's files are on disk, the manifest untouched
+    if point == "written":  # the batch's files are on disk, nothing else
         monkeypatch.setattr(batch_module, "publish_batch", crash)
-    else:  # the new manifest is staged but never put in place
-        write = persisted._write_manifest
-        monkeypatch.setattr(persisted, "_write_manifest", lambda *a: (write(*a), crash())[0])
+    else:  # the new state file is written, the Delta commit never happens
+        monkeypatch.setattr(DeltaTable, "create_write_transaction", crash)
     with pytest.raises(OSError, match="simulated crash"):
         run_batch(Upsert(), second, order="order", into=tmp_path)
     monkeypatch.undo()
@@ -117,9 +117,12 @@ def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_com
     retry = run_batch(Upsert(), second, order="order", into=tmp_path)
     assert retry.published
     assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), events).updates
-    # the dead writer's files were removed by the retry's publish
-    listed = {p.name for p in PersistedArrangement(tmp_path).files()}
-    assert {p.name for p in tmp_path.iterdir()} == listed | {"manifest.json"}
+    # the dead writer's files go with a vacuum, and nothing the table needs does
+    after = PersistedArrangement(tmp_path)
+    after.vacuum(retention_hours=0)
+    on_disk = {str(p) for p in tmp_path.rglob("*.parquet") if "_statemachines" not in p.parts}
+    assert on_disk == set(after.files())
+    assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), events).updates
 
 
 def test_progress_prints_the_summary(spark, capsys):

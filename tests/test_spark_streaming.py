@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from library import Upsert
 from spark_runtime import MicroBatchRunner, read_rejected, run_stream
@@ -20,6 +20,7 @@ from statemachines import (
     consolidate,
     run_local,
 )
+from statemachines.persisted import check, read_state
 from tests.machines import Session
 
 pytestmark = pytest.mark.spark
@@ -113,9 +114,8 @@ def write_files(directory, files, schema=SCHEMA):
 
 def batches_of(arrangement):
     """Each published batch: its bounds and the times of its updates."""
-    manifest = json.loads((arrangement / "manifest.json").read_text())
-    for batch in manifest["batches"]:
-        times = pq.read_table(arrangement / batch["file"]).column("time").to_pylist() if batch["file"] else []
+    for batch in read_state(arrangement)["batches"]:
+        times = [t for f in batch["files"] for t in pq.read_table(arrangement / f).column("time").to_pylist()]
         yield batch["lower"], batch["upper"], times
 
 
@@ -175,9 +175,9 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     )
     PersistedArrangement(tmp_path)
     runner(frame, 0)
-    before = (tmp_path / "manifest.json").read_text()
+    before = DeltaTable(str(tmp_path)).version()
     runner(frame, 0)  # Spark replays batch 0 after a failure
-    assert (tmp_path / "manifest.json").read_text() == before
+    assert DeltaTable(str(tmp_path)).version() == before
     assert [r.replayed for r in reports] == [False, True]
     assert (reports[0].pending, reports[0].waiting_for) == (1, 9)  # ("k", "b", 9) waits
     assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
@@ -204,9 +204,9 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
     PersistedArrangement(tmp_path)
     sink(packed, 0)
-    before = (tmp_path / "manifest.json").read_text()
+    before = DeltaTable(str(tmp_path)).version()
     sink(packed, 0)  # Spark replays batch 0 after a failure
-    assert (tmp_path / "manifest.json").read_text() == before
+    assert DeltaTable(str(tmp_path)).version() == before
     assert [r.replayed for r in reports] == [False, True]
     assert (reports[0].pending, reports[0].waiting_for) == (1, 12)
     assert (reports[0].pending, reports[0].waiting_for) == (1, 12)
@@ -245,7 +245,6 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
 
 def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangement(spark, tmp_path):
     """SIGKILL the driver at a different point of three micro-batches, restarting after each."""
-    import json
     import subprocess
     import sys
 
@@ -257,7 +256,7 @@ def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangeme
 
     arrangement = tmp_path / "arr"
     job = [sys.executable, "-m", "tests.stream_job", str(source), str(arrangement), str(tmp_path / "ckpt")]
-    for batch_id, point in enumerate(["written", "manifest", "published"], start=1):
+    for batch_id, point in enumerate(["written", "state", "published"], start=1):
         killed = subprocess.run([*job, point, str(batch_id)], capture_output=True, text=True, timeout=300)
         assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL, mid-way through the batch
         upper = PersistedArrangement(arrangement).upper  # readable: the last published state
@@ -267,11 +266,13 @@ def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangeme
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     print(f"final restart printed:\n{restarted.stdout}")
     assert published(spark, arrangement) == published(spark, tmp_path / "whole")
-    # nothing the dead drivers wrote is left behind unlisted
-    manifest = json.loads((arrangement / "manifest.json").read_text())
-    stream_entries = manifest["stream"]["rejected"]
-    listed = {e.split("/")[0] for e in [b["file"] for b in manifest["batches"]] + stream_entries if e}
-    assert {p.name for p in arrangement.iterdir()} == listed | {"manifest.json"}
+    # what the dead drivers wrote goes with a vacuum; nothing the table needs does
+    assert check(arrangement) == []
+    PersistedArrangement(arrangement).vacuum(retention_hours=0)
+    assert check(arrangement) == []
+    assert published(spark, arrangement) == published(spark, tmp_path / "whole")
+    live = set(PersistedArrangement(arrangement).files())
+    assert {str(p) for p in arrangement.rglob("*.parquet") if "_statemachines" not in p.parts} == live
 
 
 def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):

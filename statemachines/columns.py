@@ -1,0 +1,259 @@
+"""Keys and values as typed Arrow columns, and back: no pickles.
+
+A persisted arrangement and the Spark runtime store keys and values in typed
+columns that any engine reads. Python values map to Arrow as follows, and read back
+as the value on the right (keys and values must be hashable, so structs and lists
+read back as tuples):
+
+    Python value                 Arrow type                       reads back as
+    3, 2.5, "a", b"x", True      int64, double, string, binary, bool   the same
+    datetime, date               timestamp[us], date32                  the same
+    (1, "x")                     struct<_1: int64, _2: string>          (1, "x")
+    Point(x=1, y=2) (NamedTuple) struct<x: int64, y: int64>             (1, 2), equal
+    frozenset, dataclass, object no type                                refused
+
+A value whose round trip is not equal to itself (a frozenset, a dataclass, a custom
+object) cannot be stored; :func:`storage_problem` says why, so runtimes reject the
+event that produced it (``unserialisable_value``) instead of storing something else.
+
+A column of a fixed type (an arrangement's, or Spark's output column) also refuses
+values that do not fit it (:func:`value_check_for`):
+
+    column type              fits                      does not fit
+    bigint                   3                         "3", True, 2**70
+    struct<at:bigint,v:str>  (1, "x"), {"at": 1}       (1, "x", "extra")
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+from collections.abc import Callable
+from typing import Any
+
+from statemachines.errors import InvalidArgument
+from statemachines.updates import hashable
+
+__all__ = [
+    "arrow_array",
+    "column_to_python",
+    "storage_problem",
+    "to_arrow_python",
+    "type_fixed_by",
+    "value_check_for",
+]
+
+Fits = Callable[[Any], bool]
+
+
+def value_check_for(arrow_type: Any) -> Callable[[Any], str | None]:
+    """A check: ``None`` if a value fits ``arrow_type``, else why not."""
+    fits = _fits(arrow_type)
+
+    def check(value: Any) -> str | None:
+        if fits(value):
+            return None
+        return f"the value {value!r} does not fit the output column type {arrow_type}"
+
+    return check
+
+
+def _fits(t: Any) -> Fits:
+    import pyarrow as pa
+
+    types = pa.types
+    nullable = _nullable
+    if types.is_string(t) or types.is_large_string(t):
+        return nullable(lambda v: isinstance(v, str))
+    if types.is_boolean(t):
+        return nullable(lambda v: isinstance(v, bool))
+    if types.is_integer(t):
+        low, high = _int_range(t)
+        return nullable(lambda v: type(v) is not bool and isinstance(v, int) and low <= v <= high)
+    if types.is_floating(t):
+        return nullable(lambda v: type(v) is not bool and isinstance(v, int | float))
+    if types.is_timestamp(t):
+        return nullable(lambda v: isinstance(v, _dt.datetime))
+    if types.is_date(t):
+        return nullable(lambda v: isinstance(v, _dt.date))
+    if types.is_binary(t) or types.is_large_binary(t):
+        return nullable(lambda v: isinstance(v, bytes | bytearray))
+    if types.is_decimal(t):
+        return nullable(lambda v: type(v) is not bool and isinstance(v, decimal.Decimal | int))
+    if types.is_struct(t):
+        return nullable(_struct_fits(t))
+    if types.is_list(t) or types.is_large_list(t):
+        item = _fits(t.value_type)
+        return nullable(lambda v: isinstance(v, list | tuple) and all(item(x) for x in v))
+    return nullable(_converts(t))  # anything rarer: ask Arrow itself
+
+
+def _nullable(fits: Fits) -> Fits:
+    return lambda v: v is None or fits(v)
+
+
+def _int_range(t: Any) -> tuple[int, int]:
+    import pyarrow as pa
+
+    bits = t.bit_width
+    if pa.types.is_unsigned_integer(t):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def _struct_fits(t: Any) -> Fits:
+    names = [t.field(i).name for i in range(t.num_fields)]
+    fields = [_fits(t.field(i).type) for i in range(t.num_fields)]
+
+    def fits(v: Any) -> bool:
+        if isinstance(v, dict):
+            return set(v) <= set(names) and all(
+                f(v.get(name)) for name, f in zip(names, fields, strict=True)
+            )
+        if isinstance(v, tuple | list):
+            return len(v) == len(fields) and all(f(x) for f, x in zip(fields, v, strict=True))
+        return False
+
+    return fits
+
+
+def _converts(t: Any) -> Fits:
+    import pyarrow as pa
+
+    def fits(v: Any) -> bool:
+        try:
+            pa.scalar(v, type=t)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return False
+        return True
+
+    return fits
+
+
+def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
+    """``item`` as Arrow converts it: tuples become structs, recursively.
+
+    A struct's fields are named by ``arrow_type`` where given (a column that
+    exists, say one Spark wrote), else by a NamedTuple's fields, else ``_1, _2, ...``.
+
+    >>> to_arrow_python(("a", (1, 2)))
+    {'_1': 'a', '_2': {'_1': 1, '_2': 2}}
+    """
+    import pyarrow as pa
+
+    if isinstance(item, tuple):
+        if arrow_type is not None and pa.types.is_struct(arrow_type):
+            if len(item) != arrow_type.num_fields:
+                raise TypeError(f"{len(item)} fields for a struct of {arrow_type.num_fields}")
+            fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
+            return {f.name: to_arrow_python(x, f.type) for f, x in zip(fields, item, strict=True)}
+        names = getattr(item, "_fields", None) or [f"_{i}" for i in range(1, len(item) + 1)]
+        return {name: to_arrow_python(x) for name, x in zip(names, item, strict=True)}
+    if isinstance(item, list):
+        inner = arrow_type.value_type if arrow_type is not None and pa.types.is_list(arrow_type) else None
+        return [to_arrow_python(x, inner) for x in item]
+    return item
+
+
+def _without_nulls(t: Any) -> Any:
+    """``t`` with every null-typed leaf (a field only ever ``None``) made a string."""
+    import pyarrow as pa
+
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_without_nulls(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(_without_nulls(t.value_type))
+    return t
+
+
+def type_fixed_by(value: Any) -> Any:
+    """The Arrow type ``value`` gives its column, or ``None`` while a field of it is ``None``.
+
+    >>> type_fixed_by(("x", 1)), type_fixed_by(("x", None))
+    (StructType(struct<_1: string, _2: int64>), None)
+    """
+    import pyarrow as pa
+
+    inferred = pa.array([to_arrow_python(value)]).type
+    return inferred if _without_nulls(inferred) == inferred else None
+
+
+def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
+    """``items`` as one Arrow array, of ``arrow_type`` if given, else inferred.
+
+    An inferred type never holds the null type (Spark and Delta readers refuse it):
+    a struct field that is ``None`` in every item is typed as a string.
+
+    Raises:
+        InvalidArgument: the items have no common Arrow type, or do not fit ``arrow_type``.
+    """
+    import pyarrow as pa
+
+    try:
+        converted = [to_arrow_python(x, arrow_type) for x in items]
+        if arrow_type is None:
+            array = pa.array(converted)
+            return array.cast(_without_nulls(array.type)) if array.type != _without_nulls(array.type) else array
+        return pa.array(converted, type=arrow_type)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
+        kinds = sorted({type(x).__name__ for x in items})
+        wanted = f"the column type {arrow_type}" if arrow_type is not None else "one Arrow type"
+        raise InvalidArgument(
+            f"{len(items):,} items of type {', '.join(kinds)} do not fit {wanted}: {exc}"
+        ) from exc
+
+
+def column_to_python(column: Any) -> list[Any]:
+    """An Arrow column as hashable Python values: structs and lists become tuples.
+
+    Keys and values must be hashable; a struct column (a Spark struct) therefore
+    reads as tuples of its fields, in field order.
+    """
+    import pyarrow as pa
+
+    items = column.to_pylist()
+    kind = column.type
+    if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return [hashable(x) for x in items]
+    return items
+
+
+def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
+    """``None`` if ``value`` can be stored in a typed column and read back equal, else why not.
+
+    With ``arrow_type`` (the column's fixed type) the value must also fit it.
+
+    >>> storage_problem(("x", 1)) is None, storage_problem(frozenset({1})) is not None
+    (True, True)
+    """
+    if arrow_type is None and _plain(value):
+        return None
+    if arrow_type is not None and not _fits(arrow_type)(value):
+        return f"the value {value!r} cannot be stored: it does not fit the column type {arrow_type}"
+    if _plain(value):
+        return None
+    try:
+        array = arrow_array([value], arrow_type)
+    except InvalidArgument as exc:
+        return f"the value {value!r} cannot be stored as a typed column: {exc}"
+    back = column_to_python(array)[0]
+    if back != value or type(back) is bool and type(value) is not bool:
+        return (
+            f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
+            f"or a plain value instead"
+        )
+    return None
+
+
+_PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)
+
+
+def _plain(value: Any) -> bool:
+    """A value that surely reads back equal: a plain scalar (not NaN), or a tuple of them."""
+    if value is None or type(value) in _PLAIN:
+        return value == value  # noqa: PLR0124 - False only for NaN
+    if type(value) is tuple:
+        return all(_plain(item) for item in value)
+    return False

@@ -1,0 +1,418 @@
+"""The Delta Lake table under a persisted arrangement: files, log and state.
+
+An arrangement at ``uri`` is a Delta table (``key, value, time, diff``) that any
+engine reads, plus the arrangement's own state beside it::
+
+    _delta_log/                    the Delta log: which data files each version holds
+    batch-<id>.parquet             data files, sorted by key (or Spark's part files)
+    _statemachines/state-<n>.json  the arrangement's state at sequence number n
+
+The state (upper, since, batch boundaries, which files form which batch, a stream's
+progress, the writer's notes such as waterline high marks) is written *before* the
+Delta commit that publishes it; the commit carries the Delta application
+transaction ``statemachines = n``, so a version of the table names its state, and
+the two change in one atomic step. Delta checkpoints keep application transactions,
+so the state survives them. Before the first commit (an arrangement with nothing
+stored yet) the state is ``state-0``.
+
+Data files are only ever added and removed through commits; nothing deletes them
+but :func:`vacuum`, after a retention period, so a reader pinned to a version keeps
+its files. Paths are local paths or URIs (``file://``, ``s3://``, ``abfss://``,
+``gs://``): the log goes through delta-rs's object stores, files through pyarrow's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time as _time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from statemachines.errors import InvalidArgument, MissingDependency
+
+__all__ = [
+    "APP_ID",
+    "FORMAT",
+    "STATE_DIR",
+    "DamagedArrangement",
+    "Location",
+    "Snapshot",
+    "commit",
+    "data_file",
+    "exists",
+    "location",
+    "read_snapshot",
+    "vacuum",
+]
+
+FORMAT = 2
+APP_ID = "statemachines"
+STATE_DIR = "_statemachines"
+LOG_DIR = "_delta_log"
+LEGACY_MANIFEST = "manifest.json"
+RETENTION_HOURS = 168  # Delta's default: a week
+
+
+class DamagedArrangement(InvalidArgument):
+    """A file the arrangement needs is missing or unreadable; the message says which, and the remedy."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def deltalake() -> Any:
+    try:
+        import deltalake as dl
+        import pyarrow.parquet  # noqa: F401 - loads the parquet submodule
+    except ImportError as exc:
+        raise MissingDependency(
+            "persisted arrangements need deltalake and pyarrow: pip install 'statemachines[persist]'"
+        ) from exc
+    return dl
+
+
+@attrs.frozen
+class Location:
+    """Where an arrangement lives: its URI, and pyarrow's file system for its files."""
+
+    uri: str  # an absolute local path, or a URI
+    filesystem: Any
+    root: str  # the table's path inside ``filesystem``
+    storage_options: dict[str, str] | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return type(self.filesystem).__name__ == "LocalFileSystem"
+
+    def path(self, relative: str) -> str:
+        """A path inside the table, for ``filesystem``."""
+        return f"{self.root.rstrip('/')}/{relative}"
+
+    def uri_of(self, relative: str) -> str:
+        """A path inside the table as a URI (what Spark and other engines open)."""
+        return f"{self.uri.rstrip('/')}/{relative}"
+
+
+def location(path: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> Location:
+    """The :class:`Location` of ``path``: a local path (made absolute) or a URI."""
+    from pyarrow import fs
+
+    text = os.fspath(path)
+    if "://" not in text:
+        text = os.path.abspath(text)
+    try:
+        filesystem, root = fs.FileSystem.from_uri(text)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds here
+        raise InvalidArgument(f"cannot open {text}: {exc}") from exc
+    if text.startswith("file://"):
+        text = root
+    return Location(text, filesystem, root, storage_options)
+
+
+@attrs.frozen
+class Snapshot:
+    """One version of an arrangement: its state and the Delta table version holding it.
+
+    ``version`` is ``None`` before the first commit (no Delta log yet).
+    """
+
+    state: dict[str, Any]
+    version: int | None
+    schema: Any = None  # the table's Arrow schema (None before the first commit)
+
+
+def exists(loc: Location) -> bool:
+    """Whether ``loc`` holds an arrangement of this format (a state file or a Delta log)."""
+    from pyarrow import fs
+
+    return any(
+        loc.filesystem.get_file_info(loc.path(name)).type == fs.FileType.Directory
+        for name in (STATE_DIR, LOG_DIR)
+    )
+
+
+def contents(loc: Location) -> list[str]:
+    """The names directly inside ``loc`` (empty if it does not exist)."""
+    from pyarrow import fs
+
+    info = loc.filesystem.get_file_info(loc.root)
+    if info.type == fs.FileType.NotFound:
+        return []
+    if info.type != fs.FileType.Directory:
+        raise InvalidArgument(f"{loc.uri} is a file, not an arrangement")
+    selector = fs.FileSelector(loc.root, recursive=False)
+    return sorted(item.base_name for item in loc.filesystem.get_file_info(selector))
+
+
+def state_name(sequence: int) -> str:
+    return f"{STATE_DIR}/state-{sequence:020d}.json"
+
+
+def put(loc: Location, relative: str, data: bytes) -> None:
+    """Write a whole file at once: readers see all of it or none.
+
+    Object stores put atomically; a local file is written aside and renamed.
+    """
+    target = loc.path(relative)
+    loc.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+    if not loc.is_local:
+        with loc.filesystem.open_output_stream(target) as out:
+            out.write(data)
+        return
+    aside = f"{target}.{uuid.uuid4().hex}.tmp"
+    with open(aside, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(aside, target)
+
+
+def _read_state(loc: Location, relative: str) -> dict[str, Any]:
+    try:
+        with loc.filesystem.open_input_stream(loc.path(relative)) as stream:
+            state: dict[str, Any] = json.loads(stream.read())
+        if not isinstance(state, dict) or not {"format", "sequence", "upper", "since", "batches"} <= set(state):
+            raise ValueError("a field is missing")
+    except FileNotFoundError as exc:
+        raise DamagedArrangement(
+            f"{loc.uri_of(relative)} is missing: the arrangement's state at this version is "
+            f"lost; restore the file from a backup (the data files are intact)",
+            loc.uri_of(relative),
+        ) from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedArrangement(
+            f"{loc.uri_of(relative)} is damaged ({exc}); restore the file from a backup",
+            loc.uri_of(relative),
+        ) from exc
+    if state["format"] != FORMAT:
+        raise InvalidArgument(f"{loc.uri_of(relative)} has format {state['format']!r}; this version reads {FORMAT}")
+    return state
+
+
+def _open_table(loc: Location, version: int | None) -> Any:
+    dl = deltalake()
+    try:
+        return dl.DeltaTable(loc.uri, version=version, storage_options=loc.storage_options)
+    except dl.exceptions.TableNotFoundError as exc:
+        raise DamagedArrangement(
+            f"the Delta log {loc.uri_of(LOG_DIR)} is missing or empty; restore it from a backup",
+            loc.uri_of(LOG_DIR),
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - delta-rs reports damage as several kinds
+        if version is not None and "version" in str(exc).lower() and "not" in str(exc).lower():
+            raise InvalidArgument(f"{loc.uri} has no version {version}: {exc}") from exc
+        raise DamagedArrangement(
+            f"the Delta log {loc.uri_of(LOG_DIR)} is damaged ({type(exc).__name__}: "
+            f"{first_line(exc)}); restore it from a backup",
+            loc.uri_of(LOG_DIR),
+        ) from exc
+
+
+def read_snapshot(loc: Location, version: int | None = None) -> Snapshot:
+    """The arrangement's state at a Delta ``version`` (default: the latest).
+
+    Before the first commit the state is ``state-0``, which the first commit then
+    marks (``"table": true``): from then on, a missing log is damage, not an empty
+    arrangement.
+
+    Raises:
+        InvalidArgument: ``loc`` holds no arrangement, or a format-1 one.
+        DamagedArrangement: its log or state file is missing or unreadable.
+    """
+    names = contents(loc)
+    if LOG_DIR not in names and STATE_DIR not in names:
+        if LEGACY_MANIFEST in names:
+            raise InvalidArgument(
+                f"{loc.uri} holds an arrangement of format 1 (Parquet files and {LEGACY_MANIFEST}); "
+                f"convert it to a Delta table with: statemachines convert {loc.uri} NEW_PATH"
+            )
+        raise InvalidArgument(f"{loc.uri} holds no arrangement")
+    first = _read_state(loc, state_name(0)) if STATE_DIR in names else {"table": True}
+    if not first.get("table"):  # no commit yet (or the first one is under way)
+        if version is not None:
+            raise InvalidArgument(f"{loc.uri} has no versions yet: nothing was committed")
+        return Snapshot(first, None)
+    if LOG_DIR not in names:
+        raise DamagedArrangement(
+            f"the Delta log {loc.uri_of(LOG_DIR)} is missing, and the arrangement stored "
+            f"data; restore it from a backup",
+            loc.uri_of(LOG_DIR),
+        )
+    table = _open_table(loc, version)
+    sequence = table.transaction_version(APP_ID)
+    if sequence is None:
+        raise InvalidArgument(
+            f"{loc.uri} is a Delta table but not an arrangement (no '{APP_ID}' "
+            f"transaction in its log)"
+        )
+    state = _read_state(loc, state_name(sequence))
+    return Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()))
+
+
+def logged_files(loc: Location, version: int) -> set[str]:
+    """The data files the Delta log names at ``version``, relative to the table."""
+    table = _open_table(loc, version)
+    prefix = loc.uri.rstrip("/") + "/"
+    return {
+        uri.removeprefix("file://").removeprefix(prefix)
+        for uri in table.file_uris()
+    }
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (delta-rs appends backtraces)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _as_pyarrow(schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(schema)
+
+
+def data_file(loc: Location, relative: str) -> Any:
+    """The Delta add action of a complete Parquet file in the table, with statistics."""
+    import pyarrow.parquet as pq
+    from deltalake.transaction import AddAction
+
+    info = loc.filesystem.get_file_info(loc.path(relative))
+    metadata = pq.ParquetFile(loc.path(relative), filesystem=loc.filesystem).metadata
+    stats = {"numRecords": metadata.num_rows, **_min_max(metadata)}
+    return AddAction(
+        relative, info.size, {}, int((info.mtime_ns or _time.time_ns()) // 1_000_000), True, json.dumps(stats)
+    )
+
+
+def _min_max(metadata: Any) -> dict[str, Any]:
+    """Delta file statistics of the plain columns (min, max, nulls) from Parquet's own."""
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    names = metadata.schema.names
+    for column in ("key", "time", "diff"):
+        if column not in names:
+            continue
+        index = names.index(column)
+        found = [metadata.row_group(g).column(index).statistics for g in range(metadata.num_row_groups)]
+        if not found or any(s is None or not s.has_min_max for s in found):
+            continue
+        try:
+            lows, highs = [s.min for s in found], [s.max for s in found]
+            low[column], high[column] = _jsonable(min(lows)), _jsonable(max(highs))
+            nulls[column] = sum(s.null_count or 0 for s in found)
+        except TypeError:
+            continue
+    return {"minValues": low, "maxValues": high, "nullCount": nulls} if low else {}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def commit(
+    loc: Location,
+    base: Snapshot,
+    state: dict[str, Any],
+    adds: Iterable[str],
+    removes: Iterable[str],
+    *,
+    schema: Any,
+    operation: str,
+    before_commit: Callable[[], None] | None = None,
+) -> Snapshot:
+    """Publish ``state`` with the files added and removed, as one Delta commit.
+
+    ``state['sequence']`` must be one above ``base``'s. A commit that loses a race
+    with another writer raises; the state file it wrote is never referenced.
+    """
+    dl = deltalake()
+    from deltalake.transaction import CommitProperties, RemoveAction, Transaction
+
+    sequence = state["sequence"]
+    put(loc, state_name(sequence), json.dumps(state, indent=1).encode())
+    adds = [data_file(loc, name) for name in adds]
+    if before_commit is not None:
+        before_commit()
+    now = int(_time.time() * 1000)
+    removed = [RemoveAction(name, True, now, None, {}) for name in removes]
+    properties = CommitProperties(
+        custom_metadata={"statemachines": {"operation": operation, "sequence": sequence}},
+        app_transactions=[Transaction(APP_ID, sequence)],
+        max_commit_retries=1,
+    )
+    try:
+        if base.version is None:
+            dl.transaction.create_table_with_add_actions(
+                loc.uri, dl.Schema.from_arrow(schema), adds, mode="error",
+                storage_options=loc.storage_options, commit_properties=properties,
+            )
+        else:
+            table = _open_table(loc, base.version)
+            table.create_write_transaction([*adds, *removed], "append", schema, commit_properties=properties)
+    except dl.exceptions.CommitFailedError as exc:
+        raise InvalidArgument(
+            f"another writer committed to {loc.uri} since version {base.version} was read; "
+            f"an arrangement has one writer ({exc})"
+        ) from exc
+    except dl.exceptions.DeltaError as exc:
+        if base.version is None and "exists" in str(exc).lower():
+            raise InvalidArgument(f"another writer created the table at {loc.uri} meanwhile") from exc
+        raise
+    if base.version is None:  # from now on the log holds the state; say so in state-0
+        put(loc, state_name(0), json.dumps({**base.state, "table": True}, indent=1).encode())
+    return Snapshot(state, (base.version + 1) if base.version is not None else 0, schema)
+
+
+def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]:
+    """Delete files no version within ``retention_hours`` needs; return what went.
+
+    Data files go through Delta's vacuum (removed more than ``retention_hours`` ago,
+    or never committed); state files of sequences older than the oldest version kept
+    go too. A reader pinned to a version older than the retention may then fail.
+    """
+    from pyarrow import fs
+
+    snapshot = read_snapshot(loc)
+    if snapshot.version is None:
+        return []
+    table = _open_table(loc, None)
+    gone = list(
+        table.vacuum(
+            retention_hours=int(retention_hours), dry_run=False, enforce_retention_duration=False, full=True,
+        )
+    )
+    horizon = _time.time_ns() - int(retention_hours * 3600e9)
+    current = snapshot.state["sequence"]
+    kept = _referenced_parts(snapshot.state)
+    for item in loc.filesystem.get_file_info(fs.FileSelector(loc.path(STATE_DIR), recursive=False)):
+        name = item.base_name
+        old = (item.mtime_ns or 0) < horizon
+        if name.startswith("state-") and name.endswith(".json"):
+            sequence = int(name.removeprefix("state-").removesuffix(".json"))
+            stale = 0 < sequence < current  # state-0 says the log exists
+        else:  # a stream's pending events or a file a writer left unfinished
+            stale = name not in kept
+        if stale and old:
+            if item.type == fs.FileType.Directory:
+                loc.filesystem.delete_dir(item.path)
+            else:
+                loc.filesystem.delete_file(item.path)
+            gone.append(f"{STATE_DIR}/{name}")
+    return gone
+
+
+def _referenced_parts(state: dict[str, Any]) -> set[str]:
+    """Names inside the state directory the state still needs (a stream's files)."""
+    stream = state.get("stream") or {}
+    named = [stream.get("pending"), *stream.get("rejected", [])]
+    return {n.split("/")[1] for n in named if n and n.startswith(f"{STATE_DIR}/")}

@@ -1,0 +1,302 @@
+"""A persisted arrangement is a Delta Lake table: format, versions, crashes, damage."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from operator import itemgetter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+from hypothesis import HealthCheck, given, settings
+
+from library import Upsert, UpsertWithLateness
+from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
+from statemachines.columns import column_to_python
+from statemachines.persisted import DamagedArrangement, check
+from tests import strategies as sst
+from tests.machines import Tags
+
+SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", "oz", None])]
+
+
+def files_in(directory):
+    """Every file under ``directory`` with its bytes."""
+    return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def delta_updates(path, version=None):
+    """The table's rows as read by delta-rs (not by this project), consolidated."""
+    table = DeltaTable(str(path), version=version).to_pyarrow_table()
+    keys, values = column_to_python(table["key"]), column_to_python(table["value"])
+    rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
+    return consolidate([((k, v), t, d) for k, v, t, d in rows])
+
+
+# -- the table any engine reads ---------------------------------------------------------
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25, deadline=None)
+@given(events=sst.events(sst.tag_symbols, key=sst.text_keys))
+def test_delta_rs_reads_the_same_updates_as_the_arrangement(tmp_path_factory, events):
+    path = tmp_path_factory.mktemp("arr")
+    arr = PersistedArrangement(path)
+    for upper in (4, 9, 13):  # several commits, with merges
+        run_local(Tags(), [e for e in events if upper - 5 < e.time + 1 <= upper], into=arr, frontier=upper)
+    if arr.version is None:  # nothing stored: no table yet
+        assert arr.updates() == []
+        return
+    assert delta_updates(path) == consolidate(arr.updates()) == PersistedArrangement.open(path).updates()
+
+
+def test_keys_values_and_times_are_typed_columns_with_tuples_as_structs(tmp_path):
+    t0 = dt.datetime(2026, 1, 1, 12, 0)
+    run_local(Tags(), [("ann", ("add", ("x", 2)), t0), ("bob", ("add", ("y", 3)), t0 + dt.timedelta(seconds=5))],
+              into=PersistedArrangement(tmp_path))
+    schema = DeltaTable(str(tmp_path)).schema().to_arrow()
+    types = {f.name: str(pa.schema(schema).field(f.name).type) for f in pa.schema(schema)}
+    assert types["key"] == "string"
+    assert types["value"] == "struct<_1: string, _2: int64>"
+    assert types["time"].startswith("timestamp")
+    assert types["diff"] == "int64"
+    reopened = PersistedArrangement.open(tmp_path)
+    assert reopened.values("bob") == {("y", 3)}
+    assert reopened.upper == t0 + dt.timedelta(seconds=5, microseconds=1)
+
+
+def test_values_no_column_can_hold_are_rejected_up_front_with_a_reason(tmp_path):
+    arr = PersistedArrangement(tmp_path)
+    events = [("a", ("add", 1), 0), ("b", ("add", frozenset({1})), 0), ("c", ("add", "text"), 1), ("d", ("add", 2), 1)]
+    result = run_local(Tags(), events, into=arr)
+    rejected = {r.event.key: r.reason for r in result.rejected}
+    assert rejected == {"b": Reason.UNSERIALISABLE_VALUE, "c": Reason.UNSERIALISABLE_VALUE}
+    assert all(r.detail for r in result.rejected)
+    assert PersistedArrangement.open(tmp_path).snapshot() == [(("a", 1), 1), (("d", 2), 1)]
+    # once the table exists, its column type decides
+    later = run_local(Tags(), [("e", ("add", "text"), 5), ("f", ("add", 7), 5)], into=arr)
+    assert [r.event.key for r in later.rejected] == ["e"]
+
+
+# -- versions -----------------------------------------------------------------------------
+
+
+def test_every_version_stays_readable_after_appends_and_compactions_until_vacuum(tmp_path):
+    arr = PersistedArrangement(tmp_path)
+    seen = {}
+    for t, value in enumerate(["a", "b", None, "c", "d"]):
+        run_local(Upsert(), [("k", value, t), (f"x{t}", "v", t)], into=arr, frontier=t + 1)
+        seen[arr.version] = arr.updates()
+    arr.compact(arr.upper)
+    seen[arr.version] = arr.updates()
+    for version, updates in seen.items():
+        assert PersistedArrangement.open(tmp_path, version=version).updates() == updates
+        assert delta_updates(tmp_path, version) == consolidate(updates)
+    assert len(arr.vacuum(retention_hours=0)) > 0
+    assert PersistedArrangement.open(tmp_path).updates() == seen[arr.version]
+    assert check(tmp_path) == []
+
+
+def test_a_replayed_append_commits_nothing(tmp_path):
+    arr = PersistedArrangement(tmp_path)
+    batch = [(("k", "v"), 1, 1)]
+    assert arr.append(batch, lower=None, upper=2) is True
+    version = arr.version
+    assert PersistedArrangement(tmp_path).append(batch, lower=None, upper=2) is False
+    assert DeltaTable(str(tmp_path)).version() == version
+
+
+def test_the_state_survives_delta_checkpoints(tmp_path):
+    arr = PersistedArrangement(tmp_path)
+    for t in range(12):
+        arr.append([((f"k{t}", t), t, 1)], lower=t or None, upper=t + 1)
+    table = DeltaTable(str(tmp_path))
+    table.create_checkpoint()
+    reopened = PersistedArrangement.open(tmp_path)
+    assert (reopened.upper, reopened.first, reopened.updates()) == (12, None, arr.updates())
+
+
+# -- creating and opening ---------------------------------------------------------------
+
+
+def test_a_directory_holding_anything_else_is_refused_and_left_untouched(tmp_path):
+    theirs = tmp_path / "theirs"
+    (theirs / "batch-keep").mkdir(parents=True)
+    (theirs / "batch-keep" / "part.parquet").write_bytes(b"someone else's data")
+    before = files_in(theirs)
+    with pytest.raises(InvalidArgument, match="not empty"):
+        PersistedArrangement(theirs)
+    with pytest.raises(InvalidArgument, match="holds no arrangement"):
+        PersistedArrangement.open(theirs)
+    with pytest.raises(InvalidArgument, match="not empty"):
+        PersistedArrangement.create(theirs)
+    assert files_in(theirs) == before
+
+
+def test_open_and_create_are_explicit(tmp_path):
+    with pytest.raises(InvalidArgument, match="holds no arrangement"):
+        PersistedArrangement.open(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+    PersistedArrangement.create(tmp_path / "new").append([(("k", 1), 0, 1)], None, 1)
+    with pytest.raises(InvalidArgument, match="not empty"):
+        PersistedArrangement.create(tmp_path / "new")
+    assert PersistedArrangement(tmp_path / "new").values("k") == {1}
+
+
+def test_a_format_1_arrangement_is_refused_by_name_and_converted_by_the_command(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    table = pa.table({"key": ["frank", "frank"], "value": ["mcsherry", "zappa"], "time": [0, 1], "diff": [1, 1]})
+    pq.write_table(table, old / "batch-1.parquet")
+    manifest = {
+        "format": 1, "upper": 2, "since": None, "boundaries": [None, 2],
+        "batches": [{"id": "1", "file": "batch-1.parquet", "lower": None, "upper": 2, "since": None, "count": 2}],
+    }
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    before = files_in(old)
+    with pytest.raises(InvalidArgument, match="statemachines convert"):
+        PersistedArrangement(old)
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_runtime.cli", "convert", str(old), str(tmp_path / "new")],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    new = PersistedArrangement.open(tmp_path / "new")
+    assert (new.upper, new.values("frank", as_of=0), new.values("frank")) == (2, {"mcsherry"}, {"mcsherry", "zappa"})
+    assert files_in(old) == before
+
+
+# -- crashes ------------------------------------------------------------------------------
+
+
+FAULT_POINTS = ["batches_written", "state_written", "published"]
+
+
+@pytest.mark.parametrize("operation", ["append", "compact"])
+@pytest.mark.parametrize("point", FAULT_POINTS)
+def test_a_writer_dying_at_any_point_leaves_the_last_published_version(tmp_path, monkeypatch, operation, point):
+    arr = PersistedArrangement(tmp_path)
+    run_local(Upsert(), SEED[:3], into=arr, frontier=3)
+    published = (arr.upper, arr.since, arr.updates())
+
+    def crash(self, at):
+        if at == point:
+            raise OSError(f"simulated crash at {at}")
+
+    monkeypatch.setattr(PersistedArrangement, "_fault", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        if operation == "append":
+            run_local(Upsert(), SEED[3:], into=arr, frontier=6)
+        else:
+            arr.compact(3)
+    monkeypatch.undo()
+
+    reopened = PersistedArrangement.open(tmp_path)
+    survived = (reopened.upper, reopened.since, reopened.updates())
+    if point == "published":  # the commit happened: the new version is the durable one
+        assert survived != published
+    else:
+        assert survived == published
+        assert (arr.upper, arr.since) == published[:2]  # memory did not run ahead of the table
+
+    # retrying completes the work exactly once
+    if operation == "append":
+        run_local(Upsert(), SEED[3:], into=reopened, frontier=6)
+        assert reopened.updates() == run_local(Upsert(), SEED).updates
+    else:
+        reopened.compact(3)
+        assert reopened.since == 3
+    assert PersistedArrangement.open(tmp_path).updates() == reopened.updates()
+    assert check(tmp_path) == []
+    # what the dead writer left behind goes with a vacuum; nothing the table needs does
+    reopened.vacuum(retention_hours=0)
+    assert check(tmp_path) == []
+    live = {name for b in PersistedArrangement.open(tmp_path).files() for name in [b.rsplit("/", 1)[1]]}
+    assert {p.name for p in tmp_path.glob("*.parquet")} == live
+
+
+# -- the waterline survives compaction -------------------------------------------------------
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_compaction_never_lowers_the_lateness_waterline(tmp_path, compact):
+    machine = UpsertWithLateness(10, value_time=itemgetter(1))
+    run_local(machine, [("a", ("x", 100), 1, 0), ("a", None, 2, 1)], into=PersistedArrangement(tmp_path))
+    if compact:
+        PersistedArrangement.open(tmp_path).compact(3)
+    reopened = PersistedArrangement.open(tmp_path)
+    result = run_local(machine, [("b", ("z", 20), 3, 2), ("c", ("w", 95), 3, 3)], into=reopened)
+    assert [r.event.key for r in result.rejected] == ["b"]  # below the waterline 90, as without compaction
+    assert reopened.values("c") == {("w", 95)}
+
+
+# -- damage -------------------------------------------------------------------------------
+
+
+def _damage(path, how):
+    data = path / PersistedArrangement.open(path).files()[-1].rsplit("/", 1)[1]
+    state = sorted((path / "_statemachines").glob("state-*.json"))[-1]
+    if how == "missing data file":
+        data.unlink()
+    elif how == "truncated data file":
+        data.write_bytes(data.read_bytes()[: len(data.read_bytes()) // 2])
+    elif how == "empty data file":
+        data.write_bytes(b"")
+    elif how == "missing state file":
+        state.unlink()
+    elif how == "corrupt state file":
+        state.write_text("{not json")
+    elif how == "empty state file":
+        state.write_text("")
+    elif how == "state field missing":
+        record = json.loads(state.read_text())
+        del record["batches"]
+        state.write_text(json.dumps(record))
+    elif how == "missing log":
+        for item in (path / "_delta_log").iterdir():
+            item.unlink()
+        (path / "_delta_log").rmdir()
+    elif how == "corrupt log entry":
+        last = sorted((path / "_delta_log").glob("*.json"))[-1]
+        last.write_text("{broken")
+    return data, state
+
+
+DAMAGE = [
+    "missing data file", "truncated data file", "empty data file", "missing state file",
+    "corrupt state file", "empty state file", "state field missing", "missing log", "corrupt log entry",
+]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_each_damaged_file_gives_one_error_naming_it_and_the_cli_one_line(tmp_path, how):
+    arr = PersistedArrangement(tmp_path)
+    run_local(Upsert(), SEED[:3], into=arr, frontier=3)
+    run_local(Upsert(), SEED[3:], into=arr, frontier=6)
+    _damage(tmp_path, how)
+    before = files_in(tmp_path)
+    with pytest.raises(DamagedArrangement) as raised:
+        PersistedArrangement.open(tmp_path).snapshot()
+    message = str(raised.value)
+    assert "\n" not in message and raised.value.path in message
+    assert "restore" in message
+    for command in (["show", str(tmp_path)], ["check", str(tmp_path)]):
+        done = subprocess.run(
+            [sys.executable, "-m", "spark_runtime.cli", *command], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 2, (command, done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+        assert raised.value.path.rsplit("/", 1)[-1] in done.stderr
+    assert files_in(tmp_path) == before  # nothing was touched
+
+
+def test_check_reads_every_file_of_an_intact_arrangement(tmp_path):
+    arr = PersistedArrangement(tmp_path)
+    run_local(Upsert(), SEED, into=arr)
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_runtime.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and "intact" in done.stdout, done.stderr
