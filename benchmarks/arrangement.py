@@ -84,8 +84,8 @@ def main() -> None:
     for name, secs in (
         ("floor: pyarrow sort + write one Parquet file", floor_s),
         ("append 10 batches, in memory", mem_s),
-        ("append 10 batches, persisted (Parquet)", disk_s),
-        ("reopen persisted from disk", reopen_s),
+        ("append 10 batches, persisted (Delta)", disk_s),
+        ("reopen persisted (log only)", reopen_s),
         ("compact to upper, in memory", mem_compact_s),
         ("compact to upper, persisted", compact_s),
     ):

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from statemachines.persisted import PersistedArrangement, publish_batch
 
 PROBES = 2_000
-from statemachines.stored import ROW_GROUP_ROWS  # noqa: E402 - as the arrangement writes its own files
+ROW_GROUP_ROWS = 1024  # as the arrangement writes its own files (statemachines.stored)
 
 
 def key_name(i: int) -> str:

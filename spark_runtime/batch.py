@@ -533,21 +533,33 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter), schema)
 
 
+ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))
+"""Small row groups: a point read of the arrangement decodes one (Spark's default is 128 MiB)."""
+
+
+def keyed(frame: Any, *first: str) -> Any:
+    """``frame`` sorted by key within each file (after ``first``): row groups hold key ranges."""
+    return frame.sortWithinPartitions(*first, "key")
+
+
 def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:
     """Write ``frame`` as Parquet under ``path/<prefix>-<id>``; return the name and row count.
 
     The rows are counted from the written files' metadata (no second Spark job); an
-    empty result leaves nothing behind.
+    empty result leaves nothing behind. ``path`` may be a URI.
     """
-    import shutil
+    loc = delta.location(path)
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
+        keyed(frame).write.option(*ROW_GROUP_BYTES).parquet(loc.uri_of(name))
+    count = count_rows(loc, name)
+    if not count:
+        loc.filesystem.delete_dir(loc.path(name))
+    return name, count
 
+
+def count_rows(loc: Any, relative: str) -> int:
+    """The rows of the Parquet files under ``relative``, from their footers."""
     import pyarrow.dataset as ds
 
-    name = f"{prefix}-{uuid.uuid4().hex}"
-    target = os.path.join(path, name)
-    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-        frame.write.parquet(target)
-    count = ds.dataset(target, format="parquet").count_rows()
-    if not count:
-        shutil.rmtree(target, ignore_errors=True)
-    return name, count
+    return int(ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet").count_rows())

@@ -21,6 +21,7 @@ Late events are rejected rows in both (``read_rejected``), never dropped.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -32,8 +33,11 @@ import attrs
 
 from spark_runtime.batch import (
     REJECTED,
+    ROW_GROUP_BYTES,
     UPDATE,
     EventColumns,
+    count_rows,
+    keyed,
     open_arrangement,
     prepare_events,
     process_events,
@@ -45,6 +49,7 @@ from statemachines import InvalidArgument, Machine
 from statemachines.delta import STATE_DIR, location
 from statemachines.display import pending_note, show_time
 from statemachines.persisted import publish_batch, read_state, set_aside
+from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
 from statemachines.waterline import has_waterline
 
@@ -123,22 +128,16 @@ def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
     """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind."""
     import uuid
 
-    import pyarrow.dataset as ds
+    from pyarrow import fs
 
+    loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
-    target = os.path.join(path, name)
-    settings = {
-        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-        "spark.sql.maxConcurrentOutputFileWriters": "3",  # one writer per kind, no sort
-    }
-    with scoped_conf(frame.sparkSession, settings):
-        frame.write.partitionBy("kind").parquet(target)
+    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
+        keyed(frame, "kind").write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
     counts = {}
-    for part in os.listdir(target):
-        if part.startswith("kind="):
-            counts[int(part.removeprefix("kind="))] = ds.dataset(
-                os.path.join(target, part), format="parquet"
-            ).count_rows()
+    for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
+        if part.base_name.startswith("kind="):
+            counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
     return name, counts
 
 
@@ -152,6 +151,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
 
     from spark_runtime.buckets import decode_payload
 
+    loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
     parts = [decode_payload(p) for p in payloads.to_pylist() if p is not None]
     table = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
@@ -159,8 +159,13 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
     for kind in (UPDATE, REJECTED):
         rows = table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
         if rows.num_rows:
-            os.makedirs(os.path.join(path, name, f"kind={kind}"))
-            pq.write_table(rows, os.path.join(path, name, f"kind={kind}", "part-00000.parquet"))
+            with contextlib.suppress(pa.ArrowNotImplementedError):  # a struct key stays unsorted
+                rows = rows.sort_by("key")  # row groups of key ranges, for point reads
+            loc.filesystem.create_dir(loc.path(f"{name}/kind={kind}"))
+            pq.write_table(
+                rows, loc.path(f"{name}/kind={kind}/part-00000.parquet"), filesystem=loc.filesystem,
+                row_group_size=ROW_GROUP_ROWS,
+            )
             counts[kind] = rows.num_rows
     return name, counts
 

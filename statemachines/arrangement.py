@@ -371,23 +371,25 @@ class Arrangement:
         j = bisect_left(bounds, upper, 1)
         return lower_ok and j < len(bounds) and bounds[j] == upper
 
-    def _push(self, batch: Batch, merge_limit: int | None = None) -> None:
+    def _push(self, batch: Batch) -> None:
         self._add_boundaries(batch.lower, batch.upper)
-        # geometric merging: merge while the newer batch is at least half the older
-        # (and, with ``merge_limit``, the merge holds no more updates than that).
         # The spine is rebuilt aside and swapped in whole, so a reader in another
         # thread sees the spine before or after, never a batch missing mid-merge.
         spine = [*self._batches, batch]
-        while (
-            len(spine) >= 2
-            and spine[-2].count <= 2 * spine[-1].count
-            and (merge_limit is None or spine[-2].count + spine[-1].count <= merge_limit)
-        ):
+        while len(spine) >= 2 and self._merges(spine[-2], spine[-1]):
             newer = spine.pop()
             older = spine.pop()
             spine.append(self._merge([older, newer]))
-        self._batches = spine
+        self._batches = self._tidy(spine)
         self._upper = batch.upper
+
+    def _merges(self, older: Batch, newer: Batch) -> bool:
+        """Geometric merging: merge while the newer batch is at least half the older."""
+        return older.count <= 2 * newer.count
+
+    def _tidy(self, spine: list[Batch]) -> list[Batch]:
+        """The spine after an append's merges (a persisted arrangement bounds its large batches)."""
+        return spine
 
     def _add_boundaries(self, lower: Any, upper: Any) -> None:
         if not self._boundaries:

@@ -30,7 +30,7 @@ from statemachines.arrangement import Arrangement, Batch
 from statemachines.columns import arrow_array, column_to_python, storage_problem, type_fixed_by
 from statemachines.delta import DamagedArrangement, Location, Snapshot
 from statemachines.errors import InvalidArgument
-from statemachines.stored import ROW_GROUP_ROWS, StoredBatch, merge_tables
+from statemachines.stored import ROW_GROUP_ROWS, SMALL_BATCH, StoredBatch, merge_tables, pa_nested
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -46,8 +46,11 @@ __all__ = [
 
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 
-LOCAL_MERGE = 1_000_000
-"""Batches another writer published are merged here (in this process) only up to this size."""
+PYTHON_MERGE = 1_000_000
+"""Batches that must merge in Python (struct or list columns) merge only up to this size."""
+
+LARGE_BATCHES = 2
+"""At most this many batches larger than ``SMALL_BATCH``: each costs a point read a row group."""
 
 
 def _new_state() -> dict[str, Any]:
@@ -263,12 +266,12 @@ class PersistedArrangement(Arrangement):
         self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         self._value_type: Any = None  # the value column's type, once a value fixed it
-        names = delta.contents(self.location)
         if _create is None:  # open what looks like an arrangement (or says what it is)
-            _create = not {delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST} & set(names)
+            _create = not delta.present(self.location, (delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST))
         if not _create:
             self._load(delta.read_snapshot(self.location, version))
             return
+        names = delta.contents(self.location)
         if names:
             raise InvalidArgument(
                 f"{self.path} holds no arrangement and is not empty ({', '.join(names[:3])}"
@@ -343,10 +346,8 @@ class PersistedArrangement(Arrangement):
     ) -> bool:
         """Publish the batch another writer wrote under ``name``: see :func:`publish_batch`.
 
-        The batch joins the spine as appended batches do, merged geometrically with
-        the batches before it while the merge stays below ``LOCAL_MERGE`` updates,
-        so that a stream of small micro-batches keeps few batches however long it
-        runs.
+        The batch joins the spine as appended batches do (see :meth:`_tidy`), so a
+        stream of small micro-batches keeps few batches however long it runs.
         """
         if stream is not None and stream["batch_id"] <= (self._stream or {}).get("batch_id", -1):
             return False
@@ -360,7 +361,7 @@ class PersistedArrangement(Arrangement):
                 batch = StoredBatch(
                     self._read_file, self._open_file, files, lower, upper, staged._since, uuid.uuid4().hex, count
                 )
-                staged._push(batch, merge_limit=LOCAL_MERGE)
+                staged._push(batch)
             if stream is not None:
                 staged._stream = stream
             if notes is not None:
@@ -418,6 +419,33 @@ class PersistedArrangement(Arrangement):
 
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
+
+    def _merges(self, older: Batch, newer: Batch) -> bool:
+        if not self._merges_in_arrow() and older.count + newer.count > PYTHON_MERGE:
+            return False
+        return super()._merges(older, newer)
+
+    def _tidy(self, spine: list[Batch]) -> list[Batch]:
+        """Merge the newer large batches into one while there are more than ``LARGE_BATCHES``.
+
+        Geometric merging alone leaves a large batch per doubling of the data, and a
+        point read reads a row group of each; small batches are read from memory.
+
+            spine (updates)                      after
+            8M, 1.5M, 600k, 60k, 10k, 2k         8M, 2.17M
+        """
+        large = [i for i, batch in enumerate(spine) if batch.count > SMALL_BATCH]
+        if len(large) <= LARGE_BATCHES or not self._merges_in_arrow():
+            return spine
+        start = large[LARGE_BATCHES - 1]
+        return [*spine[:start], self._merge(spine[start:])]
+
+    def _merges_in_arrow(self) -> bool:
+        """Whether batches merge in Arrow: keys and values of plain (not nested) types."""
+        schema = self._snapshot.schema
+        if schema is None:
+            return False
+        return not any(pa_nested(schema.field(name).type) for name in ("key", "value"))
 
     def _merge(self, batches: list[Batch]) -> Batch:
         """Stored batches merge in Arrow, file to file; others (or structs) in Python."""

@@ -116,6 +116,9 @@ def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_com
 
     retry = run_batch(Upsert(), second, order="order", into=tmp_path)
     assert retry.published
+    table = DeltaTable(str(tmp_path)).to_pyarrow_table()  # delta-rs reads what the arrangement reads
+    rows = zip(table["key"].to_pylist(), table["value"].to_pylist(), table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
+    assert consolidate(((k, v), t, d) for k, v, t, d in rows) == PersistedArrangement(tmp_path).updates()
     assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), events).updates
     # the dead writer's files go with a vacuum, and nothing the table needs does
     after = PersistedArrangement(tmp_path)

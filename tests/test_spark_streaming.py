@@ -20,6 +20,7 @@ from statemachines import (
     consolidate,
     run_local,
 )
+from statemachines.columns import column_to_python
 from statemachines.persisted import check, read_state
 from tests.machines import Session
 
@@ -103,6 +104,15 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert [r.batch_id for r in reports][:4] == [0, 1, 2, 3]  # then batches without data
     assert sum(r.events for r in reports) == sum(len(f) for f in files)
     assert published(spark, tmp_path / "arr") == local_reference(files)
+    assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
+
+
+def delta_rs_updates(path):
+    """The arrangement's table as delta-rs (not this project) reads it, consolidated."""
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    keys, values = column_to_python(table["key"]), column_to_python(table["value"])
+    rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
+    return consolidate(((k, v), t, d) for k, v, t, d in rows)
 
 
 def write_files(directory, files, schema=SCHEMA):
@@ -165,6 +175,8 @@ def test_a_stream_continues_an_arrangement_written_in_batch(spark, tmp_path):
     expected, rejected = local_reference(files, delay=0, runtime=LocalRuntime(Session(3), into=reference))
     assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == consolidate(reference.updates())
     assert published(spark, tmp_path / "arr")[1] == rejected == [("j", 5, "late")]
+    # struct values the batch run and the stream wrote, read by delta-rs as by the arrangement
+    assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
 
 
 def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
