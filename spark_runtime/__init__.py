@@ -1,6 +1,6 @@
 """Running machines on Apache Spark (everything that imports pyspark lives here)."""
 
-from spark_runtime.arrangement import read_history, read_snapshot, read_updates
+from spark_runtime.arrangement import compact, read_history, read_snapshot, read_updates
 from spark_runtime.batch import BatchResult, EventColumns, run_batch
 from spark_runtime.cdc import CdcRead, read_cdc, write_cdc
 from spark_runtime.linear import apply_linear, consolidated, is_vectorised
@@ -31,6 +31,7 @@ __all__ = [
     "is_vectorised",
     "local_session",
     "read_cdc",
+    "compact",
     "read_history",
     "read_rejected",
     "read_snapshot",

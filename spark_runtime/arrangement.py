@@ -10,13 +10,14 @@ to read an older one.
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 from statemachines.errors import InvalidArgument
 from statemachines.persisted import table_files
 from statemachines.times import decode_time
 
-__all__ = ["read_history", "read_snapshot", "read_updates"]
+__all__ = ["compact", "read_history", "read_snapshot", "read_updates"]
 
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 
@@ -95,3 +96,47 @@ def read_history(spark, path: str | os.PathLike[str], version: int | None = None
     return paired.where("starts").select(
         "key", "value", F.col("time").alias("start"), "end"
     )
+
+
+def compact(spark, path: str | os.PathLike[str], since: Any = None) -> Any:
+    """Compact the arrangement at ``path`` on Spark: one batch, one Delta commit.
+
+    What :meth:`PersistedArrangement.compact` does in one process, for an
+    arrangement too large for one: Spark reads the files of the current version,
+    advances times below ``since`` to it (default: leave times as they are),
+    consolidates, and writes key ranges (one file per range, sorted by key, so a
+    point read opens one file). The commit replaces every batch with the new one;
+    the old files stay for readers of older versions until a vacuum.
+
+    Returns:
+        The ``since`` reached (clamped to ``upper``, never moved back).
+
+    Raises:
+        InvalidArgument: another writer committed meanwhile (the compaction is lost,
+            nothing else).
+    """
+    from pyspark.sql import functions as F
+
+    from spark_runtime.batch import ROW_GROUP_BYTES, count_rows
+    from statemachines.persisted import PersistedArrangement
+
+    arrangement = PersistedArrangement.open(path)
+    files = arrangement.files()
+    if not files:
+        return arrangement.advance_since(since) if since is not None else arrangement.since
+    target = arrangement.since
+    if since is not None and arrangement.upper is not None:
+        reached = min(since, arrangement.upper)
+        target = reached if target is None or reached > target else target
+    updates = spark.read.parquet(*files).select(*UPDATE_COLUMNS)
+    if target is not None:
+        updates = updates.withColumn("time", F.greatest(F.col("time"), F.lit(target).cast(updates.schema["time"].dataType)))
+    consolidated = (
+        updates.groupBy("key", "value", "time").agg(F.sum("diff").alias("diff")).where(F.col("diff") != 0)
+        .repartitionByRange("key").sortWithinPartitions("key", "time")
+    )
+    name = f"batch-{uuid.uuid4().hex}"
+    loc = arrangement.location
+    consolidated.write.option(*ROW_GROUP_BYTES).parquet(loc.uri_of(name))
+    arrangement.replace_all(name, count_rows(loc, name), target)
+    return arrangement.since

@@ -370,6 +370,27 @@ class PersistedArrangement(Arrangement):
 
         return bool(self._transact(change, "publish", schema=schema))
 
+    def replace_all(self, name: str, count: int, since: Any) -> None:
+        """Replace every batch with the one another writer wrote under ``name`` (one commit).
+
+        The compacted form of this version, with times below ``since`` advanced to
+        it (see ``spark_runtime.compact``); ``since`` must be what a reader holds
+        back no further than.
+        """
+        files = _parquet_files(self.location, name) if count else []
+        schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
+
+        def change(staged: PersistedArrangement) -> None:
+            if since is not None and Arrangement.advance_since(staged, since) != since:
+                raise InvalidArgument(f"a reader holds history before {since!r}: compaction to it is refused")
+            first, last = staged._batches[0], staged._batches[-1]
+            staged._batches = [
+                StoredBatch(self._read_file, self._open_file, files, first.lower, last.upper, since, uuid.uuid4().hex, count)
+            ]
+
+        with self._holds_lock:
+            self._transact(change, "compact", schema=schema)
+
     def vacuum(self, retention_hours: float = delta.RETENTION_HOURS) -> list[str]:
         """Delete files no version of the last ``retention_hours`` needs; return their names.
 

@@ -7,6 +7,7 @@ import pytest
 from library import Upsert
 from spark_runtime import read_history, read_snapshot, read_updates
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
+from statemachines.persisted import check
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark
@@ -95,3 +96,24 @@ def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_p
     schema = "key string, symbol struct<_1:string,_2:bigint>, time long, order long"
     run_batch(Upsert(), spark.createDataFrame(later, schema), order="order", into=tmp_path)
     assert PersistedArrangement.open(tmp_path).updates() == run_local(Upsert(), first + later).updates
+
+
+def test_compaction_on_spark_equals_compaction_in_one_process(spark, tmp_path):
+    from spark_runtime import compact
+
+    rnd = __import__("random").Random(8)
+    events = [(f"k{rnd.randrange(30)}", rnd.choice(["a", "b", None]), t) for t in range(40) for _ in range(4)]
+    for path in (tmp_path / "spark", tmp_path / "local"):
+        arr = PersistedArrangement(path)
+        for lo in range(0, 40, 10):
+            run_local(Upsert(), [e for e in events if lo <= e[2] < lo + 10], into=arr, frontier=lo + 10)
+    before = PersistedArrangement.open(tmp_path / "spark")
+    assert compact(spark, tmp_path / "spark", 25) == 25
+    assert PersistedArrangement.open(tmp_path / "local").compact(25) == 25
+    on_spark, local = PersistedArrangement.open(tmp_path / "spark"), PersistedArrangement.open(tmp_path / "local")
+    assert len(on_spark.batches) == 1 and on_spark.since == 25
+    assert on_spark.updates() == local.updates()
+    assert all(on_spark.values(f"k{i}") == local.values(f"k{i}") for i in range(30))
+    # the version before stays readable, files and all
+    assert PersistedArrangement.open(tmp_path / "spark", version=before.version).updates() == before.updates()
+    assert check(tmp_path / "spark") == []
