@@ -184,6 +184,11 @@ def put(loc: Location, relative: str, data: bytes) -> None:
     os.replace(aside, target)
 
 
+def put_state(loc: Location, state: dict[str, Any]) -> None:
+    """Write ``state`` as the state file of its sequence number (not yet published)."""
+    put(loc, state_name(state["sequence"]), json.dumps(state, indent=1).encode())
+
+
 def _read_state(loc: Location, relative: str) -> dict[str, Any]:
     try:
         with loc.filesystem.open_input_stream(loc.path(relative)) as stream:
@@ -351,7 +356,7 @@ def commit(
     from deltalake.transaction import CommitProperties, RemoveAction, Transaction
 
     sequence = state["sequence"]
-    put(loc, state_name(sequence), json.dumps(state, indent=1).encode())
+    put_state(loc, state)
     adds = [data_file(loc, name) for name in adds]
     if before_commit is not None:
         before_commit()
@@ -383,7 +388,7 @@ def commit(
             raise InvalidArgument(f"another writer created the table at {loc.uri} meanwhile") from exc
         raise
     if base.version is None:  # from now on the log holds the state; say so in state-0
-        put(loc, state_name(0), json.dumps({**base.state, "table": True}, indent=1).encode())
+        put_state(loc, {**base.state, "sequence": 0, "table": True})
         return Snapshot(state, 0, schema)
     if table.version() != base.version + 1:
         table = None  # another writer's commit came in between: reopen when needed

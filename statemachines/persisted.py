@@ -114,22 +114,24 @@ def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]
         for name in sorted(named - logged):
             problems.append(f"{loc.uri_of(name)} is in a batch of the arrangement but not in the Delta log: another writer changed the table")
     for batch in snapshot.state["batches"]:
-        rows = 0
+        rows, readable = 0, True
         for name in batch["files"]:
             try:
                 table = pq.read_table(loc.path(name), filesystem=loc.filesystem)
             except FileNotFoundError:
                 problems.append(f"{loc.uri_of(name)} is missing; restore it from a backup")
+                readable = False
                 continue
             except (pa.ArrowException, OSError) as exc:
                 problems.append(f"{loc.uri_of(name)} is damaged ({exc}); restore it from a backup")
+                readable = False
                 continue
             if snapshot.schema is not None and not _same_columns(
                 table.select([n for n in UPDATE_COLUMNS if n in table.column_names]).schema, snapshot.schema
             ):
                 problems.append(f"{loc.uri_of(name)} has the columns {_show(table.schema)}, not the table's")
             rows += table.num_rows
-        if rows != batch["count"] and len(problems) == 0:
+        if readable and rows != batch["count"]:
             problems.append(f"the batch {batch['id']} holds {rows:,} rows; its state says {batch['count']:,}")
     return problems
 
@@ -204,12 +206,6 @@ def publish_batch(
     return PersistedArrangement.open(path).publish_files(name, lower, upper, count, stream=stream, notes=notes)
 
 
-def _json(state: dict[str, Any]) -> bytes:
-    import json
-
-    return json.dumps(state, indent=1).encode()
-
-
 def _checked_schema(loc: Location, relative: str, table_schema: Any) -> Any:
     """The table columns of a new file, which must be the table's (when it has them).
 
@@ -279,7 +275,7 @@ class PersistedArrangement(Arrangement):
                 f"new or empty directory, so that it never takes files it did not write for its own"
             )
         self._snapshot = Snapshot(_new_state(), None)
-        delta.put(self.location, delta.state_name(0), _json(self._snapshot.state))
+        delta.put_state(self.location, self._snapshot.state)
 
     @classmethod
     def open(
@@ -525,7 +521,7 @@ class PersistedArrangement(Arrangement):
         }
         if schema is None:  # nothing stored yet: the state alone, in state-0
             state["sequence"] = 0
-            delta.put(self.location, delta.state_name(0), _json(state))
+            delta.put_state(self.location, state)
             self._snapshot = Snapshot(state, None)
         else:
             self._snapshot = delta.commit(
