@@ -192,7 +192,8 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
     import pyarrow as pa
 
     try:
-        converted = [to_arrow_python(x, arrow_type) for x in items]
+        nested = any(issubclass(kind, tuple | list) for kind in set(map(type, items)))
+        converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
             array = pa.array(converted)
             return array.cast(_without_nulls(array.type)) if array.type != _without_nulls(array.type) else array
