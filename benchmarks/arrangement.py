@@ -19,9 +19,9 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from statemachines.library import Upsert
 from workloads import upsert_workload
 
-from library import Upsert
 from statemachines import Arrangement, PersistedArrangement, run_local
 
 

@@ -25,7 +25,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from library import Detector, Pattern, matches, timeouts  # noqa: E402
+from statemachines.library import Detector, Pattern, matches, timeouts  # noqa: E402
+
 from statemachines import LocalRuntime  # noqa: E402
 
 
@@ -85,8 +86,7 @@ def run_local_steps(detector: Detector, events, steps: int = 20):
 def run_spark(detector: Detector, events, work: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from spark_runtime import local_session, run_batch
+    from statemachines.spark import local_session, run_batch
 
     source = f"{work}/logins.parquet"
     pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)

@@ -77,7 +77,8 @@ def bare_dict_loop(commands):
 
 
 def local_approaches(n, k):
-    from library import Upsert
+    from statemachines.library import Upsert
+
     from statemachines import run_local
 
     commands = commands_of(n, k)
@@ -94,8 +95,9 @@ SUSTAINED: list[float] = []  # events/s of a streaming run after its first micro
 
 
 def spark_approaches(n, k, work):
-    from library import Upsert
-    from spark_runtime import local_session, run_batch, run_stream
+    from statemachines.library import Upsert
+    from statemachines.spark import local_session, run_batch, run_stream
+
     from statemachines import PersistedArrangement
 
     spark = local_session()
@@ -165,9 +167,13 @@ def spark_approaches(n, k, work):
         one small state update per bucket, the collect; no machine runs."""
         import pandas as pd
         from pyspark.sql.streaming import StatefulProcessor
-
-        from spark_runtime.batch import EventColumns, prepare_events
-        from spark_runtime.buckets import bucket_of, decode_payload, pack_events, packed_schema
+        from statemachines.spark.batch import EventColumns, prepare_events
+        from statemachines.spark.buckets import (
+            bucket_of,
+            decode_payload,
+            pack_events,
+            packed_schema,
+        )
 
         class CountingProcessor(StatefulProcessor):
             """Counts each bucket's events in its state; runs no machine."""
@@ -239,8 +245,7 @@ def spark_approaches(n, k, work):
 def pandas_approach(n, k, work):
     """Spark's per-key applyInPandas upsert on a 2% slice (too slow for the full N)."""
     import pandas as pd
-
-    from spark_runtime import local_session
+    from statemachines.spark import local_session
 
     spark = local_session()
     size = max(n // 50, 1)
@@ -484,7 +489,8 @@ def verify(name: str, got: dict, want: dict) -> None:
 
 def reference(n, k, slice_size=None) -> dict:
     """The local reference runtime's output digest for U1 (or its first ``slice_size`` arrivals)."""
-    from library import Upsert
+    from statemachines.library import Upsert
+
     from statemachines import run_local
 
     path = CACHE / f"reference_n{n}_k{k}_{slice_size or 'all'}.json"

@@ -14,7 +14,8 @@ import random
 from collections import Counter
 from operator import itemgetter
 
-from library import UpsertWithLateness
+from statemachines.library import UpsertWithLateness
+
 from statemachines import format_table, run_local
 
 LATENESS = 60  # seconds

@@ -13,8 +13,8 @@ import argparse
 import datetime as dt
 import random
 
-from library import Detector, Pattern, matches, timeouts
-from spark_runtime import run_batch, session
+from statemachines.library import Detector, Pattern, matches, timeouts
+from statemachines.spark import run_batch, session
 
 START = dt.datetime(2026, 11, 22, 0, 0)
 

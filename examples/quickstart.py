@@ -5,7 +5,8 @@ Run: python examples/quickstart.py
 
 from __future__ import annotations
 
-from library import Upsert
+from statemachines.library import Upsert
+
 from statemachines import Machine, format_table, run_local
 
 

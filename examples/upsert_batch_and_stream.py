@@ -17,8 +17,9 @@ import os
 import random
 import tempfile
 
-from library import Upsert
-from spark_runtime import run_batch, run_stream, session
+from statemachines.library import Upsert
+from statemachines.spark import run_batch, run_stream, session
+
 from statemachines import PersistedArrangement, format_table
 
 SCHEMA = "account string, balance long, ts long, seq long"

@@ -1,9 +1,9 @@
 """Ready-made machines: upserts, upserts with lateness, pattern detectors."""
 
-from library.cep import Detector, Found, matches, timeouts
-from library.lateness import UpsertWithLateness
-from library.pattern import Contiguity, Pattern, Skip
-from library.upsert import Upsert
+from statemachines.library.cep import Detector, Found, matches, timeouts
+from statemachines.library.lateness import UpsertWithLateness
+from statemachines.library.pattern import Contiguity, Pattern, Skip
+from statemachines.library.upsert import Upsert
 
 __all__ = [
     "Contiguity",

@@ -39,8 +39,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-
-from library.pattern import (
+from statemachines.library.pattern import (
     Contiguity,
     Negation,
     Pattern,
@@ -51,6 +50,7 @@ from library.pattern import (
     _Any,
     _OneArgument,
 )
+
 from statemachines import Event, Machine, Reason, Rejected, Update
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument

@@ -1,6 +1,6 @@
 """Upsert with lateness: old data is refused by the upsert itself, soundly.
 
-``UpsertWithLateness(lateness, value_time=...)`` is an :class:`~library.Upsert`
+``UpsertWithLateness(lateness, value_time=...)`` is an :class:`~statemachines.library.Upsert`
 that refuses commands too far behind the newest data. ``value_time(value)`` gives a
 value's event time. The *waterline* for the commands at time ``t`` is the newest
 ``value_time`` of any value inserted into the collection at a time ``< t`` (by any
@@ -156,7 +156,7 @@ class UpsertWithLateness(Machine):
     def transition(
         self, key: Any, values: frozenset[Any], symbol: Any, time: Any
     ) -> frozenset[Any]:
-        """An accepted command, as in :class:`~library.Upsert` (the rules are in ``advance_key``)."""
+        """An accepted command, as in :class:`~statemachines.library.Upsert` (the rules are in ``advance_key``)."""
         return _EMPTY if symbol is None else frozenset((symbol,))
 
     def validate_symbol(self, symbol: Any) -> None:

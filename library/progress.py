@@ -7,7 +7,7 @@ its output is not a terminal (unless told otherwise). One bar serves every runti
 
 a local run calls it with :class:`~statemachines.RunProgress`; a Spark stream's
 micro-batch reports (``run_stream(progress=bar.micro_batch)``) and a Spark batch
-run's stage polling (``spark_runtime.StageProgress``) move it through
+run's stage polling (``statemachines.spark.StageProgress``) move it through
 :meth:`ProgressBar.show`.
 
     upsert:  60%|██████    | 1.20M/2.00M events [00:04<00:02, 291k events/s, updates=1,350,020, rejected=12]

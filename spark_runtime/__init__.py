@@ -1,12 +1,12 @@
 """Running machines on Apache Spark (everything that imports pyspark lives here)."""
 
-from spark_runtime.arrangement import compact, read_history, read_snapshot, read_updates
-from spark_runtime.batch import BatchResult, EventColumns, run_batch
-from spark_runtime.cdc import CdcRead, read_cdc, write_cdc
-from spark_runtime.linear import apply_linear, consolidated, is_vectorised
-from spark_runtime.progress import StageProgress
-from spark_runtime.session import JavaNotFound, ensure_java, local_session, session
-from spark_runtime.streaming import (
+from statemachines.spark.arrangement import compact, read_history, read_snapshot, read_updates
+from statemachines.spark.batch import BatchResult, EventColumns, run_batch
+from statemachines.spark.cdc import CdcRead, read_cdc, write_cdc
+from statemachines.spark.linear import apply_linear, consolidated, is_vectorised
+from statemachines.spark.progress import StageProgress
+from statemachines.spark.session import JavaNotFound, ensure_java, local_session, session
+from statemachines.spark.streaming import (
     BucketSink,
     MicroBatchReport,
     MicroBatchRunner,

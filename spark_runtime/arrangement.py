@@ -116,8 +116,8 @@ def compact(spark, path: str | os.PathLike[str], since: Any = None) -> Any:
             nothing else).
     """
     from pyspark.sql import functions as F
+    from statemachines.spark.batch import ROW_GROUP_BYTES, count_rows
 
-    from spark_runtime.batch import ROW_GROUP_BYTES, count_rows
     from statemachines.persisted import PersistedArrangement
 
     arrangement = PersistedArrangement.open(path)

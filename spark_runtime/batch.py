@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+from statemachines.spark.session import scoped_conf
+from statemachines.spark.shipping import ship_code
 
-from spark_runtime.session import scoped_conf
-from spark_runtime.shipping import ship_code
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
 from statemachines.columns import column_to_python
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
@@ -271,8 +271,7 @@ def partition_runner(
 def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) -> tuple[Any, Any]:
     """Prior values per key from the arrangement, and the value type to use."""
     from pyspark.sql import functions as F
-
-    from spark_runtime.arrangement import read_snapshot
+    from statemachines.spark.arrangement import read_snapshot
 
     if not any(b["files"] for b in read_state(path)["batches"]):
         return None, value_type
@@ -317,7 +316,7 @@ def run_batch(
         native: use a library machine's native Spark path when it has one.
         progress: True draws a progress bar on standard error (events the machine
             processed, the running stages' tasks, rate, time left; see
-            :class:`~spark_runtime.progress.StageProgress`) and prints the summary at
+            :class:`~statemachines.spark.progress.StageProgress`) and prints the summary at
             the end; it counts the input first (one more Spark job). A
             ``StageProgress`` of your own is moved instead, and nothing is printed.
 
@@ -332,7 +331,7 @@ def run_batch(
     columns = EventColumns(key, symbol, time, order)
     if not progress:
         return _run_batch(machine, events, columns, into, value_type, native)
-    from spark_runtime.progress import StageProgress
+    from statemachines.spark.progress import StageProgress
 
     if isinstance(progress, StageProgress):
         return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
@@ -355,7 +354,7 @@ def run_batch_drawn(
     Returns:
         The result, the number of input events, and the result's counts.
     """
-    from spark_runtime.progress import StageProgress
+    from statemachines.spark.progress import StageProgress
 
     total = events.count()
     with StageProgress(events.sparkSession, label=label, total=total, enabled=enabled) as shown:
@@ -441,8 +440,7 @@ def process_events(
     writer should note in the arrangement with this output (a waterline's high mark).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from spark_runtime import native as native_paths
+    from statemachines.spark import native as native_paths
 
     kind = time_kind_of(prepared.schema["time"].dataType)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
@@ -450,7 +448,7 @@ def process_events(
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
     elif has_waterline(machine):
-        from spark_runtime.waterline import arrangement_high, settled_output
+        from statemachines.spark.waterline import arrangement_high, settled_output
 
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
         return settled_output(

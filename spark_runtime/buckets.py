@@ -44,7 +44,8 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-from spark_runtime.shipping import carried, code_loader, is_connect
+from statemachines.spark.shipping import carried, code_loader, is_connect
+
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python
@@ -275,8 +276,7 @@ class Bucket:
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
         import pandas as pd
-
-        from spark_runtime.batch import OutputRows
+        from statemachines.spark.batch import OutputRows
 
         runtime = self._load()
         out = OutputRows(self.arrow_schema)
@@ -318,7 +318,7 @@ def bucket_processor(
     by value, that imports nothing of the project until a bucket runs, and the
     machine travels inside it as bytes. ``load``, if given (Spark Connect, whose
     stateful tasks do not see the session's artifacts), is a
-    :func:`~spark_runtime.shipping.code_loader` called before the first bucket runs.
+    :func:`~statemachines.spark.shipping.code_loader` called before the first bucket runs.
     """
     from pyspark import cloudpickle
     from pyspark.sql.streaming import StatefulProcessor
@@ -350,7 +350,7 @@ def bucket_processor(
             if self.bucket is None:
                 if load is not None:
                     load()
-                from spark_runtime.buckets import Bucket
+                from statemachines.spark.buckets import Bucket
 
                 self.bucket = Bucket(config, self.handle, self.state)
             return self.bucket
@@ -402,9 +402,8 @@ def bucketed_output(
     initial state.
     """
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from spark_runtime.batch import output_schema, resolve_value_type
-    from spark_runtime.session import ROCKSDB
+    from statemachines.spark.batch import output_schema, resolve_value_type
+    from statemachines.spark.session import ROCKSDB
 
     spark = prepared.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
@@ -412,7 +411,7 @@ def bucketed_output(
         raise InvalidArgument(
             f"streaming state needs Spark's RocksDB state store; set "
             f"spark.sql.streaming.stateStore.providerClass={ROCKSDB} when building the "
-            f"session (spark_runtime.session() does)"
+            f"session (statemachines.spark.session() does)"
         )
     if not isinstance(buckets, int) or buckets < 1:
         raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")

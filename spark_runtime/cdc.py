@@ -55,7 +55,7 @@ def write_cdc(
     Raises:
         InvalidArgument: the arrangement is empty or stores pickled columns.
     """
-    from spark_runtime.arrangement import read_updates
+    from statemachines.spark.arrangement import read_updates
 
     state = read_state(arrangement)
     first, upper = decode_time(state["first"]), decode_time(state["upper"])

@@ -18,9 +18,9 @@ from collections import Counter
 from typing import Any
 
 import attrs
+from statemachines.library import Upsert, UpsertWithLateness
+from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 
-from library import Upsert, UpsertWithLateness
-from library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines import (
     LocalRuntime,
     Machine,
@@ -182,7 +182,7 @@ def _cell(text: str) -> Any:
 
 def py_files(text: str | None) -> list[str]:
     """The ``--py-files`` list as absolute paths, each an existing .py, .zip or .egg."""
-    from spark_runtime.shipping import python_file
+    from statemachines.spark.shipping import python_file
 
     try:
         return [python_file(item.strip()) for item in (text or "").split(",") if item.strip()]
@@ -203,8 +203,8 @@ def spark_conf(items: list[str]) -> dict[str, str]:
 
 def spark_session(args: argparse.Namespace) -> Any:
     """The Spark session of ``run --runtime spark``, with ``--py-files`` shipped."""
-    from spark_runtime import session
-    from spark_runtime.shipping import ship_files
+    from statemachines.spark import session
+    from statemachines.spark.shipping import ship_files
 
     spark = session(master=args.master, remote=args.remote, extra=spark_conf(args.conf))
     ship_files(spark, args.py_files)
@@ -243,7 +243,7 @@ def command_run(args: argparse.Namespace) -> None:
     if args.stream and args.runtime != "spark":
         raise CliError("--stream runs on Spark: add --runtime spark")
     if args.remote:  # the server resolves relative paths against its own directory
-        from spark_runtime.streaming import absolute
+        from statemachines.spark.streaming import absolute
 
         args.input = absolute(args.input)
         args.into = absolute(args.into)
@@ -310,7 +310,7 @@ def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
 
 
 def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
-    from spark_runtime.batch import run_batch_drawn
+    from statemachines.spark.batch import run_batch_drawn
 
     spark = spark_session(args)
     frame = _spark_reader(spark, fmt).load(args.input)
@@ -328,7 +328,7 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> R
     were done. The progress bar counts the events of the micro-batches; without a
     bar, each micro-batch's report is printed as a line.
     """
-    from spark_runtime import MicroBatchReport, flush_progress, run_stream
+    from statemachines.spark import MicroBatchReport, flush_progress, run_stream
 
     if not os.path.isdir(args.input):
         raise CliError(f"--stream reads a directory of files; {args.input} is not one")
@@ -373,7 +373,7 @@ def published_stream(path: str) -> dict[str, Any]:
 
 
 def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
-    from spark_runtime import read_rejected
+    from statemachines.spark import read_rejected
 
     rejected = read_rejected(spark, path)
     if rejected is None:
@@ -431,7 +431,8 @@ def command_cdc_export(args: argparse.Namespace) -> None:
 
 
 def command_diagram(args: argparse.Namespace) -> None:
-    from library.diagrams import render
+    from statemachines.library.diagrams import render
+
     from statemachines import diagram
 
     machine = load_machine(args.machine, args.param)

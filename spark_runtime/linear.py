@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from spark_runtime.shipping import ship_code
+from statemachines.spark.shipping import ship_code
+
 from statemachines import InvalidArgument, Linear
 from statemachines.columns import column_to_python
 

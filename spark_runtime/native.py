@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from library import Upsert
+from statemachines.library import Upsert
+
 from statemachines import Machine, Reason
 from statemachines.intake import INT64_MAX, INT64_RANGE
 

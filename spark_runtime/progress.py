@@ -8,7 +8,7 @@
 The bar counts the events the machine has processed: an accumulator that Spark
 updates on the driver as each task of the machine's stage ends (so it moves once per
 finished task), beside the running stages' task counts, polled from Spark's status
-tracker. The bar is a :class:`library.progress.ProgressBar`, quiet when standard
+tracker. The bar is a :class:`statemachines.library.progress.ProgressBar`, quiet when standard
 error is not a terminal unless told otherwise. A Spark Connect client has neither
 accumulators nor a status tracker: there the server's progress messages for the
 client's own operations give the task counts (``registerProgressHandler``) and the
@@ -20,8 +20,8 @@ from __future__ import annotations
 import threading
 from typing import Any, TextIO
 
-from library.progress import ProgressBar
-from spark_runtime.shipping import is_connect
+from statemachines.library.progress import ProgressBar
+from statemachines.spark.shipping import is_connect
 
 __all__ = ["StageProgress"]
 

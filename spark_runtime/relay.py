@@ -3,7 +3,7 @@
 With Spark Connect a query's ``foreachBatch`` sink runs in a Python process on the
 server, so a ``progress`` callback given on the client cannot be called there. The
 sink publishes each micro-batch's report into the arrangement with the micro-batch
-(:func:`spark_runtime.streaming.with_report`); a :class:`ReportRelay` on the client
+(:func:`statemachines.spark.streaming.with_report`); a :class:`ReportRelay` on the client
 reads them back and calls ``progress`` here.
 
 It polls the arrangement from a daemon thread rather than listening to the query's
@@ -18,7 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from spark_runtime.streaming import MicroBatchReport
+from statemachines.spark.streaming import MicroBatchReport
+
 from statemachines.persisted import read_state
 
 __all__ = ["ReportRelay"]

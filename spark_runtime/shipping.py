@@ -48,7 +48,13 @@ __all__ = [
     "ship_files",
 ]
 
-PROJECT_PACKAGES = ("statemachines", "library", "spark_runtime")
+PROJECT_PACKAGES = ("statemachines",)
+# where each folder of the project installs (see pyproject.toml)
+PROJECT_FOLDERS = {
+    "statemachines": "statemachines",
+    "library": "statemachines/library",
+    "spark_runtime": "statemachines/spark",
+}
 
 _SHIPPED: dict[str, set[str]] = {}  # session or application id -> files shipped to it
 _ZIPS: dict[str, str] = {}  # package root -> its zip, built once per process
@@ -167,7 +173,7 @@ def self_contained(spark: Any, function: Any) -> Any:
 
     def run(batch: Any, batch_id: int) -> Any:
         paths = load()  # the files are unpacked once; later calls only list them
-        from spark_runtime.shipping import ship_files
+        from statemachines.spark.shipping import ship_files
 
         ship_files(batch.sparkSession, paths)
         return call(batch, batch_id)
@@ -253,11 +259,13 @@ def _zip_of_project() -> str:
     import statemachines
 
     root = os.path.dirname(os.path.dirname(os.path.realpath(statemachines.__file__)))
-    return _zip_of(root, *PROJECT_PACKAGES)
+    return _zip_of(root, *PROJECT_FOLDERS, installs_as=PROJECT_FOLDERS)
 
 
-def _zip_of(root_or_dir: str, *packages: str) -> str:
+def _zip_of(root_or_dir: str, *packages: str, installs_as: dict[str, str] | None = None) -> str:
     """A zip of ``packages`` found under ``root_or_dir`` (or of one package's directory).
+
+    ``installs_as`` maps a folder to where its package installs (this project's own).
 
     The zip's name carries a digest of its contents, so changed code ships as a new
     file rather than colliding with the one already shipped.
@@ -275,7 +283,8 @@ def _zip_of(root_or_dir: str, *packages: str) -> str:
                 for name in sorted(names):
                     if name.endswith((".py", ".typed")):
                         full = os.path.join(folder, name)
-                        archive.write(full, os.path.relpath(full, root_or_dir))
+                        inside = os.path.relpath(full, os.path.join(root_or_dir, package))
+                        archive.write(full, os.path.join((installs_as or {}).get(package, package), inside))
     data = buffer.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:12]
     target = os.path.join(tempfile.gettempdir(), f"{'-'.join(packages)}-{digest}.zip")

@@ -8,7 +8,7 @@ nothing:
 - **Buckets** (every machine whose keys are independent): Spark's grouped stateful
   processing, one reference runtime per key bucket checkpointed in Spark's state
   store, the event-time watermark as the frontier, timers for waiting events and
-  deadlines (:mod:`spark_runtime.buckets`). :class:`BucketSink` publishes.
+  deadlines (:mod:`statemachines.spark.buckets`). :class:`BucketSink` publishes.
 - **Arrangement as state** (machines with a waterline, whose rule reads across
   keys): each micro-batch runs the batch runtime over its events and the pending
   ones, with the keys' values read from the arrangement (:class:`MicroBatchRunner`).
@@ -30,8 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-
-from spark_runtime.batch import (
+from statemachines.spark.batch import (
     REJECTED,
     ROW_GROUP_BYTES,
     UPDATE,
@@ -43,8 +42,9 @@ from spark_runtime.batch import (
     process_events,
     time_kind_of,
 )
-from spark_runtime.session import scoped_conf
-from spark_runtime.shipping import is_connect, self_contained, ship_code
+from statemachines.spark.session import scoped_conf
+from statemachines.spark.shipping import is_connect, self_contained, ship_code
+
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import STATE_DIR, location
 from statemachines.display import pending_note, show_time
@@ -148,8 +148,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from spark_runtime.buckets import decode_payload
+    from statemachines.spark.buckets import decode_payload
 
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
@@ -265,7 +264,7 @@ class MicroBatchRunner:
 class BucketSink:
     """The ``foreachBatch`` function of a bucketed query: publish each micro-batch once.
 
-    The buckets' output (see :mod:`spark_runtime.buckets`) is collected in one job,
+    The buckets' output (see :mod:`statemachines.spark.buckets`) is collected in one job,
     written by this process, then published with the micro-batch id in one atomic
     commit. A micro-batch Spark replays after a failure finds its id
     published: the buckets run again (Spark requires their state to be committed),
@@ -280,8 +279,7 @@ class BucketSink:
 
     def __call__(self, packed: Any, batch_id: int) -> None:
         import pyarrow.compute as pc
-
-        from spark_runtime.buckets import frontier_of
+        from statemachines.spark.buckets import frontier_of
 
         started = _time.perf_counter()
         state, stream = published(self.into)
@@ -417,9 +415,9 @@ def run_stream(
 
     The machine runs in Spark's grouped stateful processing
     (``transformWithStateInPandas``), one reference runtime per key bucket
-    (:mod:`spark_runtime.buckets`); the event-time watermark is the frontier. A
+    (:mod:`statemachines.spark.buckets`); the event-time watermark is the frontier. A
     machine whose rules read across keys (a waterline, as in
-    :class:`~library.UpsertWithLateness`) runs micro-batch by micro-batch with the
+    :class:`~statemachines.library.UpsertWithLateness`) runs micro-batch by micro-batch with the
     arrangement as its state instead (:class:`MicroBatchRunner`).
 
     Args:
@@ -436,7 +434,7 @@ def run_stream(
             or a ``timedelta`` for timestamp and date times). The frontier of a
             micro-batch comes from the events of earlier ones; events below it
             when they arrive are rejected as late.
-        value_type: as for :func:`~spark_runtime.batch.run_batch`.
+        value_type: as for :func:`~statemachines.spark.batch.run_batch`.
         native: for the arrangement-state runner: use a native path if any.
         buckets: how many key buckets hold the state (fixed for a checkpoint).
         trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
@@ -464,7 +462,7 @@ def run_stream(
         sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink)
         writer = events.writeStream
     else:
-        from spark_runtime.buckets import bucketed_output
+        from statemachines.spark.buckets import bucketed_output
 
         output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
@@ -476,7 +474,7 @@ def run_stream(
         writer = writer.trigger(**trigger)
     relay = None
     if in_sink is None and progress is not None:
-        from spark_runtime.relay import ReportRelay
+        from statemachines.spark.relay import ReportRelay
 
         relay = ReportRelay(into, progress)  # before the query publishes anything
     query = writer.start()

@@ -58,7 +58,8 @@ def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
 
 def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark | None:
     """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
-    from spark_runtime.arrangement import read_updates
+    from statemachines.spark.arrangement import read_updates
+
     from statemachines.persisted import read_state
 
     state = read_state(path)
@@ -91,8 +92,7 @@ def settled_output(
         run: builds the output DataFrame (updates and rejections) of a bound machine.
     """
     from pyspark.sql import functions as F
-
-    from spark_runtime.batch import UPDATE
+    from statemachines.spark.batch import UPDATE
 
     rounds = prepared.select("time").distinct().count() + 2
     outputs: list[Any] = []

@@ -1,7 +1,7 @@
 """Keyed state machines that emit differential updates: the pure core.
 
 The core imports only the standard library, attrs and sortedcontainers; runtimes and
-renderers with heavy dependencies live elsewhere (``spark_runtime``) or are imported
+renderers with heavy dependencies live elsewhere (``statemachines.spark``) or are imported
 lazily.
 """
 

@@ -5,7 +5,7 @@ method when it has one, else a breadth-first exploration over a small alphabet),
 then write it as Graphviz DOT or Mermaid text. Both are deterministic: the same
 machine gives the same text, so diagrams can be committed and diffed. Rendering DOT
 to SVG, PNG or PDF needs Graphviz and lives outside the core
-(``library.diagrams.render``); Mermaid renders on GitHub as it is.
+(``statemachines.library.diagrams.render``); Mermaid renders on GitHub as it is.
 
     machine            how it is drawn
     FiniteMachine      its declared states and transitions (guards in the labels)
@@ -111,7 +111,7 @@ class Diagram:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         """What a notebook shows: Mermaid (rendered by JupyterLab 4.1+), and a text line.
 
-        ``library.diagrams.show()`` adds an SVG drawn by Graphviz where it is installed.
+        ``statemachines.library.diagrams.show()`` adds an SVG drawn by Graphviz where it is installed.
         """
         return {
             "text/markdown": self._repr_markdown_(),

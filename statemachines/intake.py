@@ -12,7 +12,7 @@ below the frontier already processed (late); an order that compares with the run
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
 the machine's ``validate_symbol``.
 
->>> from library import Upsert
+>>> from statemachines.library import Upsert
 >>> intake = Intake(Upsert())
 >>> intake.check(("k", "a", 1, 0)).order, intake.check(("k", "b", 1, "x")).reason.value
 (0, 'bad_order')

@@ -114,7 +114,7 @@ class RunResult:
     def summary(self) -> str:
         """One line: updates out, rejected by reason, and what still waits.
 
-        >>> from library import Upsert
+        >>> from statemachines.library import Upsert
         >>> print(run_local(Upsert(), [("a", 1, 0), (None, 2, 0), ("a", 3, 7)], frontier=5).summary())
         1 update out, 1 rejected (1 null_key); 1 event waits for time 7 (frontier 5)
         """
@@ -704,7 +704,7 @@ def run_local(
             (see :class:`LocalRuntime`).
         progress: called with a :class:`RunProgress` as the run goes (after the
             events are fed, then every few thousand keys); for a progress bar,
-            ``library.progress.ProgressBar``.
+            ``statemachines.library.progress.ProgressBar``.
 
     Returns:
         A :class:`RunResult` with the consolidated updates sorted by

@@ -370,7 +370,7 @@ class PersistedArrangement(Arrangement):
         """Replace every batch with the one another writer wrote under ``name`` (one commit).
 
         The compacted form of this version, with times below ``since`` advanced to
-        it (see ``spark_runtime.compact``); ``since`` must be what a reader holds
+        it (see ``statemachines.spark.compact``); ``since`` must be what a reader holds
         back no further than.
         """
         files = _parquet_files(self.location, name) if count else []

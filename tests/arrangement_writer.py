@@ -14,7 +14,8 @@ import random
 import sys
 import time
 
-from library import Upsert
+from statemachines.library import Upsert
+
 from statemachines import PersistedArrangement, run_local
 
 STEPS = 400

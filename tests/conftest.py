@@ -15,7 +15,7 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test run (2 cores, few partitions)."""
-    from spark_runtime import local_session
+    from statemachines.spark import local_session
 
     session = local_session(master="local[2]", shuffle_partitions=2)
     yield session

@@ -14,9 +14,10 @@ import os
 import signal
 import sys
 
-from library import Upsert
-from spark_runtime import local_session, run_stream
-from spark_runtime import streaming as streaming_module
+from statemachines.library import Upsert
+from statemachines.spark import local_session, run_stream
+from statemachines.spark import streaming as streaming_module
+
 from statemachines import delta
 
 SCHEMA = "key string, symbol string, time long, order long"

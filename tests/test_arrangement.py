@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import (
     Arrangement,
     HistoryRow,

@@ -7,8 +7,8 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import PersistedArrangement, Reason, run_local
 from tests import strategies as sst
 from tests.machines import Fragile, Measure, Unpicklable
@@ -48,7 +48,7 @@ def test_spark_rejects_the_same_mixture(spark):
     invalid = [(None, "x", 3, 0), ("a", "y", None, 1), (None, None, None, None)]
     mixed = valid + invalid
     rnd.shuffle(mixed)
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     frame = spark.createDataFrame(mixed, "key string, symbol string, time long, order long")
     for native in (False, True):
@@ -74,7 +74,7 @@ def test_a_value_the_arrangement_cannot_store_is_rejected_and_the_run_goes_on(tm
 
 @pytest.mark.spark
 def test_spark_rejects_values_that_do_not_fit_the_value_column(spark):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     events = [("k", "1", 0), ("k", "oops", 1), ("j", "7", 1), ("k", "3", 2)]
     frame = spark.createDataFrame(events, "key string, symbol string, time long")
@@ -87,7 +87,8 @@ def test_spark_rejects_values_that_do_not_fit_the_value_column(spark):
 
 @pytest.mark.spark
 def test_streaming_rejects_unstorable_values_and_missing_columns(spark, tmp_path):
-    from spark_runtime import run_stream
+    from statemachines.spark import run_stream
+
     from statemachines import InvalidArgument
     from tests.contract import Case
     from tests.test_contract import stream_runner

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, target
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
 from statemachines.cdc import (
     CdcConflict,

@@ -138,7 +138,8 @@ def test_the_session_fits_its_master(local_results, standalone_results):
 
 
 def test_connect_without_its_client_is_one_clear_error(monkeypatch):
-    from spark_runtime import session
+    from statemachines.spark import session
+
     from statemachines import InvalidArgument
 
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if grpcio were not installed
@@ -174,7 +175,7 @@ class Tags(Machine):
 
 def cli(args: list[str], cwd: Path, python: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "spark_runtime.cli", *args],
+        [sys.executable, "-m", "statemachines.spark.cli", *args],
         capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=cwd,
     )
 

@@ -15,8 +15,8 @@ import threading
 import time
 
 from deltalake import DeltaTable
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import (
     InvalidArgument,
     PersistedArrangement,
@@ -236,7 +236,8 @@ def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries
 
 
 def test_spark_reads_beside_a_writer_that_appends_and_compacts_never_fail_or_tear(spark, tmp_path):
-    from spark_runtime import read_updates
+    from statemachines.spark import read_updates
+
     from statemachines.persisted import read_state
     from statemachines.times import decode_time
     from tests.arrangement_writer import history

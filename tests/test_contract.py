@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import PersistedArrangement, consolidate, run_local
 from tests.contract import CASES
 
@@ -24,7 +24,7 @@ def run_local_case(case, tmp_path):
 
 def spark_runner(native):
     def run(case, tmp_path, spark):
-        from spark_runtime import run_batch
+        from statemachines.spark import run_batch
 
         into = None
         if case.before:
@@ -55,7 +55,7 @@ def stream_runner(case, tmp_path, spark):
     events are final and every deadline fires (it stays pending itself, or a machine
     refuses its symbol).
     """
-    from spark_runtime import read_rejected, run_stream
+    from statemachines.spark import read_rejected, run_stream
 
     source = tmp_path / "in"
     source.mkdir()

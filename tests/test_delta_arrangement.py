@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
+from statemachines.library import Upsert, UpsertWithLateness
 
-from library import Upsert, UpsertWithLateness
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.columns import column_to_python
 from statemachines.persisted import DamagedArrangement, check
@@ -160,7 +160,7 @@ def test_a_format_1_arrangement_is_refused_by_name_and_converted_by_the_command(
     with pytest.raises(InvalidArgument, match="statemachines convert"):
         PersistedArrangement(old)
     done = subprocess.run(
-        [sys.executable, "-m", "spark_runtime.cli", "convert", str(old), str(tmp_path / "new")],
+        [sys.executable, "-m", "statemachines.spark.cli", "convert", str(old), str(tmp_path / "new")],
         capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -285,7 +285,7 @@ def test_each_damaged_file_gives_one_error_naming_it_and_the_cli_one_line(tmp_pa
     assert "restore" in message
     for command in (["show", str(tmp_path)], ["check", str(tmp_path)]):
         done = subprocess.run(
-            [sys.executable, "-m", "spark_runtime.cli", *command], capture_output=True, text=True, check=False
+            [sys.executable, "-m", "statemachines.spark.cli", *command], capture_output=True, text=True, check=False
         )
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
@@ -297,6 +297,6 @@ def test_check_reads_every_file_of_an_intact_arrangement(tmp_path):
     arr = PersistedArrangement(tmp_path)
     run_local(Upsert(), SEED, into=arr)
     done = subprocess.run(
-        [sys.executable, "-m", "spark_runtime.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "statemachines.spark.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "intact" in done.stdout, done.stderr

@@ -11,10 +11,10 @@ from operator import itemgetter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Detector, Pattern, Upsert, UpsertWithLateness
+from statemachines.library.diagrams import GraphvizMissing, render
+from statemachines.spark.cli import main
 
-from library import Detector, Pattern, Upsert, UpsertWithLateness
-from library.diagrams import GraphvizMissing, render
-from spark_runtime.cli import main
 from statemachines import (
     DefinitionError,
     FiniteMachine,

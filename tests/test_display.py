@@ -11,10 +11,10 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Detector, Pattern, Upsert
+from statemachines.library.diagrams import Drawing, show
+from statemachines.library.progress import ProgressBar
 
-from library import Detector, Pattern, Upsert
-from library.diagrams import Drawing, show
-from library.progress import ProgressBar
 from statemachines import (
     Arrangement,
     InvalidArgument,
@@ -218,7 +218,7 @@ def test_the_progress_bar_is_quiet_off_a_terminal_unless_told(monkeypatch):
 
 @pytest.mark.spark
 def test_a_spark_batch_result_shows_its_summary_and_rows(spark):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     rows = [(f"k{i}", i, i % 4, None) for i in range(25)] + [(None, 1, 1, None)]
     result = run_batch(Upsert(), spark.createDataFrame(rows, "key string, symbol long, time long, order long"))
@@ -234,7 +234,7 @@ def test_a_spark_batch_result_shows_its_summary_and_rows(spark):
 @pytest.mark.spark
 @pytest.mark.parametrize("native", [True, False], ids=["native", "generic"])
 def test_spark_batch_progress_counts_match_the_result(spark, capsys, monkeypatch, native):
-    from spark_runtime import StageProgress, run_batch
+    from statemachines.spark import StageProgress, run_batch
 
     monkeypatch.setenv("STATEMACHINES_PROGRESS", "always")
     rows = [(f"k{i % 50}", i, i % 7, None) for i in range(400)] + [(None, 1, 1, None)]
@@ -253,7 +253,8 @@ def test_spark_batch_progress_counts_match_the_result(spark, capsys, monkeypatch
 
 @pytest.mark.spark
 def test_a_stream_drawn_as_a_bar_ends_with_the_published_totals_and_what_waits(spark, tmp_path):
-    from spark_runtime import run_stream
+    from statemachines.spark import run_stream
+
     from tests.test_spark_streaming import DELAY, SCHEMA, local_reference, make_files
 
     source = tmp_path / "in"

@@ -10,8 +10,8 @@ import sys
 import tempfile
 
 import pytest
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import format_table, run_local
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
@@ -52,8 +52,7 @@ def test_customers_cdc_main_job_matches_the_local_runtime():
 @pytest.mark.spark
 def test_login_fraud_prints_the_matches_the_local_runtime_finds():
     import login_fraud
-
-    from library import Detector, matches, timeouts
+    from statemachines.library import Detector, matches, timeouts
 
     out = run_example("login_fraud.py", "--users", "100")
     local = run_local(Detector(login_fraud.fraud_pattern()), login_fraud.login_events(100)).updates
@@ -100,8 +99,7 @@ def test_iot_lateness_reports_every_refused_reading():
     from operator import itemgetter
 
     import iot_lateness
-
-    from library import UpsertWithLateness
+    from statemachines.library import UpsertWithLateness
 
     out = run_example("iot_lateness.py")
     events = iot_lateness.readings()

@@ -12,8 +12,8 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import PersistedArrangement, consolidate, run_local
 from tests.machines import Tags
 
@@ -120,7 +120,7 @@ def test_a_checkpoint_keeps_the_order_kind():
 @pytest.mark.spark
 @pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
 def test_spark_batch_rejects_nan_orders_and_the_greatest_long_as_the_local_runtime_does(spark, native):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     rows = [
         ("a", "x", 1, 0.0), ("a", "y", 1, math.nan), ("b", "z", 2, 1.0), ("b", "w", 2, math.nan),
@@ -141,7 +141,8 @@ def test_spark_batch_rejects_nan_orders_and_the_greatest_long_as_the_local_runti
 
 @pytest.mark.spark
 def test_a_decimal_time_column_is_refused_before_anything_runs(spark, tmp_path):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
+
     from statemachines import InvalidArgument
 
     frame = spark.createDataFrame([("a", "x", 1)], "key string, symbol string, time long")
@@ -163,7 +164,7 @@ def test_a_decimal_time_column_is_refused_before_anything_runs(spark, tmp_path):
     ids=["string into bigint", "bigint into int", "int into double", "struct into a wider struct"],
 )
 def test_the_native_upsert_gives_the_generic_results_when_symbol_and_value_types_differ(spark, schema, rows, value_type):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     events = [("k" if i % 2 else "j", symbol, i, None) for i, symbol in enumerate(rows)]
     frame = spark.createDataFrame(events, f"key string, {schema}, time long, order long")

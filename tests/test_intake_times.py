@@ -7,8 +7,8 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import consolidate, run_local
 from tests.machines import Tags
 
@@ -44,7 +44,7 @@ def test_a_not_finite_time_is_rejected_and_changes_nothing_else(machine, rows):
 @pytest.mark.spark
 @pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
 def test_spark_batch_rejects_not_finite_times_as_the_local_runtime_does(spark, native):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     rows = [("a", "x", 1.0), ("a", "y", math.nan), ("b", "z", math.inf), ("a", "w", 2.0), ("c", "v", -math.inf)]
     frame = spark.createDataFrame(rows, "key string, symbol string, time double")

@@ -8,8 +8,8 @@ from operator import itemgetter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from statemachines.library import Upsert, UpsertWithLateness
 
-from library import Upsert, UpsertWithLateness
 from statemachines import (
     Arrangement,
     Event,
@@ -230,7 +230,7 @@ def test_waterline_step_function():
 @settings(max_examples=4, deadline=None)
 @given(sst.events(timed_values, key=st.sampled_from(["a", "b", "c"]), max_size=30), latenesses, st.integers(0, 13))
 def test_spark_batch_continued_from_its_arrangement_equals_run_local(spark, tmp_path_factory, events, lateness, split):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     machine = UpsertWithLateness(lateness, value_time=at)
     schema = "key string, symbol struct<at: long, p: string>, time long, order long"

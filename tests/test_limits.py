@@ -5,8 +5,8 @@ checks compare with answers computed independently) or names the limit it hit.""
 from __future__ import annotations
 
 import pytest
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import PersistedArrangement, event_rank, run_local
 from tests.machines import Tags
 
@@ -46,7 +46,7 @@ def test_local_runtime_handles_every_size(tmp_path):
 
 @pytest.mark.spark
 def test_spark_handles_every_size(spark, tmp_path):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     events = same_time_events()
     frame = spark.createDataFrame(events, "key string, symbol string, time long, order long")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import reduce
 
 from hypothesis import given
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import Arrangement, consolidate, format_table, linear, run_local
 from tests import strategies as sst
 

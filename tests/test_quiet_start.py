@@ -15,8 +15,8 @@ JOB = textwrap.dedent(
     """
     import os, sys, tempfile
     import pyarrow as pa, pyarrow.parquet as pq
-    from library import Upsert
-    from spark_runtime import local_session, run_batch, run_stream
+    from statemachines.library import Upsert
+    from statemachines.spark import local_session, run_batch, run_stream
 
     spark = local_session(master="local[2]", shuffle_partitions=2)
     frame = spark.createDataFrame([("a", "x", 1), ("b", "y", 2)], "key string, symbol string, time long")

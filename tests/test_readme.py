@@ -21,7 +21,7 @@ def test_every_python_block_is_either_a_doctest_or_run_here():
 
 @pytest.mark.spark
 def test_the_spark_blocks_run(spark, tmp_path):
-    from library import Upsert
+    from statemachines.library import Upsert
 
     rows = [(1, "a", 1, 0), (1, "b", 2, 1), (2, "c", 2, 2), (None, "d", 3, 3)]
     spark.createDataFrame(rows, "id long, value string, ts long, offset long").write.parquet(str(tmp_path / "commands.parquet"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import builtins
 
 import pytest
-
-from spark_runtime import JavaNotFound, ensure_java
+from statemachines.spark import JavaNotFound, ensure_java
 
 
 def test_no_java_anywhere_names_the_fix(monkeypatch, tmp_path):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from statemachines.library import Upsert
+from statemachines.spark import read_history, read_snapshot, read_updates
 
-from library import Upsert
-from spark_runtime import read_history, read_snapshot, read_updates
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
 from statemachines.persisted import check
 from tests.machines import Tags
@@ -66,7 +66,7 @@ def test_tuples_a_local_run_stored_read_as_structs_on_spark(spark, tmp_path):
 
 def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_values(spark, tmp_path):
     """Spark writes, a local run continues, Spark continues again: as one local run."""
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     rnd = __import__("random").Random(4)
     events = [
@@ -88,7 +88,7 @@ def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_value
 
 
 def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_path):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     first = [("a", ("x", 1), 0, 0), ("b", ("y", 2), 1, 0)]
     later = [("a", ("z", 3), 5, 0), ("b", None, 6, 0)]
@@ -99,7 +99,7 @@ def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_p
 
 
 def test_compaction_on_spark_equals_compaction_in_one_process(spark, tmp_path):
-    from spark_runtime import compact
+    from statemachines.spark import compact
 
     rnd = __import__("random").Random(8)
     events = [(f"k{rnd.randrange(30)}", rnd.choice(["a", "b", None]), t) for t in range(40) for _ in range(4)]

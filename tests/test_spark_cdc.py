@@ -6,9 +6,9 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
+from statemachines.library import Upsert
+from statemachines.spark import read_cdc, run_batch, write_cdc
 
-from library import Upsert
-from spark_runtime import read_cdc, run_batch, write_cdc
 from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
 from statemachines.cdc import CdcConflict, CdcReader, read_parquet
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from statemachines.library import Detector, Pattern, matches, timeouts
 
-from library import Detector, Pattern, matches, timeouts
 from statemachines import consolidate, run_local
 from tests.contract import Case
 from tests.test_contract import stream_runner
@@ -40,7 +40,7 @@ def plain(value):
 
 
 def test_batch_and_streaming_find_what_the_local_runtime_finds(spark, tmp_path):
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     detector = Detector(fraud())
     events = logins()

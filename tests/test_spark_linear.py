@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from statemachines.spark import apply_linear, consolidated, is_vectorised
 
-from spark_runtime import apply_linear, consolidated, is_vectorised
 from statemachines import consolidate, linear
 
 pytestmark = pytest.mark.spark

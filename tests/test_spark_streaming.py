@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from statemachines.library import Upsert
+from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
+from statemachines.spark.batch import EventColumns
 
-from library import Upsert
-from spark_runtime import MicroBatchRunner, read_rejected, run_stream
-from spark_runtime.batch import EventColumns
 from statemachines import (
     InvalidArgument,
     LocalRuntime,
@@ -155,7 +155,7 @@ def test_deadlines_fire_in_the_micro_batch_whose_watermark_passes_them(spark, tm
 
 def test_a_stream_continues_an_arrangement_written_in_batch(spark, tmp_path):
     """Each key starts from its values there (deadlines armed); earlier events are late."""
-    from spark_runtime import run_batch
+    from statemachines.spark import run_batch
 
     value_type = "struct<_1: string, _2: long>"
     first = [("k", "a", 0, 0), ("j", "b", 4, 0), ("m", "c", 5, 0)]
@@ -197,10 +197,9 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
 
 def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from spark_runtime import BucketSink
-    from spark_runtime.batch import OutputRows, output_schema, prepare_events
-    from spark_runtime.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
+    from statemachines.spark import BucketSink
+    from statemachines.spark.batch import OutputRows, output_schema, prepare_events
+    from statemachines.spark.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
 
     events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
     schema = output_schema(events, events.schema["symbol"].dataType)

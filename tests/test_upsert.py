@@ -6,8 +6,8 @@ import random
 
 from hypothesis import given
 from hypothesis import strategies as st
+from statemachines.library import Upsert
 
-from library import Upsert
 from statemachines import (
     Event,
     LocalRuntime,
