@@ -23,10 +23,12 @@ the machine's ``validate_symbol``.
 from __future__ import annotations
 
 from math import isfinite, isnan
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.machine import Machine
+
+if TYPE_CHECKING:
+    from statemachines.machine import Machine
 from statemachines.times import time_kind
 
 __all__ = ["INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "order_kind"]

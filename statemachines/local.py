@@ -26,7 +26,7 @@ from typing import Any, cast
 import attrs
 
 from statemachines.arrangement import Arrangement
-from statemachines.core import ValueCheck
+from statemachines.core import ValueCheck, step
 from statemachines.display import (
     SAMPLE_ROWS,
     counts_line,
@@ -595,13 +595,13 @@ class LocalRuntime:
         """
 
         if not has_waterline(self.machine):
-            advance, check = self.machine.advance_key, self._check
-            return ((key, values, advance(key, values, events, upto, check)) for key, values, events in work)
+            machine, check = self.machine, self._check
+            return ((key, values, step(machine, key, values, events, upto, check)) for key, values, events in work)
         work = list(work)
 
         def run(machine: Machine) -> list[Any]:
-            advance, check = machine.advance_key, self._check
-            return [(key, values, advance(key, values, events, upto, check)) for key, values, events in work]
+            check = self._check
+            return [(key, values, step(machine, key, values, events, upto, check)) for key, values, events in work]
 
         times = {e[2] for _, _, events in work for e in events}
         outcomes, waterline = settle(
@@ -637,7 +637,7 @@ class LocalRuntime:
         updates: list[Update],
         rejected: list[Rejected],
     ) -> None:
-        outcome = self.machine.advance_key(key, values, events, upto, self._check)
+        outcome = step(self.machine, key, values, events, upto, self._check)
         self._commit(key, values, outcome, updates, rejected)
 
     def _commit(

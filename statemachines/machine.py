@@ -74,6 +74,7 @@ class MachineSpec:
     validates_symbols: bool
     reduces_same_time: bool
     has_deadlines: bool
+    has_own_step: bool  # defines advance_key: a faster equivalent of the generic step
 
 
 class Machine:
@@ -116,14 +117,12 @@ class Machine:
     def advance_key(
         self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
     ) -> tuple[frozenset[Any], list[Any], list[Any]]:
-        """Apply one key's events; see :func:`statemachines.core.advance_key`.
+        """A faster equivalent of :func:`statemachines.core.advance_key` for this machine.
 
-        Library machines may override this with a faster equivalent; the generic
-        version is the reference it is tested against.
+        Optional: runtimes call it (through :func:`statemachines.core.step`) only when
+        a class defines it; the generic step is the reference it is tested against.
         """
-        from statemachines.core import advance_key
-
-        return advance_key(self, key, values, events, upto, check)
+        raise NotImplementedError  # pragma: no cover - only called when overridden
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -190,6 +189,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         validates_symbols=_overrides(cls, "validate_symbol"),
         reduces_same_time=_overrides(cls, "reduce_same_time"),
         has_deadlines=_overrides(cls, "deadline"),
+        has_own_step=_overrides(cls, "advance_key"),
     )
 
 
