@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -58,6 +59,7 @@ def value_check_for(arrow_type: Any) -> Callable[[Any], str | None]:
     return check
 
 
+@functools.lru_cache(maxsize=64)  # a column's check is asked for each value it takes
 def _fits(t: Any) -> Fits:
     import pyarrow as pa
 
@@ -196,7 +198,8 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
         converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
             array = pa.array(converted)
-            return array.cast(_without_nulls(array.type)) if array.type != _without_nulls(array.type) else array
+            typed = _without_nulls(array.type)
+            return array if typed == array.type else array.cast(typed)
         return pa.array(converted, type=arrow_type)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         kinds = sorted({type(x).__name__ for x in items})
@@ -229,8 +232,6 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     >>> storage_problem(("x", 1)) is None, storage_problem(frozenset({1})) is not None
     (True, True)
     """
-    if arrow_type is None and _plain(value):
-        return None
     if arrow_type is not None and not _fits(arrow_type)(value):
         return f"the value {value!r} cannot be stored: it does not fit the column type {arrow_type}"
     if _plain(value):

@@ -43,7 +43,6 @@ __all__ = [
     "Snapshot",
     "commit",
     "data_file",
-    "exists",
     "location",
     "read_snapshot",
     "vacuum",
@@ -127,16 +126,6 @@ class Snapshot:
     version: int | None
     schema: Any = None  # the table's Arrow schema (None before the first commit)
     table: Any = attrs.field(default=None, eq=False, repr=False)  # delta-rs's table at ``version``
-
-
-def exists(loc: Location) -> bool:
-    """Whether ``loc`` holds an arrangement of this format (a state file or a Delta log)."""
-    from pyarrow import fs
-
-    return any(
-        loc.filesystem.get_file_info(loc.path(name)).type == fs.FileType.Directory
-        for name in (STATE_DIR, LOG_DIR)
-    )
 
 
 def contents(loc: Location) -> list[str]:
@@ -271,9 +260,9 @@ def read_snapshot(loc: Location, version: int | None = None) -> Snapshot:
     return Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
 
 
-def logged_files(loc: Location, version: int) -> set[str]:
-    """The data files the Delta log names at ``version``, relative to the table."""
-    table = _open_table(loc, version)
+def logged_files(loc: Location, snapshot: Snapshot) -> set[str]:
+    """The data files the Delta log names at the snapshot's version, relative to the table."""
+    table = snapshot.table if snapshot.table is not None else _open_table(loc, snapshot.version)
     prefix = loc.uri.rstrip("/") + "/"
     return {
         uri.removeprefix("file://").removeprefix(prefix)
@@ -407,9 +396,8 @@ def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]
     snapshot = read_snapshot(loc)
     if snapshot.version is None:
         return []
-    table = _open_table(loc, None)
     gone = list(
-        table.vacuum(
+        snapshot.table.vacuum(
             retention_hours=int(retention_hours), dry_run=False, enforce_retention_duration=False, full=True,
         )
     )

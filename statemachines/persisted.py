@@ -30,7 +30,7 @@ from statemachines.arrangement import Arrangement, Batch
 from statemachines.columns import arrow_array, column_to_python, storage_problem, type_fixed_by
 from statemachines.delta import DamagedArrangement, Location, Snapshot
 from statemachines.errors import InvalidArgument
-from statemachines.stored import ROW_GROUP_ROWS, SMALL_BATCH, StoredBatch, merge_tables, pa_nested
+from statemachines.stored import ROW_GROUP_ROWS, SMALL_BATCH, StoredBatch, merge_tables
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -108,7 +108,7 @@ def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]
     problems = []
     if snapshot.version is not None:
         named = {f for b in snapshot.state["batches"] for f in b["files"]}
-        logged = delta.logged_files(loc, snapshot.version)
+        logged = delta.logged_files(loc, snapshot)
         for name in sorted(logged - named):
             problems.append(f"{loc.uri_of(name)} is in the Delta log but in no batch of the arrangement: another writer changed the table")
         for name in sorted(named - logged):
@@ -347,17 +347,13 @@ class PersistedArrangement(Arrangement):
         """
         if stream is not None and stream["batch_id"] <= (self._stream or {}).get("batch_id", -1):
             return False
-        files = _parquet_files(self.location, name) if count else []
-        schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
+        files, schema = self._written(name, count)
 
         def change(staged: PersistedArrangement) -> bool:
             if upper is not None and upper != lower:
                 if not staged._accepts(lower, upper):
                     return False
-                batch = StoredBatch(
-                    self._read_file, self._open_file, files, lower, upper, staged._since, uuid.uuid4().hex, count
-                )
-                staged._push(batch)
+                staged._push(self._stored(files, lower, upper, staged._since, count))
             if stream is not None:
                 staged._stream = stream
             if notes is not None:
@@ -373,19 +369,30 @@ class PersistedArrangement(Arrangement):
         it (see ``statemachines.spark.compact``); ``since`` must be what a reader holds
         back no further than.
         """
-        files = _parquet_files(self.location, name) if count else []
-        schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
+        files, schema = self._written(name, count)
 
         def change(staged: PersistedArrangement) -> None:
             if since is not None and Arrangement.advance_since(staged, since) != since:
                 raise InvalidArgument(f"a reader holds history before {since!r}: compaction to it is refused")
             first, last = staged._batches[0], staged._batches[-1]
-            staged._batches = [
-                StoredBatch(self._read_file, self._open_file, files, first.lower, last.upper, since, uuid.uuid4().hex, count)
-            ]
+            staged._batches = [self._stored(files, first.lower, last.upper, since, count)]
 
         with self._holds_lock:
             self._transact(change, "compact", schema=schema)
+
+    def _written(self, name: str, count: int) -> tuple[list[str], Any]:
+        """The Parquet files another writer made under ``name``, and their (checked) columns."""
+        files = _parquet_files(self.location, name) if count else []
+        schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
+        return files, schema
+
+    def _stored(
+        self, files: list[str], lower: Any, upper: Any, since: Any, count: int, id: str | None = None
+    ) -> StoredBatch:
+        """A batch of this arrangement held in ``files``, read when needed."""
+        return StoredBatch(
+            self._read_file, self._open_file, files, lower, upper, since, id or uuid.uuid4().hex, count
+        )
 
     def vacuum(self, retention_hours: float = delta.RETENTION_HOURS) -> list[str]:
         """Delete files no version of the last ``retention_hours`` needs; return their names.
@@ -462,26 +469,18 @@ class PersistedArrangement(Arrangement):
         schema = self._snapshot.schema
         if schema is None:
             return False
-        return not any(pa_nested(schema.field(name).type) for name in ("key", "value"))
+        import pyarrow as pa
+
+        return not any(pa.types.is_nested(schema.field(name).type) for name in ("key", "value"))
 
     def _merge(self, batches: list[Batch]) -> Batch:
         """Stored batches merge in Arrow, file to file; others (or structs) in Python."""
         if all(isinstance(b, StoredBatch) and not b.loaded for b in batches):
-            import pyarrow.parquet as pq
-
-            tables = [
-                self._damage_checked(name, lambda name=name: pq.read_table(
-                    self.location.path(name), filesystem=self.location.filesystem, columns=list(UPDATE_COLUMNS)
-                ))
-                for b in batches for name in b.files  # type: ignore[attr-defined]
-            ]
+            tables = [self._read_table(name) for b in batches for name in b.files]  # type: ignore[attr-defined]
             merged = merge_tables(tables, self._since) if tables else None
             if merged is not None:
                 name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
-                return StoredBatch(
-                    self._read_file, self._open_file, [name], batches[0].lower, batches[-1].upper,
-                    self._since, uuid.uuid4().hex, merged.num_rows,
-                )
+                return self._stored([name], batches[0].lower, batches[-1].upper, self._since, merged.num_rows)
         return super()._merge(batches)
 
     def _publish(self, staged: PersistedArrangement, operation: str, schema: Any = None) -> None:
@@ -575,10 +574,9 @@ class PersistedArrangement(Arrangement):
         self._boundaries = [decode_time(t) for t in state["boundaries"]]
         for entry in state["batches"]:  # read lazily: opening reads no data
             self._batches.append(
-                StoredBatch(
-                    self._read_file, self._open_file, entry["files"],
-                    decode_time(entry["lower"]), decode_time(entry["upper"]), decode_time(entry["since"]),
-                    entry["id"], entry["count"],
+                self._stored(
+                    entry["files"], decode_time(entry["lower"]), decode_time(entry["upper"]),
+                    decode_time(entry["since"]), entry["count"], entry["id"],
                 )
             )
             self._files[entry["id"]] = list(entry["files"])
@@ -591,16 +589,20 @@ class PersistedArrangement(Arrangement):
             return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), memory_map=True))
         return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), filesystem=self.location.filesystem))
 
-    def _read_file(self, name: str, data: dict[Any, Any]) -> None:
-        """Add a whole data file's updates to ``data`` (key -> value -> [(time, diff)])."""
+    def _read_table(self, name: str) -> Any:
+        """A whole data file as an Arrow table of the update columns."""
         import pyarrow.parquet as pq
 
-        table = self._damage_checked(
+        return self._damage_checked(
             name,
             lambda: pq.read_table(
                 self.location.path(name), filesystem=self.location.filesystem, columns=list(UPDATE_COLUMNS)
             ),
         )
+
+    def _read_file(self, name: str, data: dict[Any, Any]) -> None:
+        """Add a whole data file's updates to ``data`` (key -> value -> [(time, diff)])."""
+        table = self._read_table(name)
         keys = column_to_python(table.column("key"))
         values = column_to_python(table.column("value"))
         with gc_paused():

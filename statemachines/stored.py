@@ -29,7 +29,7 @@ from statemachines.arrangement import Batch, Entries
 from statemachines.columns import column_to_python
 from statemachines.updates import total_order_key
 
-__all__ = ["ROW_GROUP_ROWS", "SMALL_BATCH", "StoredBatch", "merge_tables", "pa_nested"]
+__all__ = ["ROW_GROUP_ROWS", "SMALL_BATCH", "StoredBatch", "merge_tables"]
 
 SMALL_BATCH = 50_000
 """A batch of at most this many updates is loaded whole on its first read."""
@@ -175,13 +175,6 @@ class StoredBatch(Batch):
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else f"in {len(self.files)} file(s)"
         return f"StoredBatch([{self.lower!r}, {self.upper!r}), since={self.since!r}, {self.count} updates, {state})"
-
-
-def pa_nested(arrow_type: Any) -> bool:
-    """Whether an Arrow type nests others (Arrow cannot group by it)."""
-    import pyarrow as pa
-
-    return bool(pa.types.is_nested(arrow_type))
 
 
 def merge_tables(tables: list[Any], since: Any) -> Any:

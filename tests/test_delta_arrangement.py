@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from statemachines.library import Upsert, UpsertWithLateness
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
-from statemachines.columns import column_to_python
 from statemachines.persisted import DamagedArrangement, check
 from tests import strategies as sst
+from tests.delta_reader import delta_rs_updates
 from tests.machines import Tags
 
 SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", "oz", None])]
@@ -27,14 +27,6 @@ SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", 
 def files_in(directory):
     """Every file under ``directory`` with its bytes."""
     return {p.relative_to(directory): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def delta_updates(path, version=None):
-    """The table's rows as read by delta-rs (not by this project), consolidated."""
-    table = DeltaTable(str(path), version=version).to_pyarrow_table()
-    keys, values = column_to_python(table["key"]), column_to_python(table["value"])
-    rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
-    return consolidate([((k, v), t, d) for k, v, t, d in rows])
 
 
 # -- the table any engine reads ---------------------------------------------------------
@@ -50,7 +42,7 @@ def test_delta_rs_reads_the_same_updates_as_the_arrangement(tmp_path_factory, ev
     if arr.version is None:  # nothing stored: no table yet
         assert arr.updates() == []
         return
-    assert delta_updates(path) == consolidate(arr.updates()) == PersistedArrangement.open(path).updates()
+    assert delta_rs_updates(path) == consolidate(arr.updates()) == PersistedArrangement.open(path).updates()
 
 
 def test_keys_values_and_times_are_typed_columns_with_tuples_as_structs(tmp_path):
@@ -94,7 +86,7 @@ def test_every_version_stays_readable_after_appends_and_compactions_until_vacuum
     seen[arr.version] = arr.updates()
     for version, updates in seen.items():
         assert PersistedArrangement.open(tmp_path, version=version).updates() == updates
-        assert delta_updates(tmp_path, version) == consolidate(updates)
+        assert delta_rs_updates(tmp_path, version) == consolidate(updates)
     assert len(arr.vacuum(retention_hours=0)) > 0
     assert PersistedArrangement.open(tmp_path).updates() == seen[arr.version]
     assert check(tmp_path) == []

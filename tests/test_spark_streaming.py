@@ -20,8 +20,8 @@ from statemachines import (
     consolidate,
     run_local,
 )
-from statemachines.columns import column_to_python
 from statemachines.persisted import check, read_state
+from tests.delta_reader import delta_rs_updates
 from tests.machines import Session
 
 pytestmark = pytest.mark.spark
@@ -105,14 +105,6 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert sum(r.events for r in reports) == sum(len(f) for f in files)
     assert published(spark, tmp_path / "arr") == local_reference(files)
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
-
-
-def delta_rs_updates(path):
-    """The arrangement's table as delta-rs (not this project) reads it, consolidated."""
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    keys, values = column_to_python(table["key"]), column_to_python(table["value"])
-    rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
-    return consolidate(((k, v), t, d) for k, v, t, d in rows)
 
 
 def write_files(directory, files, schema=SCHEMA):
