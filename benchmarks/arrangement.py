@@ -19,10 +19,10 @@ import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from statemachines.library import Upsert
 from workloads import upsert_workload
 
 from statemachines import Arrangement, PersistedArrangement, run_local
+from statemachines.library import Upsert
 
 
 def timed(fn):

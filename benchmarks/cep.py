@@ -25,9 +25,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from statemachines.library import Detector, Pattern, matches, timeouts  # noqa: E402
-
 from statemachines import LocalRuntime  # noqa: E402
+from statemachines.library import Detector, Pattern, matches, timeouts  # noqa: E402
 
 
 def pattern(window: int) -> Pattern:
@@ -86,6 +85,7 @@ def run_local_steps(detector: Detector, events, steps: int = 20):
 def run_spark(detector: Detector, events, work: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from statemachines.spark import local_session, run_batch
 
     source = f"{work}/logins.parquet"

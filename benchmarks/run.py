@@ -77,9 +77,8 @@ def bare_dict_loop(commands):
 
 
 def local_approaches(n, k):
-    from statemachines.library import Upsert
-
     from statemachines import run_local
+    from statemachines.library import Upsert
 
     commands = commands_of(n, k)
     return {
@@ -95,10 +94,9 @@ SUSTAINED: list[float] = []  # events/s of a streaming run after its first micro
 
 
 def spark_approaches(n, k, work):
+    from statemachines import PersistedArrangement
     from statemachines.library import Upsert
     from statemachines.spark import local_session, run_batch, run_stream
-
-    from statemachines import PersistedArrangement
 
     spark = local_session()
     source = str(CACHE / f"u1_n{n}_k{k}_s7.parquet")
@@ -167,6 +165,7 @@ def spark_approaches(n, k, work):
         one small state update per bucket, the collect; no machine runs."""
         import pandas as pd
         from pyspark.sql.streaming import StatefulProcessor
+
         from statemachines.spark.batch import EventColumns, prepare_events
         from statemachines.spark.buckets import (
             bucket_of,
@@ -245,6 +244,7 @@ def spark_approaches(n, k, work):
 def pandas_approach(n, k, work):
     """Spark's per-key applyInPandas upsert on a 2% slice (too slow for the full N)."""
     import pandas as pd
+
     from statemachines.spark import local_session
 
     spark = local_session()
@@ -489,9 +489,8 @@ def verify(name: str, got: dict, want: dict) -> None:
 
 def reference(n, k, slice_size=None) -> dict:
     """The local reference runtime's output digest for U1 (or its first ``slice_size`` arrivals)."""
-    from statemachines.library import Upsert
-
     from statemachines import run_local
+    from statemachines.library import Upsert
 
     path = CACHE / f"reference_n{n}_k{k}_{slice_size or 'all'}.json"
     if path.exists():

@@ -15,10 +15,9 @@ import argparse
 import os
 import tempfile
 
+from statemachines import Update, format_table
 from statemachines.library import Upsert
 from statemachines.spark import read_history, run_batch, session
-
-from statemachines import Update, format_table
 
 # (customer_id, (name, city) or None for a delete, lsn, offset) in arrival order
 FEED = [

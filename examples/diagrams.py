@@ -15,10 +15,10 @@ from operator import itemgetter
 
 from login_fraud import fraud_pattern
 from order_lifecycle import OrderLifecycle
-from statemachines.library import Detector, Upsert, UpsertWithLateness
-from statemachines.library.diagrams import GraphvizMissing, render
 
 from statemachines import diagram
+from statemachines.library import Detector, Upsert, UpsertWithLateness
+from statemachines.library.diagrams import GraphvizMissing, render
 
 MACHINES = {
     "upsert": Upsert(),

@@ -14,9 +14,8 @@ import random
 from collections import Counter
 from operator import itemgetter
 
-from statemachines.library import UpsertWithLateness
-
 from statemachines import format_table, run_local
+from statemachines.library import UpsertWithLateness
 
 LATENESS = 60  # seconds
 

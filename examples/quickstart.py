@@ -5,9 +5,8 @@ Run: python examples/quickstart.py
 
 from __future__ import annotations
 
-from statemachines.library import Upsert
-
 from statemachines import Machine, format_table, run_local
+from statemachines.library import Upsert
 
 
 class Tags(Machine):

@@ -17,10 +17,9 @@ import os
 import random
 import tempfile
 
+from statemachines import PersistedArrangement, format_table
 from statemachines.library import Upsert
 from statemachines.spark import run_batch, run_stream, session
-
-from statemachines import PersistedArrangement, format_table
 
 SCHEMA = "account string, balance long, ts long, seq long"
 END = ("~end", None, 10**9, 0)

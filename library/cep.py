@@ -39,6 +39,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+
+from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines.diagram import Diagram, Edge, Node
+from statemachines.errors import InvalidArgument
 from statemachines.library.pattern import (
     Contiguity,
     Negation,
@@ -50,10 +54,6 @@ from statemachines.library.pattern import (
     _Any,
     _OneArgument,
 )
-
-from statemachines import Event, Machine, Reason, Rejected, Update
-from statemachines.diagram import Diagram, Edge, Node
-from statemachines.errors import InvalidArgument
 
 __all__ = ["Detector", "Found", "matches", "timeouts"]
 

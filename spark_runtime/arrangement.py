@@ -116,9 +116,9 @@ def compact(spark, path: str | os.PathLike[str], since: Any = None) -> Any:
             nothing else).
     """
     from pyspark.sql import functions as F
-    from statemachines.spark.batch import ROW_GROUP_BYTES, count_rows
 
     from statemachines.persisted import PersistedArrangement
+    from statemachines.spark.batch import ROW_GROUP_BYTES, count_rows
 
     arrangement = PersistedArrangement.open(path)
     files = arrangement.files()

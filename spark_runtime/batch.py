@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-from statemachines.spark.session import scoped_conf
-from statemachines.spark.shipping import ship_code
 
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
 from statemachines.columns import column_to_python
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
+from statemachines.spark.session import scoped_conf
+from statemachines.spark.shipping import ship_code
 from statemachines.times import decode_time
 from statemachines.waterline import has_waterline
 
@@ -271,6 +271,7 @@ def partition_runner(
 def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) -> tuple[Any, Any]:
     """Prior values per key from the arrangement, and the value type to use."""
     from pyspark.sql import functions as F
+
     from statemachines.spark.arrangement import read_snapshot
 
     if not any(b["files"] for b in read_state(path)["batches"]):
@@ -440,6 +441,7 @@ def process_events(
     writer should note in the arrangement with this output (a waterline's high mark).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
+
     from statemachines.spark import native as native_paths
 
     kind = time_kind_of(prepared.schema["time"].dataType)

@@ -44,12 +44,11 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-from statemachines.spark.shipping import carried, code_loader, is_connect
-
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python
 from statemachines.persisted import read_state
+from statemachines.spark.shipping import carried, code_loader, is_connect
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -276,6 +275,7 @@ class Bucket:
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
         import pandas as pd
+
         from statemachines.spark.batch import OutputRows
 
         runtime = self._load()
@@ -402,6 +402,7 @@ def bucketed_output(
     initial state.
     """
     from pyspark.sql.pandas.types import to_arrow_schema
+
     from statemachines.spark.batch import output_schema, resolve_value_type
     from statemachines.spark.session import ROCKSDB
 

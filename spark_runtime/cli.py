@@ -18,8 +18,6 @@ from collections import Counter
 from typing import Any
 
 import attrs
-from statemachines.library import Upsert, UpsertWithLateness
-from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 
 from statemachines import (
     LocalRuntime,
@@ -31,6 +29,8 @@ from statemachines import (
 )
 from statemachines import cdc as cdc_files
 from statemachines.display import counts_line, pending_note, show_time
+from statemachines.library import Upsert, UpsertWithLateness
+from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines.updates import hashable
 
 __all__ = ["main"]
@@ -431,9 +431,8 @@ def command_cdc_export(args: argparse.Namespace) -> None:
 
 
 def command_diagram(args: argparse.Namespace) -> None:
-    from statemachines.library.diagrams import render
-
     from statemachines import diagram
+    from statemachines.library.diagrams import render
 
     machine = load_machine(args.machine, args.param)
     alphabet = parse_alphabet(args.alphabet) if args.alphabet is not None else None

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from statemachines.spark.shipping import ship_code
-
 from statemachines import InvalidArgument, Linear
 from statemachines.columns import column_to_python
+from statemachines.spark.shipping import ship_code
 
 __all__ = ["apply_linear", "consolidated", "is_vectorised"]
 

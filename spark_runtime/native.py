@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines.library import Upsert
-
 from statemachines import Machine, Reason
 from statemachines.intake import INT64_MAX, INT64_RANGE
+from statemachines.library import Upsert
 
 __all__ = ["for_machine", "holds_every", "upsert"]
 

@@ -18,9 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from statemachines.spark.streaming import MicroBatchReport
-
 from statemachines.persisted import read_state
+from statemachines.spark.streaming import MicroBatchReport
 
 __all__ = ["ReportRelay"]
 

@@ -30,6 +30,11 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+
+from statemachines import InvalidArgument, Machine
+from statemachines.delta import STATE_DIR, location
+from statemachines.display import pending_note, show_time
+from statemachines.persisted import publish_batch, read_state, set_aside
 from statemachines.spark.batch import (
     REJECTED,
     ROW_GROUP_BYTES,
@@ -44,11 +49,6 @@ from statemachines.spark.batch import (
 )
 from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
-
-from statemachines import InvalidArgument, Machine
-from statemachines.delta import STATE_DIR, location
-from statemachines.display import pending_note, show_time
-from statemachines.persisted import publish_batch, read_state, set_aside
 from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
 from statemachines.waterline import has_waterline
@@ -148,6 +148,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
     from statemachines.spark.buckets import decode_payload
 
     loc = location(path)
@@ -279,6 +280,7 @@ class BucketSink:
 
     def __call__(self, packed: Any, batch_id: int) -> None:
         import pyarrow.compute as pc
+
         from statemachines.spark.buckets import frontier_of
 
         started = _time.perf_counter()

@@ -58,9 +58,8 @@ def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
 
 def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark | None:
     """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
-    from statemachines.spark.arrangement import read_updates
-
     from statemachines.persisted import read_state
+    from statemachines.spark.arrangement import read_updates
 
     state = read_state(path)
     if NOTE in state["notes"]:  # noted by the writer: compaction may have dropped inserts
@@ -92,6 +91,7 @@ def settled_output(
         run: builds the output DataFrame (updates and rejections) of a bound machine.
     """
     from pyspark.sql import functions as F
+
     from statemachines.spark.batch import UPDATE
 
     rounds = prepared.select("time").distinct().count() + 2

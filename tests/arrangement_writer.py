@@ -14,9 +14,8 @@ import random
 import sys
 import time
 
-from statemachines.library import Upsert
-
 from statemachines import PersistedArrangement, run_local
+from statemachines.library import Upsert
 
 STEPS = 400
 COMPACT_EVERY = 5

@@ -10,9 +10,9 @@ from __future__ import annotations
 from operator import itemgetter
 
 import attrs
-from statemachines.library import Upsert, UpsertWithLateness
 
 from statemachines import Machine, Reason, Update, parse_table
+from statemachines.library import Upsert, UpsertWithLateness
 from tests.machines import Fragile, Session, Tags
 
 

@@ -24,9 +24,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from statemachines.spark import flush_progress, read_rejected, run_batch, run_stream, session  # noqa: E402
-
 from statemachines import Machine, PersistedArrangement  # noqa: E402
+from statemachines.spark import flush_progress, read_rejected, run_batch, run_stream, session  # noqa: E402
 
 SCHEMA = "key string, symbol string, time long, order long"
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6

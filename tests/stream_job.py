@@ -14,11 +14,10 @@ import os
 import signal
 import sys
 
+from statemachines import delta
 from statemachines.library import Upsert
 from statemachines.spark import local_session, run_stream
 from statemachines.spark import streaming as streaming_module
-
-from statemachines import delta
 
 SCHEMA = "key string, symbol string, time long, order long"
 DELAY = 3

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import (
     Arrangement,
@@ -13,6 +12,7 @@ from statemachines import (
     Reason,
     run_local,
 )
+from statemachines.library import Upsert
 from tests import strategies as sst
 from tests.machines import Session, Tags
 

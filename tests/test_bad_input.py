@@ -7,9 +7,9 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import PersistedArrangement, Reason, run_local
+from statemachines.library import Upsert
 from tests import strategies as sst
 from tests.machines import Fragile, Measure, Unpicklable
 
@@ -87,9 +87,8 @@ def test_spark_rejects_values_that_do_not_fit_the_value_column(spark):
 
 @pytest.mark.spark
 def test_streaming_rejects_unstorable_values_and_missing_columns(spark, tmp_path):
-    from statemachines.spark import run_stream
-
     from statemachines import InvalidArgument
+    from statemachines.spark import run_stream
     from tests.contract import Case
     from tests.test_contract import stream_runner
 

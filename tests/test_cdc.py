@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, target
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
 from statemachines.cdc import (
@@ -21,6 +20,7 @@ from statemachines.cdc import (
     write_jsonl,
     write_parquet,
 )
+from statemachines.library import Upsert
 from tests import strategies as sst
 
 

@@ -7,9 +7,9 @@ import itertools
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Detector, Pattern, matches, timeouts
 
 from statemachines import DefinitionError, LocalRuntime, run_local
+from statemachines.library import Detector, Pattern, matches, timeouts
 
 
 def kind(prefix):

@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from statemachines.library import Upsert
-from statemachines.spark.cli import main
 
 from statemachines import LocalRuntime, PersistedArrangement, explore, format_table, run_local
 from statemachines.cdc import read_jsonl
+from statemachines.library import Upsert
+from statemachines.spark.cli import main
 
 ROWS = [
     {"id": "frank", "email": "f@mcsherry", "lsn": 0, "offset": 0},

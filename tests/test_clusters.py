@@ -138,9 +138,8 @@ def test_the_session_fits_its_master(local_results, standalone_results):
 
 
 def test_connect_without_its_client_is_one_clear_error(monkeypatch):
-    from statemachines.spark import session
-
     from statemachines import InvalidArgument
+    from statemachines.spark import session
 
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if grpcio were not installed
     with pytest.raises(InvalidArgument, match=r"pip install 'statemachines\[connect\]'"):

@@ -15,7 +15,6 @@ import threading
 import time
 
 from deltalake import DeltaTable
-from statemachines.library import Upsert
 
 from statemachines import (
     InvalidArgument,
@@ -24,6 +23,7 @@ from statemachines import (
     consolidate,
     run_local,
 )
+from statemachines.library import Upsert
 
 STEPS = 80
 
@@ -236,9 +236,8 @@ def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries
 
 
 def test_spark_reads_beside_a_writer_that_appends_and_compacts_never_fail_or_tear(spark, tmp_path):
-    from statemachines.spark import read_updates
-
     from statemachines.persisted import read_state
+    from statemachines.spark import read_updates
     from statemachines.times import decode_time
     from tests.arrangement_writer import history
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from statemachines.library import Upsert
 
 from statemachines import PersistedArrangement, consolidate, run_local
+from statemachines.library import Upsert
 from tests.contract import CASES
 
 

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
-from statemachines.library import Upsert, UpsertWithLateness
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
+from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
 from tests import strategies as sst
 from tests.delta_reader import delta_rs_updates

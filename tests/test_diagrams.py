@@ -11,9 +11,6 @@ from operator import itemgetter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Detector, Pattern, Upsert, UpsertWithLateness
-from statemachines.library.diagrams import GraphvizMissing, render
-from statemachines.spark.cli import main
 
 from statemachines import (
     DefinitionError,
@@ -26,6 +23,9 @@ from statemachines import (
     explore,
     run_local,
 )
+from statemachines.library import Detector, Pattern, Upsert, UpsertWithLateness
+from statemachines.library.diagrams import GraphvizMissing, render
+from statemachines.spark.cli import main
 from tests import strategies as sst
 from tests.machines import Light, Tags
 

@@ -11,9 +11,6 @@ from html.parser import HTMLParser
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Detector, Pattern, Upsert
-from statemachines.library.diagrams import Drawing, show
-from statemachines.library.progress import ProgressBar
 
 from statemachines import (
     Arrangement,
@@ -24,6 +21,9 @@ from statemachines import (
     run_local,
 )
 from statemachines.display import SAMPLE_ROWS
+from statemachines.library import Detector, Pattern, Upsert
+from statemachines.library.diagrams import Drawing, show
+from statemachines.library.progress import ProgressBar
 from tests import strategies as sst
 from tests.machines import Light, Tags
 
@@ -254,7 +254,6 @@ def test_spark_batch_progress_counts_match_the_result(spark, capsys, monkeypatch
 @pytest.mark.spark
 def test_a_stream_drawn_as_a_bar_ends_with_the_published_totals_and_what_waits(spark, tmp_path):
     from statemachines.spark import run_stream
-
     from tests.test_spark_streaming import DELAY, SCHEMA, local_reference, make_files
 
     source = tmp_path / "in"

@@ -10,9 +10,9 @@ import sys
 import tempfile
 
 import pytest
-from statemachines.library import Upsert
 
 from statemachines import format_table, run_local
+from statemachines.library import Upsert
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -52,6 +52,7 @@ def test_customers_cdc_main_job_matches_the_local_runtime():
 @pytest.mark.spark
 def test_login_fraud_prints_the_matches_the_local_runtime_finds():
     import login_fraud
+
     from statemachines.library import Detector, matches, timeouts
 
     out = run_example("login_fraud.py", "--users", "100")
@@ -99,6 +100,7 @@ def test_iot_lateness_reports_every_refused_reading():
     from operator import itemgetter
 
     import iot_lateness
+
     from statemachines.library import UpsertWithLateness
 
     out = run_example("iot_lateness.py")

@@ -12,9 +12,9 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import PersistedArrangement, consolidate, run_local
+from statemachines.library import Upsert
 from tests.machines import Tags
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the greatest long is kept as the time after the greatest time
@@ -141,9 +141,8 @@ def test_spark_batch_rejects_nan_orders_and_the_greatest_long_as_the_local_runti
 
 @pytest.mark.spark
 def test_a_decimal_time_column_is_refused_before_anything_runs(spark, tmp_path):
-    from statemachines.spark import run_batch
-
     from statemachines import InvalidArgument
+    from statemachines.spark import run_batch
 
     frame = spark.createDataFrame([("a", "x", 1)], "key string, symbol string, time long")
     decimal = frame.selectExpr("key", "symbol", "cast(time as decimal(20,0)) as time")

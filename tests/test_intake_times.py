@@ -7,9 +7,9 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import consolidate, run_local
+from statemachines.library import Upsert
 from tests.machines import Tags
 
 NOT_FINITE = [math.nan, math.inf, -math.inf]

@@ -8,7 +8,6 @@ from operator import itemgetter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from statemachines.library import Upsert, UpsertWithLateness
 
 from statemachines import (
     Arrangement,
@@ -21,6 +20,7 @@ from statemachines import (
     run_local,
     sort_updates,
 )
+from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.waterline import Waterline
 from tests import strategies as sst
 from tests.models import upsert_with_lateness

@@ -5,9 +5,9 @@ checks compare with answers computed independently) or names the limit it hit.""
 from __future__ import annotations
 
 import pytest
-from statemachines.library import Upsert
 
 from statemachines import PersistedArrangement, event_rank, run_local
+from statemachines.library import Upsert
 from tests.machines import Tags
 
 SAME_TIME = 100_000

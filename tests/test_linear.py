@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import reduce
 
 from hypothesis import given
-from statemachines.library import Upsert
 
 from statemachines import Arrangement, consolidate, format_table, linear, run_local
+from statemachines.library import Upsert
 from tests import strategies as sst
 
 

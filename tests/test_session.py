@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 
 import pytest
+
 from statemachines.spark import JavaNotFound, ensure_java
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from statemachines.library import Upsert
-from statemachines.spark import read_history, read_snapshot, read_updates
 
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
+from statemachines.library import Upsert
 from statemachines.persisted import check
+from statemachines.spark import read_history, read_snapshot, read_updates
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark

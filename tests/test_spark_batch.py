@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from statemachines.library import Upsert
-from statemachines.spark import read_updates, run_batch
 
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
+from statemachines.library import Upsert
+from statemachines.spark import read_updates, run_batch
 from tests.delta_reader import delta_rs_updates
 
 pytestmark = pytest.mark.spark
@@ -92,8 +92,9 @@ def test_timestamps_and_struct_keys_stay_typed(spark, tmp_path):
 
 @pytest.mark.parametrize("point", ["written", "state"])
 def test_a_batch_writer_crashing_leaves_the_last_published_state_and_a_retry_completes_once(spark, tmp_path, monkeypatch, point):
-    import statemachines.spark.batch as batch_module
     from deltalake import DeltaTable
+
+    import statemachines.spark.batch as batch_module
 
     events = [e for e in random_events(4) if e[0] is not None and e[2] is not None]
     first = spark.createDataFrame([e for e in events if e[2] < 15], SCHEMA)

@@ -6,11 +6,11 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
-from statemachines.library import Upsert
-from statemachines.spark import read_cdc, run_batch, write_cdc
 
 from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
 from statemachines.cdc import CdcConflict, CdcReader, read_parquet
+from statemachines.library import Upsert
+from statemachines.spark import read_cdc, run_batch, write_cdc
 
 pytestmark = pytest.mark.spark
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from statemachines.library import Detector, Pattern, matches, timeouts
 
 from statemachines import consolidate, run_local
+from statemachines.library import Detector, Pattern, matches, timeouts
 from tests.contract import Case
 from tests.test_contract import stream_runner
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from statemachines.spark import apply_linear, consolidated, is_vectorised
 
 from statemachines import consolidate, linear
+from statemachines.spark import apply_linear, consolidated, is_vectorised
 
 pytestmark = pytest.mark.spark
 

@@ -9,9 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from statemachines.library import Upsert
-from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
-from statemachines.spark.batch import EventColumns
 
 from statemachines import (
     InvalidArgument,
@@ -20,7 +17,10 @@ from statemachines import (
     consolidate,
     run_local,
 )
+from statemachines.library import Upsert
 from statemachines.persisted import check, read_state
+from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
+from statemachines.spark.batch import EventColumns
 from tests.delta_reader import delta_rs_updates
 from tests.machines import Session
 
@@ -189,6 +189,7 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
 
 def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from pyspark.sql.pandas.types import to_arrow_schema
+
     from statemachines.spark import BucketSink
     from statemachines.spark.batch import OutputRows, output_schema, prepare_events
     from statemachines.spark.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload

@@ -6,7 +6,6 @@ import random
 
 from hypothesis import given
 from hypothesis import strategies as st
-from statemachines.library import Upsert
 
 from statemachines import (
     Event,
@@ -17,6 +16,7 @@ from statemachines import (
     parse_table,
     run_local,
 )
+from statemachines.library import Upsert
 from tests import strategies as sst
 from tests.models import collection_from_replay, replay
 
