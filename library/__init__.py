@@ -1,7 +1,7 @@
 """Ready-made machines: upserts, upserts with lateness, pattern detectors."""
 
 from statemachines.library.cep import Detector, Found, matches, timeouts
-from statemachines.library.lateness import UpsertWithLateness
+from statemachines.library.lateness import Late, UpsertWithLateness
 from statemachines.library.pattern import Contiguity, Pattern, Skip
 from statemachines.library.upsert import Upsert
 
@@ -9,6 +9,7 @@ __all__ = [
     "Contiguity",
     "Detector",
     "Found",
+    "Late",
     "Pattern",
     "Skip",
     "Upsert",

@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines import Emit, Machine
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.library.pattern import (
@@ -58,7 +58,6 @@ from statemachines.library.pattern import (
 __all__ = ["Detector", "Found", "matches", "timeouts"]
 
 PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
-_NEW = tuple.__new__
 _ACCEPT = -1  # the "continuation" a trailing negation blocks
 
 
@@ -184,10 +183,18 @@ class Detector(Machine):
 
     # -- what runtimes and users ask ------------------------------------------------------
 
-    def value_type(self, symbol_type: str, time_type: str) -> str:
-        """The Spark type (DDL) of this detector's values, given its input columns' types."""
-        event = f"struct<step: string, time: {time_type}, seq: bigint, symbol: {symbol_type}>"
-        return f"struct<kind: string, state: string, events: array<{event}>>"
+    def value_type(self, symbol_type: Any, time_type: Any) -> Any:
+        """The Arrow type of this detector's values, given its input's Arrow types."""
+        import pyarrow as pa
+
+        event = pa.struct(
+            [("step", pa.string()), ("time", time_type), ("seq", pa.int64()), ("symbol", symbol_type)]
+        )
+        return pa.struct([("kind", pa.string()), ("state", pa.string()), ("events", pa.list_(event))])
+
+    def is_finding(self, value: Any) -> bool:
+        """Matches and timeouts are reported once; only partial matches are held."""
+        return value[0] != PARTIAL
 
     def validate_symbol(self, symbol: Any) -> None:
         """Symbols are kept in partial matches, which are values: they must be hashable."""
@@ -199,54 +206,17 @@ class Detector(Machine):
         starts = [v[2][0][1] for v in values if v[0] == PARTIAL]
         return min(starts) + window if window is not None and starts else None
 
-    def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> frozenset[Any]:
-        """The partial matches left when the windows closing at ``time`` have closed."""
-        return self._expire(frozenset(v for v in values if v[0] == PARTIAL), time)[0]
+    def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
+        """The partial matches left when the windows closing at ``time`` have closed,
+        and what those windows found (timeouts, matches ended by a trailing negation)."""
+        return Emit(*self._expire(values, time))
 
-    def transition(self, key: Any, values: frozenset[Any], symbol: Any, time: Any) -> frozenset[Any]:
-        """The partial matches after one event (its findings are reported by ``advance_key``)."""
-        partials = frozenset(v for v in values if v[0] == PARTIAL)
-        return self._on_event(partials, symbol, time, 0)[0]
-
-    def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
-    ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
-        """Run one key's events and closing windows in time order; report findings."""
-        partials = frozenset(v for v in values if v[0] == PARTIAL)
-        window = self.pattern.window
-        updates: list[Update] = []
-        rejected: list[Rejected] = []
-        i, n = 0, len(events)
-        while True:
-            due = self.deadline(key, partials) if window is not None else None
-            t = events[i][2] if i < n else None
-            before = partials
-            if due is not None and (upto is None or due < upto) and (t is None or due <= t):
-                now = due
-                partials, found = self._expire(partials, due)
-            elif t is not None:
-                now, found = t, []
-            else:
-                break
-            seq = 0
-            while i < n and events[i][2] == now:
-                event = events[i]
-                after, new = self._on_event(partials, event[1], now, seq)
-                problem = check(_first_new(after, new, partials)) if check is not None else None
-                if problem is not None:
-                    rejected.append(Rejected(event, Reason.UNSERIALISABLE_VALUE, problem))
-                else:
-                    partials = after
-                    found += new
-                    seq += 1
-                i += 1
-            for gone in before - partials:
-                updates.append(_NEW(Update, ((key, gone), now, -1)))
-            for came in partials - before:
-                updates.append(_NEW(Update, ((key, came), now, 1)))
-            for value in found:
-                updates.append(_NEW(Update, ((key, value), now, 1)))
-        return partials, updates, rejected
+    def transition(
+        self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0
+    ) -> Emit:
+        """The partial matches after one event, and the matches it completes; the
+        event is the ``position``-th (from 0) the key applies at ``time``."""
+        return Emit(*self._on_event(values, symbol, time, position))
 
     def diagram(self) -> Diagram:
         """The compiled NFA: one state per ``step#count`` position, edges that take events."""
@@ -411,15 +381,6 @@ def _discards(pattern: Pattern, match: Any, other: Any) -> bool:
         return False
     target = of_step[0] if skip == Skip.SKIP_TO_FIRST else of_step[-1]
     return first < target
-
-
-def _first_new(after: frozenset[Any], found: list[Any], before: frozenset[Any]) -> Any:
-    """One value this event created (they all hold its symbol), for the output's check."""
-    for value in found:
-        return value
-    for value in after - before:
-        return value
-    return None
 
 
 @attrs.frozen

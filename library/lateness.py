@@ -44,20 +44,30 @@ lateness lets keys go.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any
 
-from statemachines import Event, Machine, Reason, Rejected, Update
+from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.times import time_kind
 from statemachines.waterline import Mark, Waterline
 
-__all__ = ["UpsertWithLateness"]
+__all__ = ["Late", "UpsertWithLateness"]
 
 _EMPTY: frozenset[Any] = frozenset()
-_ABSENT = object()
-_NEW = tuple.__new__
+
+
+class Late(enum.StrEnum):
+    """Why :class:`UpsertWithLateness` refuses a command (the rejected output's ``reason``)."""
+
+    VALUE_BELOW_WATERLINE = "value_below_waterline"
+    """Its new value's event time is below the waterline."""
+    OVERWRITES_BELOW_WATERLINE = "overwrites_below_waterline"
+    """It would overwrite or delete a value whose event time is below the waterline."""
+    KEY_BELOW_WATERLINE = "key_below_waterline"
+    """Its key's event time is below the key waterline (key lateness)."""
 
 
 class UpsertWithLateness(Machine):
@@ -153,89 +163,47 @@ class UpsertWithLateness(Machine):
 
     # -- the machine ------------------------------------------------------------------
 
-    def transition(
-        self, key: Any, values: frozenset[Any], symbol: Any, time: Any
-    ) -> frozenset[Any]:
-        """An accepted command, as in :class:`~statemachines.library.Upsert` (the rules are in ``advance_key``)."""
+    def transition(self, key: Any, values: frozenset[Any], symbol: Any, time: Any) -> frozenset[Any]:
+        """The command applied as :class:`~statemachines.library.Upsert` does, unless a
+        waterline refuses it (:class:`Late`)."""
+        high = self.waterline.high_before(time)
+        if self.key_time is not None:
+            self._check_key(key, time, high)
+        if self.value_time is not None:
+            self._check_value(next(iter(values), None), symbol, time, high)
         return _EMPTY if symbol is None else frozenset((symbol,))
 
     def validate_symbol(self, symbol: Any) -> None:
         """A value must be hashable: it becomes part of the collection's data."""
         hash(symbol)
 
-    def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
-    ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
-        """Apply one key's commands, time by time, against the waterlines."""
-        current = next(iter(values)) if values else _ABSENT
-        updates: list[Update] = []
-        rejected: list[Rejected] = []
-        i, n = 0, len(events)
-        while i < n:
-            time = events[i][2]
-            j = i
-            while j < n and events[j][2] == time:
-                j += 1
-            before = current
-            high = self.waterline.high_before(time)
-            refusal = self._key_refusal(key, time, high)
-            if refusal is not None:
-                reason, detail = refusal
-                rejected.extend(Rejected(e, reason, detail) for e in events[i:j])
-            else:
-                for event in events[i:j]:
-                    outcome = self._command(current, event, high, check)
-                    if type(outcome) is Rejected:
-                        rejected.append(outcome)
-                    else:
-                        current = outcome
-            if not (current is before or current == before):
-                if before is not _ABSENT:
-                    updates.append(_NEW(Update, ((key, before), time, -1)))
-                if current is not _ABSENT:
-                    updates.append(_NEW(Update, ((key, current), time, 1)))
-            i = j
-        after = _EMPTY if current is _ABSENT else frozenset((current,))
-        return after, updates, rejected
-
-    def _key_refusal(self, key: Any, time: Any, high: Mark | None) -> tuple[Reason, str] | None:
-        if self.key_time is None:
-            return None
-        key_time = _time_of(self.key_time, key)
+    def _check_key(self, key: Any, time: Any, high: Mark | None) -> None:
+        key_time = _time_of(self.key_time, key)  # type: ignore[arg-type]
         if isinstance(key_time, str):
-            return Reason.BAD_KEY, f"key_time({key!r}) {key_time}"
+            raise Refused(Reason.BAD_KEY, f"key_time({key!r}) {key_time}")
         line = self._line(high, 1)
-        if line is None or not key_time < line:
-            return None
-        return Reason.KEY_BELOW_WATERLINE, (
-            f"key time {key_time!r} < key waterline {line!r} (newest key time {high[1]!r} "  # type: ignore[index]
-            f"inserted before time {time!r}, minus lateness {self.lateness!r})"
-        )
+        if line is not None and key_time < line:
+            raise Refused(Late.KEY_BELOW_WATERLINE, (
+                f"key time {key_time!r} < key waterline {line!r} (newest key time {high[1]!r} "  # type: ignore[index]
+                f"inserted before time {time!r}, minus lateness {self.lateness!r})"
+            ))
 
-    def _command(self, current: Any, event: Event, high: Mark | None, check: Any) -> Any:
-        """The key's value after ``event``, or the event's rejection."""
-        new = event[1]
-        if check is not None and new is not None and (problem := check(new)) is not None:
-            return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
-        if self.value_time is None:
-            return _ABSENT if new is None else new
+    def _check_value(self, current: Any, new: Any, time: Any, high: Mark | None) -> None:
+        """Refuse a command whose new value, or the value it replaces, is below the waterline."""
         if new is not None:
-            new_time = _time_of(self.value_time, new)
+            new_time = _time_of(self.value_time, new)  # type: ignore[arg-type]
             if isinstance(new_time, str):
-                return Rejected(event, Reason.INVALID_SYMBOL, f"value_time({new!r}) {new_time}")
+                raise Refused(Reason.INVALID_SYMBOL, f"value_time({new!r}) {new_time}")
         line = self._line(high, 0)
-        if line is not None:
-            if new is not None and new_time < line:
-                why = self._why(line, high, event[2])
-                return Rejected(event, Reason.VALUE_BELOW_WATERLINE, f"value time {new_time!r} < {why}")
-            if current is not _ABSENT and (old_time := self.value_time(current)) < line:
-                why = self._why(line, high, event[2])
-                return Rejected(
-                    event,
-                    Reason.OVERWRITES_BELOW_WATERLINE,
-                    f"the key's value {current!r} has time {old_time!r} < {why}",
-                )
-        return _ABSENT if new is None else new
+        if line is None:
+            return
+        if new is not None and new_time < line:
+            raise Refused(Late.VALUE_BELOW_WATERLINE, f"value time {new_time!r} < {self._why(line, high, time)}")
+        if current is not None and (old_time := self.value_time(current)) < line:  # type: ignore[misc]
+            raise Refused(
+                Late.OVERWRITES_BELOW_WATERLINE,
+                f"the key's value {current!r} has time {old_time!r} < {self._why(line, high, time)}",
+            )
 
     def _why(self, line: Any, high: Any, time: Any) -> str:
         return (

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachines import Event, Machine, Rejected, Update, advance_key, event_rank
+from statemachines import Event, Machine, event_rank
 from statemachines.diagram import Diagram, Edge, Node
 
 __all__ = ["Upsert"]
 
 _EMPTY: frozenset[Any] = frozenset()
-_ABSENT = object()
-_NEW = tuple.__new__
 
 
 class Upsert(Machine):
@@ -67,36 +65,3 @@ class Upsert(Machine):
             return second if second.order > first.order else first
         later = event_rank(second.order, second.symbol) > event_rank(first.order, first.symbol)
         return second if later else first
-
-    def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
-    ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
-        """The generic ``advance_key`` for upserts, without building sets per command.
-
-        If ``check`` refuses a value this path would insert, the key is run by the
-        generic path instead, which rejects exactly the offending commands.
-        """
-        current = next(iter(values)) if values else _ABSENT
-        updates: list[Update] = []
-        emit = updates.append
-        last = len(events) - 1
-        for i, event in enumerate(events):
-            time = event[2]
-            if i < last and events[i + 1][2] == time:
-                continue  # a later command at the same time wins
-            new = event[1]
-            if new is None:
-                if current is not _ABSENT:
-                    emit(_NEW(Update, ((key, current), time, -1)))
-                    current = _ABSENT
-            elif current is _ABSENT:
-                emit(_NEW(Update, ((key, new), time, 1)))
-                current = new
-            elif not (current is new or current == new):
-                emit(_NEW(Update, ((key, current), time, -1)))
-                emit(_NEW(Update, ((key, new), time, 1)))
-                current = new
-        if check is not None and any(u[2] > 0 and check(u[0][1]) is not None for u in updates):
-            return advance_key(self, key, values, events, upto, check)
-        after = _EMPTY if current is _ABSENT else frozenset((current,))
-        return after, updates, []

@@ -30,7 +30,6 @@ from statemachines.persisted import PersistedArrangement, publish_batch, read_st
 from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import ship_code
 from statemachines.times import decode_time
-from statemachines.waterline import has_waterline
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
 
@@ -449,7 +448,7 @@ def process_events(
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
-    elif has_waterline(machine):
+    elif machine.spec.has_waterline:
         from statemachines.spark.waterline import arrangement_high, settled_output
 
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
@@ -481,14 +480,14 @@ def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_
 
 
 def _machine_value_type(machine: Machine, prepared: Any) -> Any:
-    """The value type a machine declares for its input's types (``value_type(symbol, time)``)."""
-    from pyspark.sql import types as T
+    """The Spark type of the values a machine declares (``value_type``, in Arrow types)."""
+    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
-    declare = getattr(machine, "value_type", None)
-    if declare is None:
+    if not machine.spec.declares_value_type:
         return None
-    symbol, time = (prepared.schema[c].dataType.simpleString() for c in ("symbol", "time"))
-    return T._parse_datatype_string(declare(symbol, time))
+    symbol, time = (to_arrow_type(prepared.schema[c].dataType, timezone="UTC") for c in ("symbol", "time"))
+    declared = machine.value_type(symbol, time)
+    return None if declared is None else from_arrow_type(declared)
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:

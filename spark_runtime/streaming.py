@@ -51,7 +51,6 @@ from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
-from statemachines.waterline import has_waterline
 
 __all__ = [
     "BucketSink",
@@ -460,7 +459,7 @@ def run_stream(
     spark = events.sparkSession
     # with Spark Connect the sink runs on the server: reports come back through the arrangement
     in_sink = None if is_connect(spark) else progress
-    if has_waterline(machine):
+    if machine.spec.has_waterline:
         sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink)
         writer = events.writeStream
     else:

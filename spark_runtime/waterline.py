@@ -18,7 +18,6 @@ from statemachines.columns import column_to_python
 from statemachines.waterline import (
     NOTE,
     Mark,
-    WaterlineMachine,
     highest,
     mark_from_note,
     mark_note,
@@ -28,7 +27,7 @@ from statemachines.waterline import (
 __all__ = ["arrangement_high", "settled_output"]
 
 
-def _marks_runner(machine: WaterlineMachine) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _marks_runner(machine: Machine) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -44,7 +43,7 @@ def _marks_runner(machine: WaterlineMachine) -> Callable[[Iterator[Any]], Iterat
     return run
 
 
-def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
+def _insert_marks(updates: Any, machine: Machine) -> dict[Any, Mark]:
     """The high mark of the inserts at each time of an updates DataFrame."""
     from pyspark.sql import functions as F
 
@@ -56,7 +55,7 @@ def _insert_marks(updates: Any, machine: WaterlineMachine) -> dict[Any, Mark]:
     return merged
 
 
-def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark | None:
+def arrangement_high(spark: Any, path: str, machine: Machine) -> Mark | None:
     """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
     from statemachines.persisted import read_state
     from statemachines.spark.arrangement import read_updates
@@ -73,7 +72,7 @@ def arrangement_high(spark: Any, path: str, machine: WaterlineMachine) -> Mark |
 
 
 def settled_output(
-    machine: WaterlineMachine,
+    machine: Machine,
     prepared: Any,
     base: Mark | None,
     run: Callable[[Machine], Any],

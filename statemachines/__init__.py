@@ -16,12 +16,12 @@ from statemachines.errors import (
     MissingDependency,
     StateMachinesError,
 )
-from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.finite import FiniteMachine, State, Transition
 from statemachines.intake import Intake
 from statemachines.linear import Linear, LinearView
 from statemachines.local import LocalRuntime, RunProgress, RunResult, run_local
-from statemachines.machine import Machine, MachineSpec
+from statemachines.machine import Emit, Machine, MachineSpec
 from statemachines.persisted import PersistedArrangement
 from statemachines.tables import format_table, parse_table
 from statemachines.times import time_after, time_kind
@@ -43,6 +43,7 @@ __all__ = [
     "ReadHandle",
     "DefinitionError",
     "Diagram",
+    "Emit",
     "Event",
     "FiniteMachine",
     "Intake",
@@ -55,6 +56,7 @@ __all__ = [
     "MachineSpec",
     "MissingDependency",
     "Reason",
+    "Refused",
     "Rejected",
     "RunProgress",
     "RunResult",

@@ -1,8 +1,8 @@
 """The pure heart of every runtime: one key's prior values and events in, updates out.
 
 :func:`advance_key` knows nothing of buffering, frontiers across keys, storage or
-Spark. The local runtime and the Spark runtime both call it (through :func:`step`)
-once per key with the events that are now final.
+Spark. Every runtime calls it, once per key with the events that are now final: it
+is the only place where events become updates.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from statemachines.errors import MachineError
-from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
-from statemachines.machine import Machine
+from statemachines.machine import Emit, Machine
 from statemachines.updates import Update
 
-__all__ = ["ValueCheck", "advance_key", "apply_transition", "run_key", "step"]
+__all__ = ["ValueCheck", "advance_key", "apply_transition", "run_key"]
 
 ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
@@ -30,47 +30,52 @@ def apply_transition(
     values: frozenset[Any],
     event: Event,
     check: ValueCheck | None = None,
-) -> frozenset[Any] | Rejected:
-    """``machine.transition`` on one event, as a frozenset or as a rejection.
+    position: int = 0,
+) -> tuple[frozenset[Any], tuple[Any, ...]] | Rejected:
+    """``machine.transition`` on one event: ``(next values, findings)``, or a rejection.
 
     The machine sees ``machine.initial_values(key)`` in place of an empty set. A
-    transition that raises, or returns something that is not an iterable of
-    hashable values, rejects the event (reason ``transition_failed``) and leaves
-    the key's values as they were; so does a new value that ``check`` refuses
-    (reason ``unserialisable_value``).
+    transition that raises :class:`~statemachines.events.Refused` rejects the event
+    with the machine's reason; one that raises anything else, or returns something
+    that is not an iterable of hashable values, rejects it as ``transition_failed``;
+    so does a new value or finding that ``check`` refuses (``unserialisable_value``).
+    A rejected event leaves the key's values as they were. ``position`` is the
+    event's place among the key's events applied at its time (for machines whose
+    ``transition`` takes it).
     """
     seen = values if values else machine.initial_values(key)
+    spec = machine.spec
     try:
-        result = machine.transition(key, seen, event.symbol, event.time)
-        if result is None:
-            raise TypeError(
-                "transition returned None; it must return the key's next set of values"
-            )
-        after = result if type(result) is frozenset else frozenset(result)
+        if spec.takes_position:
+            result = machine.transition(key, seen, event.symbol, event.time, position=position)  # type: ignore[call-arg]
+        else:
+            result = machine.transition(key, seen, event.symbol, event.time)
+        after, found = _outcome(machine, result, "transition")
+    except Refused as refusal:
+        return Rejected(event, refusal.reason, refusal.detail)
     except Exception as exc:  # noqa: BLE001 - any failure of user code rejects the event
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
     if check is not None:
-        for value in after - values:
+        for value in (*(after - values), *found):
             problem = check(value)
             if problem is not None:
                 return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
-    return after
+    return after, found
 
 
-def step(
-    machine: Machine,
-    key: Any,
-    values: frozenset[Any],
-    events: list[Event],
-    upto: Any,
-    check: ValueCheck | None = None,
-) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
-    """One key's step, as every runtime takes it: :func:`advance_key`, or the
-    machine's own faster equivalent where its class defines one (``spec.has_own_step``).
-    """
-    if machine.spec.has_own_step:
-        return machine.advance_key(key, values, events, upto, check)  # type: ignore[return-value]
-    return advance_key(machine, key, values, events, upto, check)
+def _outcome(machine: Machine, result: Any, hook: str) -> tuple[frozenset[Any], tuple[Any, ...]]:
+    """A hook's result as ``(values, findings)``; raises on a result that is neither."""
+    if type(result) is frozenset:
+        return result, ()
+    if type(result) is Emit:
+        if not machine.spec.emits_findings:
+            raise TypeError(
+                f"{hook} returned Emit, but {machine.spec.name} does not define is_finding(value)"
+            )
+        return result
+    if result is None:
+        raise TypeError(f"{hook} returned None; it must return the key's next set of values")
+    return frozenset(result), ()
 
 
 def advance_key(
@@ -83,9 +88,10 @@ def advance_key(
 ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
     """Run one key forward over its final events and the deadlines before ``upto``.
 
-    Each time at which something happens yields the net change of the key's values
-    at that time: a deadline at time ``d`` fires first, then the events at ``d`` are
-    applied in the order given::
+    The one step of every runtime. Each time at which something happens yields the
+    net change of the key's values at that time, then the findings reported at it: a
+    deadline at time ``d`` fires first, then the events at ``d`` are applied in the
+    order given::
 
         values before | events at t           | updates at t
         {}            | add x, add y          | (k, x) +1, (k, y) +1
@@ -94,7 +100,8 @@ def advance_key(
     Args:
         machine: the machine.
         key: the key.
-        values: the key's current values (empty for a key never seen).
+        values: the key's current values (empty for a key never seen); findings
+            among them (``is_finding``) are reported, not held, and are left out.
         events: the key's events, sorted by ``(time, event_rank)``; all are final.
         upto: the frontier: deadlines at times ``< upto`` fire. ``None`` means the
             input is complete, so every deadline fires.
@@ -102,32 +109,40 @@ def advance_key(
             whose new value fails it is rejected (see :func:`apply_transition`).
 
     Returns:
-        ``(values after, updates, rejected events)``; the updates are consolidated.
+        ``(values after, updates, rejected events)``; the updates are consolidated
+        apart from findings, each of which is one ``+1``.
 
     Raises:
         MachineError: a deadline did not lie after the time of the change that set
             it, or ``on_deadline`` raised.
     """
+    spec = machine.spec
+    if spec.emits_findings and values:
+        values = frozenset(v for v in values if not machine.is_finding(v))
     updates: list[Update] = []
     rejected: list[Rejected] = []
-    wake = machine.deadline if machine.spec.has_deadlines else None
+    wake = machine.deadline if spec.has_deadlines else None
     due = wake(key, values) if wake is not None and values else None
     i, n = 0, len(events)
     while True:
         t = events[i].time if i < n else None
         if due is not None and (upto is None or due < upto) and (t is None or due <= t):
             now = due
-            after = _fire_deadline(machine, key, values, due)
+            after, fired = _fire_deadline(machine, key, values, due)
+            found: list[Any] = list(fired)
         elif t is not None:
-            now, after = t, values
+            now, after, found = t, values, []
         else:
             break
+        position = 0
         while i < n and events[i].time == now:
-            outcome = apply_transition(machine, key, after, events[i], check)
+            outcome = apply_transition(machine, key, after, events[i], check, position)
             if type(outcome) is Rejected:
                 rejected.append(outcome)
             else:
-                after = outcome  # type: ignore[assignment]
+                after, new = outcome  # type: ignore[misc]
+                found.extend(new)
+                position += 1
             i += 1
         if after != values:
             for v in values - after:
@@ -135,19 +150,22 @@ def advance_key(
             for v in after - values:
                 updates.append(_NEW(Update, ((key, v), now, 1)))
             values = after
+        for v in found:
+            updates.append(_NEW(Update, ((key, v), now, 1)))
         due = wake(key, values) if wake is not None and values else None
         if due is not None and due <= now:
             raise MachineError(
-                f"{machine.spec.name}.deadline returned {due!r} for key {key!r} after a change "
+                f"{spec.name}.deadline returned {due!r} for key {key!r} after a change "
                 f"at time {now!r}; a deadline must lie strictly after the change that sets it"
             )
     return values, updates, rejected
 
 
-def _fire_deadline(machine: Machine, key: Any, values: frozenset[Any], time: Any) -> frozenset[Any]:
+def _fire_deadline(
+    machine: Machine, key: Any, values: frozenset[Any], time: Any
+) -> tuple[frozenset[Any], tuple[Any, ...]]:
     try:
-        result = machine.on_deadline(key, values, time)
-        return result if type(result) is frozenset else frozenset(result)
+        return _outcome(machine, machine.on_deadline(key, values, time), "on_deadline")
     except Exception as exc:
         raise MachineError(
             f"{machine.spec.name}.on_deadline failed for key {key!r} at time {time!r}: "
@@ -192,5 +210,5 @@ def run_key(
         events.append(checked)  # type: ignore[arg-type]
     if not in_order:
         events.sort(key=_time_then_rank)
-    after, updates, failed = step(machine, key, values, events, upto, intake.value_check)
+    after, updates, failed = advance_key(machine, key, values, events, upto, intake.value_check)
     return after, updates, rejected + failed if failed else rejected

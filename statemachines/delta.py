@@ -379,7 +379,7 @@ def commit(
     if base.version is None:  # from now on the log holds the state; say so in state-0
         put_state(loc, {**base.state, "sequence": 0, "table": True})
         return Snapshot(state, 0, schema)
-    if table.version() != base.version + 1:
+    if table is None or table.version() != base.version + 1:
         table = None  # another writer's commit came in between: reopen when needed
     return Snapshot(state, base.version + 1, schema, table)
 

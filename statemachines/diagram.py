@@ -28,8 +28,9 @@ from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Rejected
 from statemachines.machine import Machine
 from statemachines.updates import sorted_any
+from statemachines.waterline import Waterline, highest
 
-__all__ = ["Diagram", "Edge", "Node", "diagram", "explore"]
+__all__ = ["Diagram", "Edge", "Exploration", "Node", "diagram", "exploration", "explore"]
 
 
 @attrs.frozen
@@ -141,9 +142,8 @@ def diagram(machine: Machine, *, alphabet: Iterable[Any] | None = None, max_stat
         InvalidArgument: the machine has no diagram of its own and no ``alphabet``
             was given to explore it with.
     """
-    own = getattr(machine, "diagram", None)
-    if own is not None and alphabet is None:
-        return own()
+    if machine.spec.has_diagram and alphabet is None:
+        return machine.diagram()  # type: ignore[return-value]
     if alphabet is None:
         raise InvalidArgument(
             f"{machine.spec.name} declares no diagram; pass alphabet=[...] (a few symbols) "
@@ -152,48 +152,101 @@ def diagram(machine: Machine, *, alphabet: Iterable[Any] | None = None, max_stat
     return explore(machine, alphabet, max_states=max_states)
 
 
-def explore(
-    machine: Machine, alphabet: Iterable[Any], *, key: Any = "key", max_states: int = 40
-) -> Diagram:
-    """Breadth-first from the initial values of ``key`` over ``alphabet``.
+@attrs.frozen
+class Exploration:
+    """What :func:`exploration` found: the states a key reaches over an alphabet.
 
-    Each node is a set of values the key can hold; each edge a symbol that moves it.
-    Symbols the machine rejects are listed in a note, not drawn. At most
-    ``max_states`` nodes are drawn; if more were reachable, a note says so.
+    A state is ``(values, high)``: the key's values and, for a machine with
+    waterlines, the high mark of its inserts so far (else ``None``). Each state was
+    first reached by the symbols in ``paths[state]``, the ``i``-th at time ``i``
+    (from 1); ``moves[state, symbol]`` is the symbol's effect at the next time:
+    ``(next state, findings)``, or its :class:`~statemachines.events.Rejected`.
+    """
+
+    symbols: tuple[Any, ...]
+    start: tuple[frozenset[Any], Any]
+    paths: dict[tuple[frozenset[Any], Any], tuple[Any, ...]]
+    moves: dict[tuple[tuple[frozenset[Any], Any], Any], Any]
+    cut: bool
+
+
+def exploration(
+    machine: Machine, alphabet: Iterable[Any], *, key: Any = "key", max_states: int = 40
+) -> Exploration:
+    """Breadth-first from the initial values of ``key`` over ``alphabet``, through the
+    same step the runtimes take (:func:`~statemachines.core.apply_transition`): the
+    value sets, findings and refusals :func:`~statemachines.local.run_local` gives for
+    one key fed those symbols at times 1, 2, ...
     """
     symbols = list(alphabet)
     if not symbols:
         raise InvalidArgument("explore needs at least one symbol")
-    start = frozenset(machine.initial_values(key))  # an empty set reads as these
-    names: dict[frozenset[Any], str] = {start: _set_label(start)}
-    edges: list[Edge] = []
-    rejected: set[str] = set()
+    waterlines = machine.spec.has_waterline
+    initial = frozenset(machine.initial_values(key))  # an empty set reads as these
+    start: tuple[frozenset[Any], Any] = (initial, None)
+    paths: dict[tuple[frozenset[Any], Any], tuple[Any, ...]] = {start: ()}
+    moves: dict[tuple[tuple[frozenset[Any], Any], Any], Any] = {}
     queue = deque([start])
     cut = False
-    step = 0
     while queue:
-        values = queue.popleft()
+        state = queue.popleft()
+        values, high = state
+        path = paths[state]
+        bound = machine.with_waterline(Waterline(high)) if waterlines else machine
         for symbol in symbols:
-            step += 1
-            outcome = apply_transition(machine, key, values, Event(key, symbol, step))
+            outcome = apply_transition(bound, key, values, Event(key, symbol, len(path) + 1))
             if isinstance(outcome, Rejected):
-                rejected.add(repr(symbol))
+                moves[state, symbol] = outcome
                 continue
-            outcome = outcome or start
-            if outcome not in names:
-                if len(names) >= max_states:
+            after, found = outcome
+            new_high = high
+            if waterlines:
+                for value in after - values:
+                    new_high = highest(new_high, machine.insert_marks(key, value))
+            target = (after or initial, new_high)
+            if target not in paths:
+                if len(paths) >= max_states:
                     cut = True
                     continue
-                names[outcome] = _set_label(outcome)
-                queue.append(outcome)
-            edges.append(Edge(names[values], names[outcome], repr(symbol)))
-    notes = [f"explored over {', '.join(repr(s) for s in symbols)}"]
+                paths[target] = (*path, symbol)
+                queue.append(target)
+            moves[state, symbol] = (target, found)
+    return Exploration(tuple(symbols), start, paths, moves, cut)
+
+
+def explore(
+    machine: Machine, alphabet: Iterable[Any], *, key: Any = "key", max_states: int = 40
+) -> Diagram:
+    """The :func:`exploration` of ``machine`` drawn: each node a set of values the key
+    can hold (with the waterline's high mark, for a machine with waterlines), each
+    edge the symbols that move it (``/ n found`` when they report findings). Symbols
+    the machine rejects are listed in a note, not drawn. At most ``max_states``
+    nodes are drawn; if more were reachable, a note says so.
+    """
+    found = exploration(machine, alphabet, key=key, max_states=max_states)
+    names = {state: _state_label(state) for state in found.paths}
+    edges: list[Edge] = []
+    rejected: set[str] = set()
+    for (state, symbol), move in found.moves.items():
+        if isinstance(move, Rejected):
+            rejected.add(repr(symbol))
+            continue
+        target, findings = move
+        label = repr(symbol) + (f" / {len(findings)} found" if findings else "")
+        edges.append(Edge(names[state], names[target], label))
+    notes = [f"explored over {', '.join(repr(s) for s in found.symbols)}"]
     if rejected:
         notes.append(f"rejected: {', '.join(sorted(rejected))}")
-    if cut:
+    if found.cut:
         notes.append(f"cut at {max_states} states: more are reachable")
-    nodes = tuple(Node(label, label, initial=values == start) for values, label in names.items())
+    nodes = tuple(Node(label, label, initial=state == found.start) for state, label in names.items())
     return Diagram(machine.spec.name, nodes, _merge_edges(edges), tuple(notes))
+
+
+def _state_label(state: tuple[frozenset[Any], Any]) -> str:
+    values, high = state
+    label = _set_label(values)
+    return label if high is None else f"{label} high {', '.join(repr(t) for t in high if t is not None)}"
 
 
 def _set_label(values: frozenset[Any]) -> str:

@@ -8,7 +8,9 @@ broken by the symbol's own order (``None`` first; see
 runtime applies the same events in the same sequence whatever order they arrive in.
 
 An event the runtime cannot apply is never dropped: it becomes a :class:`Rejected`
-with a machine-readable :class:`Reason` and a human-readable detail.
+with a machine-readable reason and a human-readable detail. The runtime's reasons
+are :class:`Reason`; a machine brings its own by raising :class:`Refused` with a
+member of its own ``StrEnum``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, NamedTuple
 
 from statemachines.updates import total_order_key
 
-__all__ = ["Event", "Reason", "Rejected", "event_rank"]
+__all__ = ["Event", "Reason", "Refused", "Rejected", "event_rank"]
 
 
 class Event(NamedTuple):
@@ -52,22 +54,40 @@ class Reason(enum.StrEnum):
     """The machine's ``validate_symbol`` refused it."""
     TRANSITION_FAILED = "transition_failed"
     """The machine's transition raised on it; the key's values are unchanged."""
-    VALUE_BELOW_WATERLINE = "value_below_waterline"
-    """Its new value's event time is below the machine's waterline (lateness)."""
-    OVERWRITES_BELOW_WATERLINE = "overwrites_below_waterline"
-    """It would overwrite or delete a value whose event time is below the waterline."""
-    KEY_BELOW_WATERLINE = "key_below_waterline"
-    """Its key's event time is below the machine's key waterline (key lateness)."""
     UNSERIALISABLE_VALUE = "unserialisable_value"
     """It would give the key a value the output cannot store (e.g. not of the column type)."""
 
 
 class Rejected(NamedTuple):
-    """An input event that was not applied, with why."""
+    """An input event that was not applied, with why (a :class:`Reason`, or a
+    machine's own reason)."""
 
     event: Any
-    reason: Reason
+    reason: enum.StrEnum
     detail: str
+
+
+class Refused(Exception):  # noqa: N818 - raised by a transition, it reads as what happened
+    """Raised by a machine's ``transition`` to refuse an event for a reason of its own.
+
+    ``reason`` is a member of a ``StrEnum`` (its value is the ``reason`` column of
+    the rejected output); the key's values stay as they were::
+
+        class Why(enum.StrEnum):
+            TOO_BIG = "too_big"
+
+        def transition(self, key, values, symbol, time):
+            if symbol > 100:
+                raise Refused(Why.TOO_BIG, f"{symbol} > 100")
+            ...
+    """
+
+    def __init__(self, reason: enum.StrEnum, detail: str) -> None:
+        if not isinstance(reason, enum.StrEnum):
+            raise TypeError(f"Refused needs a StrEnum member as its reason, got {reason!r}")
+        super().__init__(reason, detail)
+        self.reason = reason
+        self.detail = detail
 
 
 def event_rank(order: Any, symbol: Any) -> tuple[Any, ...]:

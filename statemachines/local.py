@@ -26,7 +26,7 @@ from typing import Any, cast
 import attrs
 
 from statemachines.arrangement import Arrangement
-from statemachines.core import ValueCheck, step
+from statemachines.core import ValueCheck, advance_key
 from statemachines.display import (
     SAMPLE_ROWS,
     counts_line,
@@ -45,7 +45,6 @@ from statemachines.waterline import (
     NOTE,
     Mark,
     arrangement_high,
-    has_waterline,
     mark_note,
     marks_by_time,
     settle,
@@ -198,14 +197,14 @@ class LocalRuntime:
         self._evicted = 0
         self._evicted_at: Mark | None = None  # the high mark of the last eviction pass
         self._high: Mark | None = None  # waterline machines: the high mark so far
-        if has_waterline(machine):
+        if machine.spec.has_waterline:
             if machine.spec.has_deadlines:
                 raise InvalidArgument(
                     f"{machine.spec.name} has both waterlines and deadlines; the runtimes "
                     f"do not support the two together yet"
                 )
             if into is not None:
-                self._high = arrangement_high(machine, into)  # type: ignore[arg-type]
+                self._high = arrangement_high(machine, into)
         if into is not None and into.upper is not None:
             self._frontier = into.upper
             self._intake.kind = time_kind(into.upper)
@@ -496,7 +495,7 @@ class LocalRuntime:
         self._intake.kind = kind
         result = self._process(frontier)
         if self._into is not None and frontier != self._frontier:
-            notes = {NOTE: mark_note(self._high)} if has_waterline(self.machine) else None
+            notes = {NOTE: mark_note(self._high)} if self.machine.spec.has_waterline else None
             self._into.append(result.updates, lower=self._frontier, upper=frontier, notes=notes)
         self._frontier = frontier
         return result
@@ -594,22 +593,22 @@ class LocalRuntime:
         its rules read what every key inserted at earlier times.
         """
 
-        if not has_waterline(self.machine):
+        if not self.machine.spec.has_waterline:
             machine, check = self.machine, self._check
-            return ((key, values, step(machine, key, values, events, upto, check)) for key, values, events in work)
+            return ((key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work)
         work = list(work)
 
         def run(machine: Machine) -> list[Any]:
             check = self._check
-            return [(key, values, step(machine, key, values, events, upto, check)) for key, values, events in work]
+            return [(key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work]
 
         times = {e[2] for _, _, events in work for e in events}
         outcomes, waterline = settle(
-            self.machine,  # type: ignore[arg-type]
+            self.machine,
             self._high,
             run,
             lambda outcomes: marks_by_time(
-                self.machine,  # type: ignore[arg-type]
+                self.machine,
                 (u for _, _, (_, key_updates, _) in outcomes for u in key_updates),
             ),
             max_rounds=len(times) + 2,
@@ -619,10 +618,10 @@ class LocalRuntime:
 
     def _evict(self) -> None:
         """Drop the keys the machine will never look up again (key lateness)."""
-        forgets = getattr(self.machine, "forgets", None)
-        if forgets is None or self._high is None or self._high == self._evicted_at:
+        if not self.machine.spec.forgets_keys or self._high is None or self._high == self._evicted_at:
             return
         self._evicted_at = self._high
+        forgets = self.machine.forgets
         gone = [key for key in self._values if forgets(key, self._high)]
         for key in gone:
             del self._values[key]
@@ -637,7 +636,7 @@ class LocalRuntime:
         updates: list[Update],
         rejected: list[Rejected],
     ) -> None:
-        outcome = step(self.machine, key, values, events, upto, self._check)
+        outcome = advance_key(self.machine, key, values, events, upto, self._check)
         self._commit(key, values, outcome, updates, rejected)
 
     def _commit(

@@ -31,6 +31,28 @@ Optional hooks, each with a default that does nothing special:
   the transition taken then. A deadline fires before the events at its own time, and
   must lie strictly after the time of the change that produced it. Define both or
   neither.
+- ``is_finding(value)``: declares *findings*, values a key reports once and does not
+  hold (a detector's matches). ``transition`` and ``on_deadline`` may then return
+  ``Emit(values, found)``: the key holds ``values``, and each finding in ``found`` is
+  added to the output at that time, for good::
+
+      values before | event | transition returns       | updates at t
+      {p}           | e     | Emit({q}, [m])           | (k, p) -1, (k, q) +1, (k, m) +1
+
+- ``insert_marks(key, value)`` and ``with_waterline(waterline)``: rules that read
+  what the whole collection accepted at earlier times (see
+  :mod:`statemachines.waterline`). Define both or neither. ``forgets(key, high)``
+  says a key's later commands are all refused, so a runtime may drop its state.
+- ``value_type(symbol_type, time_type)``: the Arrow type of the machine's values,
+  given its input's Arrow types (default ``None``: the symbol's type).
+- ``diagram()``: the machine's own drawing (default ``None``: explore it).
+
+A transition refuses an event by raising :class:`~statemachines.events.Refused` with
+a reason of its own (a ``StrEnum`` member) and a detail; any other exception rejects
+the event as ``transition_failed``. Either way the key's values stay as they were.
+If ``transition`` takes a parameter named ``position``, it is given the event's
+place among the events the key applied at its time (0, 1, ...), which tells apart
+equal events at one time.
 
 The class is checked once, when it is created: a wrong declaration raises
 :class:`~statemachines.errors.DefinitionError` then, not in the middle of a run.
@@ -43,14 +65,18 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from statemachines.errors import DefinitionError
 from statemachines.events import Event
 
-__all__ = ["Machine", "MachineSpec"]
+if TYPE_CHECKING:
+    from statemachines.diagram import Diagram
+    from statemachines.waterline import Mark, Waterline
+
+__all__ = ["Emit", "Machine", "MachineSpec"]
 
 _EMPTY: frozenset[Any] = frozenset()
 
@@ -62,7 +88,38 @@ _SIGNATURES = {
     "reduce_same_time": ("first", "second"),
     "deadline": ("key", "values"),
     "on_deadline": ("key", "values", "time"),
+    "is_finding": ("value",),
+    "insert_marks": ("key", "value"),
+    "with_waterline": ("waterline",),
+    "forgets": ("key", "high"),
+    "value_type": ("symbol_type", "time_type"),
+    "diagram": (),
 }
+
+# hooks that only make sense together: defining one of a pair means defining both
+_PAIRS = (
+    ("deadline", "on_deadline", "deadline says when to wake, on_deadline what to do then"),
+    ("insert_marks", "with_waterline", "insert_marks gives the marks, with_waterline reads them"),
+)
+
+
+class Emit(tuple):
+    """What ``transition`` or ``on_deadline`` returns to report findings: the key's
+    next values, and the findings it adds to the output for good (see ``is_finding``).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, values: Iterable[Any], found: Iterable[Any] = ()) -> Emit:
+        return tuple.__new__(cls, (frozenset(values), tuple(found)))
+
+    @property
+    def values(self) -> frozenset[Any]:
+        return self[0]
+
+    @property
+    def found(self) -> tuple[Any, ...]:
+        return self[1]
 
 
 @attrs.frozen
@@ -74,7 +131,12 @@ class MachineSpec:
     validates_symbols: bool
     reduces_same_time: bool
     has_deadlines: bool
-    has_own_step: bool  # defines advance_key: a faster equivalent of the generic step
+    emits_findings: bool  # is_finding: some values are reported once, never held
+    has_waterline: bool  # insert_marks and with_waterline: rules read earlier inserts
+    forgets_keys: bool  # forgets: a runtime may drop the state of keys it names
+    declares_value_type: bool
+    has_diagram: bool
+    takes_position: bool  # transition accepts ``position``
 
 
 class Machine:
@@ -112,17 +174,31 @@ class Machine:
         """The next set of values of ``key`` when its deadline ``time`` is reached."""
         return values
 
-    # -- plumbing -------------------------------------------------------------------
+    def is_finding(self, value: Any) -> bool:
+        """True for a value the key reports once and does not hold (default: none are)."""
+        return False
 
-    def advance_key(
-        self, key: Any, values: frozenset[Any], events: list[Event], upto: Any, check: Any = None
-    ) -> tuple[frozenset[Any], list[Any], list[Any]]:
-        """A faster equivalent of :func:`statemachines.core.advance_key` for this machine.
-
-        Optional: runtimes call it (through :func:`statemachines.core.step`) only when
-        a class defines it; the generic step is the reference it is tested against.
-        """
+    def insert_marks(self, key: Any, value: Any) -> Mark:
+        """The mark an insert of ``(key, value)`` contributes to later times' waterline."""
         raise NotImplementedError  # pragma: no cover - only called when overridden
+
+    def with_waterline(self, waterline: Waterline) -> Machine:
+        """This machine, reading its high marks from ``waterline``."""
+        raise NotImplementedError  # pragma: no cover - only called when overridden
+
+    def forgets(self, key: Any, high: Mark | None) -> bool:
+        """True if every later event of ``key`` is refused, given the high mark ``high``."""
+        return False
+
+    def value_type(self, symbol_type: Any, time_type: Any) -> Any:
+        """The Arrow type of the values, given the symbol's and time's (``None``: the symbol's)."""
+        return None
+
+    def diagram(self) -> Diagram | None:
+        """The machine's own diagram (default ``None``: draw it by exploring)."""
+        return None
+
+    # -- plumbing -------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -144,7 +220,7 @@ def _rebuilt_by_value() -> bool:
     cached ``spec``. That empty class is not a declaration to check: the user's own
     process checked the real one when it was created.
     """
-    frame = sys._getframe(2)  # the frame that created the class
+    frame: Any = sys._getframe(2)  # the frame that created the class
     for _ in range(4):  # types.new_class sits between it and cloudpickle
         if frame is None:
             return False
@@ -174,14 +250,19 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         if not callable(method):
             raise DefinitionError(f"{name}.{hook} must be a method, not {method!r}")
         if _overrides(cls, hook):
+            if hook == "transition" and _accepts(method, "position"):
+                params = (*params, "position")
             _check_signature(name, hook, method, params)
-    if _overrides(cls, "deadline") != _overrides(cls, "on_deadline"):
-        given, missing = (
-            ("deadline", "on_deadline") if _overrides(cls, "deadline") else ("on_deadline", "deadline")
-        )
+    for first, second, why in _PAIRS:
+        if _overrides(cls, first) != _overrides(cls, second):
+            given, missing = (first, second) if _overrides(cls, first) else (second, first)
+            raise DefinitionError(
+                f"{name} defines {given} but not {missing}; define both or neither ({why})"
+            )
+    if _overrides(cls, "forgets") and not _overrides(cls, "insert_marks"):
         raise DefinitionError(
-            f"{name} defines {given} but not {missing}; a machine with deadlines needs both "
-            f"(deadline says when to wake, on_deadline what to do then)"
+            f"{name} defines forgets but no waterline (insert_marks, with_waterline); "
+            f"forgets(key, high) reads the waterline's high mark"
         )
     return MachineSpec(
         name=name,
@@ -189,12 +270,24 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         validates_symbols=_overrides(cls, "validate_symbol"),
         reduces_same_time=_overrides(cls, "reduce_same_time"),
         has_deadlines=_overrides(cls, "deadline"),
-        has_own_step=_overrides(cls, "advance_key"),
+        emits_findings=_overrides(cls, "is_finding"),
+        has_waterline=_overrides(cls, "insert_marks"),
+        forgets_keys=_overrides(cls, "forgets"),
+        declares_value_type=_overrides(cls, "value_type"),
+        has_diagram=_overrides(cls, "diagram"),
+        takes_position=_accepts(cls.transition, "position"),
     )
 
 
+def _accepts(method: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+
+
 def _check_signature(name: str, hook: str, method: Any, params: tuple[str, ...]) -> None:
-    wanted = f"{hook}(self, {', '.join(params)})"
+    wanted = f"{hook}({', '.join(('self', *params))})"
     try:
         signature = inspect.signature(method)
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature

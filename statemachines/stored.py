@@ -121,7 +121,7 @@ class StoredBatch(Batch):
         return self._data
 
     @property
-    def keys(self) -> Any:  # type: ignore[override]
+    def keys(self) -> Any:
         if self._keys is None:
             with self._lock:
                 if self._keys is None:

@@ -20,7 +20,7 @@ to ``s``, the run is exact up to ``s``, so each round fixes at least one more ti
 and the result is exactly the time-by-time one. In practice the first round after
 the initial guess agrees.
 
-A machine with waterlines defines two methods (see :class:`WaterlineMachine`):
+A machine with waterlines defines two hooks (``machine.spec.has_waterline``):
 ``insert_marks(key, value)`` and ``with_waterline(waterline)``, the same machine
 bound to a waterline.
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -41,9 +41,7 @@ __all__ = [
     "NOTE",
     "Mark",
     "Waterline",
-    "WaterlineMachine",
     "arrangement_high",
-    "has_waterline",
     "highest",
     "mark_from_note",
     "mark_note",
@@ -55,24 +53,6 @@ Mark = tuple[Any, ...]
 """One event time (or ``None``) per waterline rule of a machine."""
 
 R = TypeVar("R")
-
-
-@runtime_checkable
-class WaterlineMachine(Protocol):
-    """A machine whose rules read the high mark of earlier inserts."""
-
-    def insert_marks(self, key: Any, value: Any) -> Mark:
-        """The mark an insert of ``(key, value)`` contributes to later times."""
-        ...  # pragma: no cover - a protocol
-
-    def with_waterline(self, waterline: Waterline) -> Machine:
-        """This machine, reading its high marks from ``waterline``."""
-        ...  # pragma: no cover - a protocol
-
-
-def has_waterline(machine: Machine) -> bool:
-    """True if ``machine`` needs a runtime that settles its waterline."""
-    return isinstance(machine, WaterlineMachine)
 
 
 def highest(first: Mark | None, second: Mark | None) -> Mark | None:
@@ -147,7 +127,7 @@ def mark_from_note(note: Any) -> Mark | None:
 
 
 def marks_by_time(
-    machine: WaterlineMachine, updates: Iterable[tuple[Any, Any, int]]
+    machine: Machine, updates: Iterable[tuple[Any, Any, int]]
 ) -> dict[Any, Mark]:
     """The high mark of the inserts (positive diffs) at each time."""
     marks: dict[Any, Mark] = {}
@@ -158,7 +138,7 @@ def marks_by_time(
     return marks
 
 
-def arrangement_high(machine: WaterlineMachine, arrangement: Any) -> Mark | None:
+def arrangement_high(machine: Machine, arrangement: Any) -> Mark | None:
     """The high mark of every insert ``arrangement`` ever held.
 
     Its writer notes the high mark with each append (:data:`NOTE`), because
@@ -175,7 +155,7 @@ def arrangement_high(machine: WaterlineMachine, arrangement: Any) -> Mark | None
 
 
 def settle(
-    machine: WaterlineMachine,
+    machine: Machine,
     base: Mark | None,
     run: Callable[[Machine], R],
     marks_of: Callable[[R], Mapping[Any, Mark]],

@@ -12,7 +12,7 @@ from operator import itemgetter
 import attrs
 
 from statemachines import Machine, Reason, Update, parse_table
-from statemachines.library import Upsert, UpsertWithLateness
+from statemachines.library import Late, Upsert, UpsertWithLateness
 from tests.machines import Fragile, Session, Tags
 
 
@@ -189,10 +189,10 @@ CASES.append(
             Update(("c", (20, "p")), 3, 1),
         ],
         rejected=[
-            ("a", 2, Reason.VALUE_BELOW_WATERLINE),
-            ("b", 3, Reason.VALUE_BELOW_WATERLINE),
-            ("c", 4, Reason.VALUE_BELOW_WATERLINE),
-            ("d", 4, Reason.OVERWRITES_BELOW_WATERLINE),
+            ("a", 2, Late.VALUE_BELOW_WATERLINE),
+            ("b", 3, Late.VALUE_BELOW_WATERLINE),
+            ("c", 4, Late.VALUE_BELOW_WATERLINE),
+            ("d", 4, Late.OVERWRITES_BELOW_WATERLINE),
         ],
         schema="key string, symbol struct<at: long, reading: string>, time long, order long",
     )

@@ -20,7 +20,7 @@ from statemachines import (
     run_local,
     sort_updates,
 )
-from statemachines.library import Upsert, UpsertWithLateness
+from statemachines.library import Late, Upsert, UpsertWithLateness
 from statemachines.waterline import Waterline
 from tests import strategies as sst
 from tests.models import upsert_with_lateness
@@ -50,7 +50,7 @@ def test_a_late_second_command_leaves_the_first_one_standing():
         (("k", (101, "valid")), 1),
     ]
     assert [(r.event.symbol, r.reason) for r in step.rejected] == [
-        ((20, "too late"), Reason.VALUE_BELOW_WATERLINE)
+        ((20, "too late"), Late.VALUE_BELOW_WATERLINE)
     ]
     assert "waterline 95" in step.rejected[0].detail
 
@@ -59,7 +59,7 @@ def test_a_late_insert_to_an_existing_key_does_not_delete_it():
     machine = UpsertWithLateness(10, value_time=at)
     result = run_local(machine, [("k", (50, "row"), 1), ("k", (3, "late"), 2)])
     assert run_local(Upsert(), [("k", (50, "row"), 1)]).updates == result.updates
-    assert [r.reason for r in result.rejected] == [Reason.VALUE_BELOW_WATERLINE]
+    assert [r.reason for r in result.rejected] == [Late.VALUE_BELOW_WATERLINE]
 
 
 def test_a_value_below_the_waterline_can_be_neither_overwritten_nor_deleted():
@@ -67,7 +67,7 @@ def test_a_value_below_the_waterline_can_be_neither_overwritten_nor_deleted():
     events = [("old", (5, "x"), 1), ("new", (40, "y"), 2), ("old", (41, "z"), 3), ("old", None, 4)]
     result = run_local(machine, events)
     assert {u.data for u in result.updates} == {("old", (5, "x")), ("new", (40, "y"))}
-    assert [r.reason for r in result.rejected] == [Reason.OVERWRITES_BELOW_WATERLINE] * 2
+    assert [r.reason for r in result.rejected] == [Late.OVERWRITES_BELOW_WATERLINE] * 2
 
 
 def test_the_waterline_reads_only_earlier_times():
@@ -212,7 +212,7 @@ def test_key_lateness_keeps_working_state_bounded_and_the_output_unchanged():
     keeping = run_local(machine, events, into=Arrangement())  # an arrangement never forgets
     assert sort_updates(consolidate(updates)) == keeping.updates
     assert sorted(rejected, key=repr) == sorted(keeping.rejected, key=repr)
-    assert {r.reason for r in rejected} == {Reason.KEY_BELOW_WATERLINE}
+    assert {r.reason for r in rejected} == {Late.KEY_BELOW_WATERLINE}
     total_keys = len({e.key for e in events})
     assert max(live) <= 3 * 20 < total_keys  # a few windows of 20 sensors, not all 60
     assert runtime.stats()["evicted_keys"] >= total_keys - 3 * 20

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import enum
+
 import pytest
 
-from statemachines import DefinitionError, InvalidArgument, LocalRuntime, Machine
+from statemachines import (
+    DefinitionError,
+    Emit,
+    InvalidArgument,
+    LocalRuntime,
+    Machine,
+    Reason,
+    Refused,
+    run_local,
+)
 
 
 def test_a_machine_without_transition_is_refused_at_class_creation():
@@ -50,6 +61,81 @@ def test_deadline_hooks_come_in_pairs():
 
             def deadline(self, key, values):
                 return 1
+
+
+def test_waterline_hooks_come_in_pairs_and_forgets_needs_them():
+    with pytest.raises(DefinitionError, match="defines insert_marks but not with_waterline"):
+
+        class HalfWaterline(Machine):
+            def transition(self, key, values, symbol, time):
+                return values
+
+            def insert_marks(self, key, value):
+                return (value,)
+
+    with pytest.raises(DefinitionError, match="defines forgets but no waterline"):
+
+        class Forgetful(Machine):
+            def transition(self, key, values, symbol, time):
+                return values
+
+            def forgets(self, key, high):
+                return True
+
+
+def test_the_spec_records_each_declared_hook():
+    class Plain(Machine):
+        def transition(self, key, values, symbol, time):
+            return values
+
+    class Counting(Machine):
+        def transition(self, key, values, symbol, time, position=0):
+            return values
+
+        def is_finding(self, value):
+            return False
+
+        def value_type(self, symbol_type, time_type):
+            return symbol_type
+
+    plain, counting = Plain.spec, Counting.spec
+    assert not (plain.takes_position or plain.emits_findings or plain.declares_value_type)
+    assert counting.takes_position and counting.emits_findings and counting.declares_value_type
+    assert not counting.has_waterline and not counting.has_diagram
+
+
+class Why(enum.StrEnum):
+    TOO_BIG = "too_big"
+
+
+class Capped(Machine):
+    """Keeps the last symbol; refuses symbols above 10 for a reason of its own."""
+
+    def transition(self, key, values, symbol, time):
+        if symbol > 10:
+            raise Refused(Why.TOO_BIG, f"{symbol} > 10")
+        return {symbol}
+
+
+def test_a_machine_refuses_events_with_its_own_reason_and_keeps_its_values():
+    result = run_local(Capped(), [("k", 1, 1), ("k", 99, 2), ("k", 3, 3)])
+    assert [(r.event[1], r.reason, r.detail) for r in result.rejected] == [(99, Why.TOO_BIG, "99 > 10")]
+    assert [r.reason.value for r in result.rejected] == ["too_big"]
+    assert [(u[0][1], u[1], u[2]) for u in result.updates] == [(1, 1, 1), (1, 3, -1), (3, 3, 1)]
+
+
+def test_a_refusal_needs_a_strenum_reason_and_emit_needs_is_finding():
+    class Sloppy(Machine):
+        def transition(self, key, values, symbol, time):
+            if symbol == "refuse":
+                raise Refused("not an enum", "x")
+            return Emit({symbol}, ["found"])
+
+    result = run_local(Sloppy(), [("k", "refuse", 1), ("k", "emit", 2)])
+    assert [r.reason for r in result.rejected] == [Reason.TRANSITION_FAILED] * 2
+    assert "StrEnum" in result.rejected[0].detail
+    assert "is_finding" in result.rejected[1].detail
+    assert result.updates == []
 
 
 def test_a_hook_with_the_wrong_signature_names_the_expected_one():

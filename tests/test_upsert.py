@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from statemachines import (
     Event,
     LocalRuntime,
-    advance_key,
     collection_at,
     event_rank,
     parse_table,
@@ -87,19 +86,6 @@ def test_events_fed_between_steps_give_the_same_output(events, rnd, steps):
     runtime.feed(remaining)
     stepped.extend(runtime.finish().updates)
     assert stepped == run_local(Upsert(), events).updates
-
-
-@given(sst.events())
-def test_fast_path_equals_the_generic_core(events):
-    upsert = Upsert()
-    by_key = {}
-    for event in sorted(events, key=lambda e: (repr(e.key), e.time, event_rank(e.order, e.symbol))):
-        by_key.setdefault(event.key, []).append(event)
-    for key, key_events in by_key.items():
-        for start in (frozenset(), frozenset(["a"])):
-            assert upsert.advance_key(key, start, key_events, None) == advance_key(
-                upsert, key, start, key_events, None
-            )
 
 
 @given(st.lists(st.builds(Event, st.just("k"), sst.upsert_values, st.just(0), sst.orders)))
