@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from statemachines.display import pending_note, show_time
 from statemachines.errors import InvalidArgument, MissingDependency
-from statemachines.local import RunProgress
+from statemachines.results import RunProgress
 
 __all__ = ["CHOICES", "ENVIRONMENT", "ProgressBar"]
 

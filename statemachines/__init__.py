@@ -20,9 +20,10 @@ from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.finite import FiniteMachine, State, Transition
 from statemachines.intake import Intake
 from statemachines.linear import Linear, LinearView
-from statemachines.local import LocalRuntime, RunProgress, RunResult, run_local
+from statemachines.local import LocalRuntime, run_local
 from statemachines.machine import Emit, Machine, MachineSpec
 from statemachines.persisted import PersistedArrangement
+from statemachines.results import RunProgress, RunResult
 from statemachines.tables import format_table, parse_table
 from statemachines.times import time_after, time_kind
 from statemachines.updates import (

@@ -17,30 +17,25 @@ is rejected with reason ``late`` (never silently dropped).
 
 from __future__ import annotations
 
-import heapq
 import html
-from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 import attrs
 
+from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
 from statemachines.core import ValueCheck, advance_key
-from statemachines.display import (
-    SAMPLE_ROWS,
-    counts_line,
-    html_table,
-    never_raises,
-    pending_note,
-    show_time,
-)
+from statemachines.deadlines import Deadlines
+from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
 from statemachines.errors import InvalidArgument
-from statemachines.events import Event, Reason, Rejected, event_rank
+from statemachines.events import Event, Reason, Rejected
 from statemachines.intake import Intake
 from statemachines.machine import Machine
+from statemachines.pending import PendingEvents
+from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import time_after, time_kind
-from statemachines.updates import Update, sort_updates, sorted_any
+from statemachines.updates import Update, sort_updates
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -53,94 +48,9 @@ from statemachines.waterline import (
 __all__ = ["LocalRuntime", "RunProgress", "RunResult", "run_local"]
 
 
-def _rank_of(event: Event) -> tuple[Any, ...]:
-    return event_rank(event.order, event.symbol)
-
-
-@attrs.frozen
-class RunProgress:
-    """How far a local run has come: what a ``progress`` callback is given as it goes.
-
-    Attributes:
-        events_in: events fed so far (by this runtime object).
-        waiting: events buffered, not yet final (superseded same-time events of a
-            reducing machine are not counted: they will never apply).
-        updates_out: updates produced so far.
-        rejected: events refused so far.
-    """
-
-    events_in: int
-    waiting: int
-    updates_out: int
-    rejected: int
-
-    @property
-    def events_done(self) -> int:
-        """Events fed and no longer waiting: applied, superseded or rejected."""
-        return self.events_in - self.waiting
-
-
 Progress = Callable[[RunProgress], None]
 CHECKPOINT_FORMAT = 2  # LocalRuntime.checkpoint(); restore() reads formats 1 and 2
 PROGRESS_EVERY_KEYS = 2_000  # keys processed between calls to a progress callback
-
-
-def _event_cells(event: Any) -> tuple[Any, Any, Any, Any]:
-    """An event as table cells; input too malformed to be an event shows whole."""
-    if isinstance(event, Event):
-        return event.key, event.symbol, event.time, event.order
-    return repr(event), "", "", ""
-
-
-@attrs.frozen(repr=False)
-class RunResult:
-    """What a run (or one frontier step of it) produced.
-
-    Attributes:
-        updates: consolidated updates ``((key, value), time, diff)``, sorted by
-            ``(time, data)``.
-        rejected: events that were not applied, each with a reason (in no
-            particular order).
-        frontier: the frontier after the step (``None`` once the input is complete).
-        pending: events still buffered because their time is not final yet.
-    """
-
-    updates: list[Update]
-    rejected: list[Rejected]
-    frontier: Any = None
-    pending: list[Event] = attrs.field(factory=list)
-
-    def summary(self) -> str:
-        """One line: updates out, rejected by reason, and what still waits.
-
-        >>> from statemachines.library import Upsert
-        >>> print(run_local(Upsert(), [("a", 1, 0), (None, 2, 0), ("a", 3, 7)], frontier=5).summary())
-        1 update out, 1 rejected (1 null_key); 1 event waits for time 7 (frontier 5)
-        """
-        line = counts_line(len(self.updates), Counter(refused.reason.value for refused in self.rejected))
-        if self.frontier is None and not self.pending:
-            return line + "; the input is complete"
-        earliest = min((e.time for e in self.pending), default=None)
-        return line + f"; {pending_note(len(self.pending), earliest)} (frontier {show_time(self.frontier)})"
-
-    def __repr__(self) -> str:
-        return f"<RunResult: {self.summary()}>"
-
-    @never_raises
-    def _repr_html_(self) -> str:
-        parts = [f"<p><b>RunResult</b>: {html.escape(self.summary())}</p>"]
-        shown = self.updates[:SAMPLE_ROWS]
-        rows = [(u.data[0], u.data[1], u.time, f"{u.diff:+d}") for u in shown]
-        parts.append(html_table(["key", "value", "time", "diff"], rows, total=len(self.updates)))
-        if self.rejected:
-            refused = [(*_event_cells(r.event), r.reason.value, r.detail) for r in self.rejected[:SAMPLE_ROWS]]
-            header = ["key", "symbol", "time", "order", "reason", "detail"]
-            parts.append("<p>Rejected</p>" + html_table(header, refused, total=len(self.rejected)))
-        if self.pending:
-            waiting = [_event_cells(e) for e in self.pending[:SAMPLE_ROWS]]
-            header = ["key", "symbol", "time", "order"]
-            parts.append("<p>Pending</p>" + html_table(header, waiting, total=len(self.pending)))
-        return "\n".join(parts)
 
 
 class LocalRuntime:
@@ -174,8 +84,6 @@ class LocalRuntime:
             )
         self.machine = machine
         self._values: dict[Any, frozenset[Any]] = {}
-        # key -> time -> the buffered event (reducing machines) or list of events
-        self._pending: dict[Any, dict[Any, Any]] = {}
         self._rejected: list[Rejected] = []
         self._frontier: Any = None
         self._finished = False
@@ -186,10 +94,8 @@ class LocalRuntime:
         # Reducing same-time events would hide an earlier event behind a later one
         # that the value check then rejects; with a check, every event is kept.
         reduces = machine.spec.reduces_same_time and self._check is None
-        self._reduce = machine.reduce_same_time if reduces else None
-        self._due: dict[Any, Any] = {}
-        self._due_heap: list[tuple[Any, int, Any]] = []
-        self._due_seq = 0
+        self._pending = PendingEvents(machine.reduce_same_time if reduces else None)
+        self._deadlines = Deadlines(machine.deadline)
         self._into = into
         self._progress = progress
         # for progress: events fed, updates produced and events refused, so far
@@ -210,7 +116,7 @@ class LocalRuntime:
             self._intake.kind = time_kind(into.upper)
             if machine.spec.has_deadlines:
                 for key in into.keys():  # noqa: SIM118 - an Arrangement, not a dict
-                    self._arm(key, into.values(key))
+                    self._deadlines.arm(key, into.values(key))
 
     # -- reading --------------------------------------------------------------------
 
@@ -232,10 +138,7 @@ class LocalRuntime:
 
     def pending_events(self) -> list[Event]:
         """The buffered events whose time is not final yet, in (key, time, rank) order."""
-        events = []
-        for key in sorted_any(self._pending):
-            events.extend(self._key_events(self._pending[key]))
-        return events
+        return self._pending.events()
 
     def stats(self) -> dict[str, int]:
         """Sizes of the working state: live keys, buffered slots and armed deadlines.
@@ -248,8 +151,8 @@ class LocalRuntime:
         """
         return {
             "live_keys": len(self._values),
-            "buffered_key_times": sum(len(by_time) for by_time in self._pending.values()),
-            "armed_deadlines": len(self._due),
+            "buffered_key_times": self._pending.key_times(),
+            "armed_deadlines": len(self._deadlines),
             "evicted_keys": self._evicted,
             "live_values": sum(len(values) for values in self._values.values()),
         }
@@ -260,10 +163,8 @@ class LocalRuntime:
         The next step that moves the frontier past this time has work to do; a step
         that stays at or below it produces nothing new. ``None`` if nothing waits.
         """
-        times = [min(by_time) for by_time in self._pending.values()]
-        if self._due:
-            times.append(min(self._due.values()))
-        return min(times, default=None)
+        times = [self._pending.waiting()[1], self._deadlines.earliest()]
+        return min((t for t in times if t is not None), default=None)
 
     def summary(self) -> str:
         """One line: the frontier, what waits, the working state's size."""
@@ -292,7 +193,7 @@ class LocalRuntime:
             + "\n<p>Pending events</p>"
             + html_table(
                 ["key", "symbol", "time", "order"],
-                [_event_cells(e) for e in waiting[:SAMPLE_ROWS]],
+                [event_cells(e) for e in waiting[:SAMPLE_ROWS]],
                 total=len(waiting),
             )
         )
@@ -302,12 +203,7 @@ class LocalRuntime:
 
         ``(0, None)`` when nothing waits. O(keys with buffered events).
         """
-        count = sum(
-            len(slot) if isinstance(slot, list) else 1
-            for by_time in self._pending.values()
-            for slot in by_time.values()
-        )
-        return count, min((min(by_time) for by_time in self._pending.values()), default=None)
+        return self._pending.waiting()
 
     def take_rejected(self) -> list[Rejected]:
         """The events refused since the last step, now rather than with the next step.
@@ -352,13 +248,13 @@ class LocalRuntime:
         return {
             "format": CHECKPOINT_FORMAT,
             "values": self._values,
-            "pending": self._pending,
+            "pending": self._pending.by_key,
             "rejected": self._rejected,
             "frontier": self._frontier,
             "finished": self._finished,
             "kind": self._intake.kind,
             "order_kind": self._intake.order_kind,
-            "due": self._due,
+            "due": self._deadlines.due,
             "evicted": self._evicted,
             "evicted_at": self._evicted_at,
             "high": self._high,
@@ -383,17 +279,13 @@ class LocalRuntime:
             )
         runtime = cls(machine, value_check=value_check)
         runtime._values = state["values"]
-        runtime._pending = state["pending"]
+        runtime._pending.by_key = state["pending"]
         runtime._rejected = state["rejected"]
         runtime._frontier = state["frontier"]
         runtime._finished = state["finished"]
         runtime._intake.kind = state["kind"]
         runtime._intake.order_kind = state.get("order_kind")  # absent from format 1
-        for key, due in state["due"].items():
-            runtime._due[key] = due
-            runtime._due_seq += 1
-            runtime._due_heap.append((due, runtime._due_seq, key))
-        heapq.heapify(runtime._due_heap)
+        runtime._deadlines = Deadlines(machine.deadline, state["due"])
         runtime._evicted = state["evicted"]
         runtime._evicted_at = state["evicted_at"]
         runtime._high = state["high"]
@@ -416,7 +308,7 @@ class LocalRuntime:
             self._intake.kind = time_kind(frontier)
         if self.machine.spec.has_deadlines:
             for key, vs in self._values.items():
-                self._arm(key, vs)
+                self._deadlines.arm(key, vs)
 
     # -- writing --------------------------------------------------------------------
 
@@ -427,47 +319,11 @@ class LocalRuntime:
         the machine rejects) are reported by the next :meth:`advance_to` or
         :meth:`finish`.
         """
-        reduce = self._reduce
-        check = self._intake.check
-        pending = self._pending
-        reject = self._rejected.append
-        frontier = self._frontier
-        fed = 0
-        for raw in events:
-            fed += 1
-            checked = check(raw, frontier)
-            if type(checked) is Rejected:
-                reject(checked)
-                continue
-            event = cast(Event, checked)
-            if self._finished:
-                reject(Rejected(event, Reason.LATE, "the input was already declared complete"))
-                continue
-            key, time = event[0], event[2]
-            try:
-                by_time = pending.get(key)
-            except TypeError as exc:
-                reject(Rejected(event, Reason.BAD_KEY, f"the key cannot be hashed: {exc}"))
-                continue
-            if by_time is None:
-                pending[key] = {time: event if reduce is not None else [event]}
-                continue
-            buffered = by_time.get(time)
-            if buffered is None:
-                by_time[time] = event if reduce is not None else [event]
-            elif reduce is None:
-                buffered.append(event)
-            else:
-                try:
-                    by_time[time] = reduce(buffered, event)
-                except Exception as exc:  # noqa: BLE001 - user code; reject, keep going
-                    reject(
-                        Rejected(
-                            event,
-                            Reason.TRANSITION_FAILED,
-                            f"reduce_same_time failed: {type(exc).__name__}: {exc}",
-                        )
-                    )
+        if self._finished:
+            fed = self._refuse_all(events)
+        else:
+            with gc_paused():
+                fed = self._pending.feed(events, self._intake, self._frontier, self._rejected.append)
         self._fed += fed
         if self._progress is not None:
             self._report(self.waiting()[0], 0, len(self._rejected))
@@ -509,9 +365,9 @@ class LocalRuntime:
         else:
             # The arrangement needs a batch upper: just past the last buffered time.
             # Deadlines after it stay armed in the stored values for a later run.
-            times = [t for by_time in self._pending.values() for t in by_time]
-            if times:
-                result = self.advance_to(time_after(max(times)))
+            last = self._pending.last_time()
+            if last is not None:
+                result = self.advance_to(time_after(last))
             else:
                 result = RunResult([], self._rejected, self._frontier)
                 self._rejected_out += len(self._rejected)
@@ -521,39 +377,28 @@ class LocalRuntime:
 
     # -- insides --------------------------------------------------------------------
 
-    def _key_events(self, by_time: dict[Any, Any]) -> list[Event]:
-        """One key's buffered events in (time, rank) order."""
-        times = sorted(by_time)
-        if self._reduce is not None:
-            return [by_time[t] for t in times]
-        events = []
-        for t in times:
-            same_time = by_time[t]
-            if len(same_time) > 1:
-                same_time.sort(key=_rank_of)
-            events.extend(same_time)
-        return events
+    def _refuse_all(self, events: Iterable[Any]) -> int:
+        """Events fed after :meth:`finish`: each is late, or rejected for its own fault."""
+        fed = 0
+        for raw in events:
+            fed += 1
+            checked = self._intake.check(raw, self._frontier)
+            if type(checked) is not Rejected:
+                checked = Rejected(checked, Reason.LATE, "the input was already declared complete")
+            self._rejected.append(checked)
+        return fed
 
     def _process(self, upto: Any) -> RunResult:
-        pending = self._pending
-        if upto is None:
-            ready, self._pending = pending, {}
-        else:
-            ready, emptied = {}, []
-            for key, by_time in pending.items():
-                due = [t for t in by_time if t < upto]
-                if len(due) == len(by_time):
-                    ready[key] = by_time
-                    emptied.append(key)
-                elif due:
-                    ready[key] = {t: by_time.pop(t) for t in due}
-            for key in emptied:
-                del pending[key]
+        with gc_paused():
+            return self._step(upto)
 
+    def _step(self, upto: Any) -> RunResult:
+        ready = self._pending.take(upto)
         updates: list[Update] = []
         rejected, self._rejected = self._rejected, []
+        ordered = self._pending.ordered
         work: Iterable[tuple[Any, frozenset[Any], list[Event]]] = (
-            (key, self.values(key), self._key_events(by_time)) for key, by_time in ready.items()
+            (key, self.values(key), ordered(by_time)) for key, by_time in ready.items()
         )
         if self._progress is not None:
             work = self._reporting(work, updates, rejected)
@@ -657,16 +502,7 @@ class LocalRuntime:
         if key_rejected:
             rejected.extend(key_rejected)
         if self.machine.spec.has_deadlines:
-            self._arm(key, after)
-
-    def _arm(self, key: Any, values: frozenset[Any]) -> None:
-        due = self.machine.deadline(key, values) if values else None
-        if due is None:
-            self._due.pop(key, None)
-        elif self._due.get(key) != due:
-            self._due[key] = due
-            self._due_seq += 1
-            heapq.heappush(self._due_heap, (due, self._due_seq, key))
+            self._deadlines.arm(key, after)
 
     def _wake_due_keys(self, upto: Any, updates: list[Update], rejected: list[Rejected]) -> None:
         """Run the keys that had no events but whose deadline is before ``upto``.
@@ -674,11 +510,7 @@ class LocalRuntime:
         A key that had events was already run up to ``upto``, deadlines included, so
         its entries here are stale (its armed deadline moved on) and are skipped.
         """
-        heap = self._due_heap
-        while heap and (upto is None or heap[0][0] < upto):
-            due, _, key = heapq.heappop(heap)
-            if self._due.get(key) != due:
-                continue
+        for key in self._deadlines.pop_due(upto):
             self._advance(key, self.values(key), [], upto, updates, rejected)
 
 

@@ -45,7 +45,8 @@ class Update(NamedTuple):
     diff: int
 
 
-_BY_TIME_THEN_DATA = itemgetter(1, 0)
+_TIME = itemgetter(1)
+_DATA = itemgetter(0)
 
 
 def hashable(item: Any) -> Any:
@@ -118,11 +119,22 @@ def sort_updates(updates: list[Update]) -> list[Update]:
     :func:`total_order_key` of the data when it does not (mixed key types, ``None``
     inside values), so the order is deterministic either way.
     """
-    try:
-        updates.sort(key=_BY_TIME_THEN_DATA)
+    try:  # by time alone first: a sort on plain times is several times faster
+        updates.sort(key=_TIME)
+        _order_equal_times(updates)
     except TypeError:
         updates.sort(key=lambda u: (u[1], total_order_key(u[0])))
     return updates
+
+
+def _order_equal_times(updates: list[Update]) -> None:
+    """Order each run of updates at one time by data (the list is sorted by time)."""
+    start, n = 0, len(updates)
+    for i in range(1, n + 1):
+        if i == n or updates[i][1] != updates[start][1]:
+            if i - start > 1:
+                updates[start:i] = sorted(updates[start:i], key=_DATA)
+            start = i
 
 
 def consolidate(updates: Iterable[tuple[Any, Any, int]]) -> list[Update]:
