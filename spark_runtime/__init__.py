@@ -1,5 +1,13 @@
 """Running machines on Apache Spark (everything that imports pyspark lives here)."""
 
+from statemachines.errors import MissingDependency
+
+try:
+    import pyspark  # noqa: F401 - every module of this package imports it at its top
+except ImportError:
+    raise MissingDependency("running on Spark needs PySpark: pip install 'statemachines[spark]'") from None
+
+
 from statemachines.spark.arrangement import compact, read_history, read_snapshot, read_updates
 from statemachines.spark.batch import BatchResult, EventColumns, run_batch
 from statemachines.spark.cdc import CdcRead, read_cdc, write_cdc

@@ -13,8 +13,12 @@ import os
 import uuid
 from typing import Any
 
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
 from statemachines.errors import InvalidArgument
-from statemachines.persisted import table_files
+from statemachines.persisted import PersistedArrangement, table_files
+from statemachines.spark.output import ROW_GROUP_BYTES, count_rows
 from statemachines.times import decode_time
 
 __all__ = ["compact", "read_history", "read_snapshot", "read_updates"]
@@ -36,7 +40,6 @@ def read_updates(spark, path: str | os.PathLike[str], version: int | None = None
     Raises:
         InvalidArgument: no arrangement at ``path``, or it is empty.
     """
-    from pyspark.sql import functions as F
 
     files, since = _published_files(path, version)
     if not files:
@@ -57,7 +60,6 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, versio
     Raises:
         InvalidArgument: ``as_of`` is below the arrangement's ``since``.
     """
-    from pyspark.sql import functions as F
 
     files, since = _published_files(path, version)
     if as_of is not None and since is not None and as_of < since:
@@ -80,8 +82,6 @@ def read_history(spark, path: str | os.PathLike[str], version: int | None = None
     A row starts where the running multiplicity of ``(key, value)`` turns positive and
     ends where it returns to zero, as ``Arrangement.history`` does.
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
     by_time = Window.partitionBy("key", "value").orderBy("time")
     running = read_updates(spark, path, version).withColumn(
@@ -115,10 +115,6 @@ def compact(spark, path: str | os.PathLike[str], since: Any = None) -> Any:
         InvalidArgument: another writer committed meanwhile (the compaction is lost,
             nothing else).
     """
-    from pyspark.sql import functions as F
-
-    from statemachines.persisted import PersistedArrangement
-    from statemachines.spark.batch import ROW_GROUP_BYTES, count_rows
 
     arrangement = PersistedArrangement.open(path)
     files = arrangement.files()

@@ -17,26 +17,36 @@ from __future__ import annotations
 import html
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
 
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
-from statemachines.columns import column_to_python
+from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
-from statemachines.spark.session import scoped_conf
+from statemachines.spark import native as native_paths
+from statemachines.spark.arrangement import read_snapshot
+from statemachines.spark.output import (
+    EVENT_ROW,
+    REJECTED,
+    STATE_ROW,
+    UPDATE,
+    OutputRows,
+    output_schema,
+    write_batch,
+)
+from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
+from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
 
-UPDATE = 0
-REJECTED = 1
-STATE_ROW = 0
-EVENT_ROW = 1
 
 
 @attrs.frozen
@@ -79,7 +89,6 @@ class BatchResult:
 
     def counts(self) -> tuple[int, dict[str, int]]:
         """How many updates, and how many rejected rows by reason (two Spark jobs)."""
-        from pyspark.sql import functions as F
 
         reasons = {r.reason: r.n for r in self.rejected.groupBy("reason").agg(F.count("*").alias("n")).collect()}
         return self.updates.count(), reasons
@@ -109,7 +118,6 @@ class BatchResult:
 
 
 def time_kind_of(data_type: Any) -> str:
-    from pyspark.sql import types as T
 
     if isinstance(data_type, T.DecimalType):  # Python's Decimal is not a time (Intake)
         raise InvalidArgument(
@@ -137,7 +145,6 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
         InvalidArgument: a named column is missing, or the time column's type is
             not a number, timestamp or date. Nothing runs in that case.
     """
-    from pyspark.sql import functions as F
 
     wanted = [columns.key, columns.symbol, columns.time] + ([columns.order] if columns.order else [])
     missing = [c for c in wanted if c not in events.columns]
@@ -156,63 +163,6 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
     )
 
 
-def output_schema(prepared: Any, value_type: Any) -> Any:
-    from pyspark.sql import types as T
-
-    fields = {f.name: f.dataType for f in prepared.schema.fields}
-    return T.StructType(
-        [
-            T.StructField("kind", T.ByteType(), False),
-            T.StructField("key", fields["key"], True),
-            T.StructField("value", value_type, True),
-            T.StructField("time", fields["time"], True),
-            T.StructField("diff", T.LongType(), True),
-            T.StructField("symbol", fields["symbol"], True),
-            T.StructField("order", fields["order"], True),
-            T.StructField("reason", T.StringType(), True),
-            T.StructField("detail", T.StringType(), True),
-        ]
-    )
-
-
-class OutputRows:
-    """Columns of output rows for one Arrow record batch."""
-
-    def __init__(self, schema: Any) -> None:
-        self.schema = schema
-        self.columns: list[list[Any]] = [[] for _ in schema.names]
-
-    def update(self, key: Any, value: Any, time: Any, diff: int) -> None:
-        for column, item in zip(
-            self.columns, (UPDATE, key, value, time, diff, None, None, None, None), strict=True
-        ):
-            column.append(item)
-
-    def reject(self, event: Any, reason: str, detail: str) -> None:
-        key, symbol, time, order = event
-        for column, item in zip(
-            self.columns,
-            (REJECTED, key, None, time, None, symbol, order, reason, detail),
-            strict=True,
-        ):
-            column.append(item)
-
-    def take(self) -> Any:
-        import pyarrow as pa
-
-        arrays = []
-        for column, field in zip(self.columns, self.schema, strict=True):
-            try:
-                arrays.append(pa.array(column, type=field.type))
-            except (pa.ArrowException, TypeError, ValueError) as exc:
-                raise InvalidArgument(
-                    f"the machine produced a {field.name} that does not fit the column type "
-                    f"{field.type}: {exc}. Declare the value type with value_type=..."
-                ) from exc
-        self.columns = [[] for _ in self.schema.names]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-
 def partition_runner(
     machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None
 ):
@@ -222,8 +172,6 @@ def partition_runner(
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from statemachines.columns import value_check_for
-
         intake = Intake(machine, kind=kind, value_check=value_check_for(arrow_schema.field("value").type))
         out = OutputRows(arrow_schema)
         no_key = object()
@@ -269,9 +217,6 @@ def partition_runner(
 
 def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) -> tuple[Any, Any]:
     """Prior values per key from the arrangement, and the value type to use."""
-    from pyspark.sql import functions as F
-
-    from statemachines.spark.arrangement import read_snapshot
 
     if not any(b["files"] for b in read_state(path)["batches"]):
         return None, value_type
@@ -331,7 +276,6 @@ def run_batch(
     columns = EventColumns(key, symbol, time, order)
     if not progress:
         return _run_batch(machine, events, columns, into, value_type, native)
-    from statemachines.spark.progress import StageProgress
 
     if isinstance(progress, StageProgress):
         return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
@@ -354,7 +298,6 @@ def run_batch_drawn(
     Returns:
         The result, the number of input events, and the result's counts.
     """
-    from statemachines.spark.progress import StageProgress
 
     total = events.count()
     with StageProgress(events.sparkSession, label=label, total=total, enabled=enabled) as shown:
@@ -373,7 +316,6 @@ def _run_batch(
     native: bool,
     counter: Any = None,
 ) -> BatchResult:
-    from pyspark.sql import functions as F
 
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
@@ -439,9 +381,6 @@ def process_events(
     path runs no Python, so neither counts). ``notes``, a dict, receives what the
     writer should note in the arrangement with this output (a waterline's high mark).
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from statemachines.spark import native as native_paths
 
     kind = time_kind_of(prepared.schema["time"].dataType)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
@@ -449,7 +388,6 @@ def process_events(
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
     elif machine.spec.has_waterline:
-        from statemachines.spark.waterline import arrangement_high, settled_output
 
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
         return settled_output(
@@ -468,7 +406,6 @@ def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_
     In order: the arrangement's value type (``value_type``, if given, must match it),
     ``value_type``, what the machine declares, the symbol column's type.
     """
-    from pyspark.sql import types as T
 
     if isinstance(value_type, str):
         value_type = T._parse_datatype_string(value_type)
@@ -481,7 +418,6 @@ def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_
 
 def _machine_value_type(machine: Machine, prepared: Any) -> Any:
     """The Spark type of the values a machine declares (``value_type``, in Arrow types)."""
-    from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
     if not machine.spec.declares_value_type:
         return None
@@ -491,7 +427,6 @@ def _machine_value_type(machine: Machine, prepared: Any) -> Any:
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
-    from pyspark.sql import functions as F
 
     updates = output.where(F.col("kind") == UPDATE).select("key", "value", "time", "diff")
     rejected = output.where(F.col("kind") == REJECTED).select(
@@ -501,7 +436,6 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
 
 
 def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None):
-    from pyspark.sql import functions as F
 
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
@@ -530,35 +464,3 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
     return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter), schema)
-
-
-ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))
-"""Small row groups: a point read of the arrangement decodes one (Spark's default is 128 MiB)."""
-
-
-def keyed(frame: Any, *first: str) -> Any:
-    """``frame`` sorted by key within each file (after ``first``): row groups hold key ranges."""
-    return frame.sortWithinPartitions(*first, "key")
-
-
-def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:
-    """Write ``frame`` as Parquet under ``path/<prefix>-<id>``; return the name and row count.
-
-    The rows are counted from the written files' metadata (no second Spark job); an
-    empty result leaves nothing behind. ``path`` may be a URI.
-    """
-    loc = delta.location(path)
-    name = f"{prefix}-{uuid.uuid4().hex}"
-    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-        keyed(frame).write.option(*ROW_GROUP_BYTES).parquet(loc.uri_of(name))
-    count = count_rows(loc, name)
-    if not count:
-        loc.filesystem.delete_dir(loc.path(name))
-    return name, count
-
-
-def count_rows(loc: Any, relative: str) -> int:
-    """The rows of the Parquet files under ``relative``, from their footers."""
-    import pyarrow.dataset as ds
-
-    return int(ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet").count_rows())

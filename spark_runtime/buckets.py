@@ -41,13 +41,26 @@ import json
 import math
 import os
 import pickle
+import sys
 from collections.abc import Iterator
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming import StatefulProcessor
+
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
-from statemachines.columns import column_to_python
+from statemachines.columns import column_to_python, value_check_for
 from statemachines.persisted import read_state
+from statemachines.spark.batch import resolve_value_type
+from statemachines.spark.output import OutputRows, output_schema
+from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
 from statemachines.times import decode_time, encode_time
 
@@ -118,8 +131,6 @@ def timer_ms(time: Any) -> int:
 
 def _latest_ms(times: Any) -> float | None:
     """The latest time of an Arrow column, in (unshifted) milliseconds."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     kind = times.type
     if pa.types.is_timestamp(kind):
@@ -135,7 +146,6 @@ def _latest_ms(times: Any) -> float | None:
 
 
 def encode_payload(batch: Any) -> bytes:
-    import pyarrow as pa
 
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
@@ -144,7 +154,6 @@ def encode_payload(batch: Any) -> bytes:
 
 
 def decode_payload(payload: bytes) -> Any:
-    import pyarrow as pa
 
     return pa.ipc.open_stream(payload).read_all()
 
@@ -156,15 +165,12 @@ def bucket_of(key: str, buckets: int) -> Any:
     function: a key whose events and values landed in different buckets would
     lose its values.
     """
-    from pyspark.sql import functions as F
 
     return F.pmod(F.xxhash64(key), F.lit(buckets)).cast("int").alias("bucket")
 
 
 def packed_schema() -> tuple[Any, Any]:
     """The Spark schema of packed rows, and the Arrow type of their clock."""
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = T.StructType(
         [
@@ -180,9 +186,6 @@ def pack_events(delay: float, clock_type: Any):
     """The ``mapInArrow`` function packing ``bucket, key, symbol, time, order`` rows."""
 
     def pack(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         for batch in batches:
             if batch.num_rows == 0:
                 continue
@@ -213,8 +216,6 @@ class Bucket:
     """
 
     def __init__(self, config: bytes, handle: Any, state: Any) -> None:
-        from statemachines.columns import value_check_for
-
         self.machine, self.kind, self.arrow_schema, self.floor = pickle.loads(config)
         # floor: the arrangement's upper when the query started (earlier times are late)
         self.handle = handle
@@ -274,10 +275,6 @@ class Bucket:
             self.state.clear()  # nothing left: the bucket is fresh again
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
-        import pandas as pd
-
-        from statemachines.spark.batch import OutputRows
-
         runtime = self._load()
         out = OutputRows(self.arrow_schema)
         watermark_ms = timer_values.getCurrentWatermarkInMs()
@@ -320,8 +317,6 @@ def bucket_processor(
     stateful tasks do not see the session's artifacts), is a
     :func:`~statemachines.spark.shipping.code_loader` called before the first bucket runs.
     """
-    from pyspark import cloudpickle
-    from pyspark.sql.streaming import StatefulProcessor
 
     config = cloudpickle.dumps((machine, kind, arrow_schema, floor))
 
@@ -333,8 +328,6 @@ def bucket_processor(
             # PySpark's driver-side worker, which only calls ``init``, prints four debug
             # lines to the user's terminal after it unpickles the processor; its output
             # is nothing else (it talks to Spark over a socket), so it is silenced.
-            import os
-            import sys
 
             main = getattr(sys.modules.get("__main__"), "__spec__", None)
             if main is not None and main.name.endswith("transform_with_state_driver_worker"):
@@ -372,8 +365,6 @@ def bucket_processor(
 
 def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
     """The ``mapInArrow`` function packing ``bucket, key, value`` rows (initial state)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     for batch in batches:
         buckets = batch.column(0)
@@ -401,10 +392,6 @@ def bucketed_output(
     ``into`` holds values and the query has not started yet, they are the buckets'
     initial state.
     """
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from statemachines.spark.batch import output_schema, resolve_value_type
-    from statemachines.spark.session import ROCKSDB
 
     spark = prepared.sparkSession
     provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
@@ -450,7 +437,6 @@ def _started(checkpoint: str) -> bool:
 
 def _initial_state(values: Any, buckets: int) -> Any:
     """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
-    from pyspark.sql import types as T
 
     rows = values.select(bucket_of("key", buckets), "key", "value")
     schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])

@@ -15,11 +15,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from statemachines.cdc import CdcConflict, CdcReader, Progress, _decode, _encode
+from statemachines.cdc import CdcConflict, CdcReader, Progress, Updates, _decode, _encode
 from statemachines.columns import column_to_python
 from statemachines.persisted import read_state
+from statemachines.spark.arrangement import read_updates
 from statemachines.times import decode_time
+from statemachines.updates import Update
 
 __all__ = ["CdcRead", "read_cdc", "write_cdc"]
 
@@ -27,10 +33,7 @@ MESSAGE_SCHEMA = "updates string, progress string"
 
 
 def _updates_as_messages(batches: Iterator[Any]) -> Iterator[Any]:
-    import pyarrow as pa
 
-    from statemachines.cdc import Updates
-    from statemachines.updates import Update
 
     for batch in batches:
         keys = column_to_python(batch.column(0))
@@ -55,7 +58,6 @@ def write_cdc(
     Raises:
         InvalidArgument: the arrangement is empty or stores pickled columns.
     """
-    from statemachines.spark.arrangement import read_updates
 
     state = read_state(arrangement)
     first, upper = decode_time(state["first"]), decode_time(state["upper"])
@@ -93,9 +95,6 @@ class CdcRead:
 
 def _parse_updates(schema: Any, timezone: str):
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         arrow = to_arrow_schema(schema, timezone=timezone)
         for batch in batches:
             columns: list[list[Any]] = [[], [], [], []]
@@ -122,8 +121,6 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
         CdcConflict: messages contradict each other (an update with two diffs,
             progress statements that disagree, more updates than counted).
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     given = T._parse_datatype_string(schema)
     out_schema = T.StructType([given["key"], given["value"], given["time"], T.StructField("diff", T.LongType())])

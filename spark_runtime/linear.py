@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
 from statemachines import InvalidArgument, Linear
 from statemachines.columns import column_to_python
 from statemachines.spark.shipping import ship_code
@@ -47,7 +52,6 @@ def apply_linear(op: Linear, updates: Any, *, schema: str | None = None) -> Any:
 
 def consolidated(frame: Any) -> Any:
     """One row per ``(key, value, time)`` with the summed diff; zero diffs dropped."""
-    from pyspark.sql import functions as F
 
     return (
         frame.groupBy("key", "value", "time").agg(F.sum("diff").alias("diff")).where("diff != 0")
@@ -55,7 +59,6 @@ def consolidated(frame: Any) -> Any:
 
 
 def _vectorised(op: Linear, frame: Any) -> Any:
-    from pyspark.sql import functions as F
 
     for step in op.steps:
         if step.kind == "map":
@@ -86,8 +89,6 @@ def _vectorised(op: Linear, frame: Any) -> Any:
 
 
 def _python_pass(op: Linear, frame: Any, schema: str | None) -> Any:
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     spark = frame.sparkSession
     out_schema = frame.schema
@@ -99,8 +100,6 @@ def _python_pass(op: Linear, frame: Any, schema: str | None) -> Any:
     arrow_schema = to_arrow_schema(out_schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         for batch in batches:
             keys = column_to_python(batch.column(0))
             values = column_to_python(batch.column(1))

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
 from statemachines import Machine, Reason
 from statemachines.intake import INT64_MAX, INT64_RANGE
 from statemachines.library import Upsert
@@ -59,16 +63,12 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
     Per ``(key, time)`` the command of highest rank wins (order, events without one
     first, then the symbol's order, null first); per key, each winner is compared
     with the value before it (the previous winner, or the arrangement's value):
-
         before  | after | updates
         absent  | v     | (k, v) +1
         v       | w     | (k, v) -1, (k, w) +1
         v       | null  | (k, v) -1
         v       | v     | (nothing)
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     time_type = prepared.schema["time"].dataType
     reason = (

@@ -1,4 +1,4 @@
-"""Streaming reports relayed to a Spark Connect client.
+"""Streaming reports: what each micro-batch did, relayed to a Spark Connect client.
 
 With Spark Connect a query's ``foreachBatch`` sink runs in a Python process on the
 server, so a ``progress`` callback given on the client cannot be called there. The
@@ -18,13 +18,59 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from statemachines.persisted import read_state
-from statemachines.spark.streaming import MicroBatchReport
+import attrs
 
-__all__ = ["ReportRelay"]
+from statemachines.display import pending_note, show_time
+from statemachines.persisted import read_state
+from statemachines.times import decode_time, encode_time
+
+__all__ = ["MicroBatchReport", "ReportRelay"]
 
 POLL_SECONDS = 0.5
 ACTIVE_EVERY = 4  # polls between asking the server whether the query still runs
+
+
+@attrs.frozen
+class MicroBatchReport:
+    """What one micro-batch did (passed to the ``progress`` callback)."""
+
+    batch_id: int
+    events: int
+    updates: int
+    rejected: int
+    pending: int | None  # events waiting for the frontier after this micro-batch
+    frontier: Any
+    seconds: float
+    replayed: bool = False
+    waiting_for: Any = None  # the earliest time a waiting event has
+
+    def __str__(self) -> str:
+        if self.replayed:
+            return f"batch {self.batch_id}: already published, skipped"
+        return (
+            f"batch {self.batch_id}: {self.events:,} events in, {self.updates:,} updates out, "
+            f"{self.rejected:,} rejected, "
+            + ("" if self.pending is None else f"{pending_note(self.pending, self.waiting_for)}, ")
+            + f"frontier {show_time(self.frontier)}, "
+            f"{self.seconds:.1f}s"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **attrs.asdict(self),
+            "frontier": encode_time(self.frontier),
+            "waiting_for": encode_time(self.waiting_for),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MicroBatchReport:
+        return cls(
+            **{
+                **data,
+                "frontier": decode_time(data["frontier"]),
+                "waiting_for": decode_time(data.get("waiting_for")),
+            }
+        )
 
 
 class ReportRelay:

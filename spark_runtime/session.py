@@ -16,7 +16,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-from statemachines.errors import InvalidArgument, MissingDependency, StateMachinesError
+from pyspark.sql import SparkSession
+
+from statemachines.errors import InvalidArgument, StateMachinesError
 
 __all__ = ["JavaNotFound", "ensure_java", "local_session", "scoped_conf", "session"]
 
@@ -115,15 +117,7 @@ def session(
     Raises:
         InvalidArgument: both ``master`` and ``remote``, or ``remote`` without the
             Spark Connect client installed.
-        MissingDependency: PySpark is not installed.
     """
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise MissingDependency(
-            "running on Spark needs PySpark: pip install 'statemachines[spark]'"
-        ) from None
-
     if master and remote:
         raise InvalidArgument("give master or remote, not both")
     extra = dict(extra or {})

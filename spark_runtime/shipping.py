@@ -34,6 +34,11 @@ import tempfile
 import zipfile
 from typing import Any
 
+from pyspark import cloudpickle
+
+import statemachines
+from statemachines import InvalidArgument
+
 __all__ = [
     "PROJECT_PACKAGES",
     "carried",
@@ -72,7 +77,6 @@ def is_local(spark: Any) -> bool:
 
 def modules_needed(*objects: Any) -> set[str]:
     """The modules an executor imports to unpickle ``objects`` (as Spark pickles them)."""
-    from pyspark import cloudpickle
 
     modules: set[str] = set()
 
@@ -121,10 +125,6 @@ def code_loader(spark: Any, *objects: Any) -> Any:
     digest = hashlib.sha256(b"".join(files[n] for n in sorted(files))).hexdigest()[:16]
 
     def load() -> list[str]:
-        import os
-        import sys
-        import tempfile
-
         folder = os.path.join(tempfile.gettempdir(), f"statemachines-code-{digest}")
         os.makedirs(folder, exist_ok=True)
         paths = []
@@ -183,15 +183,12 @@ def self_contained(spark: Any, function: Any) -> Any:
 
 def _carry(load: Any, function: Any) -> Any:
     """``function`` pickled by value beside ``load``, unpickled after ``load`` ran."""
-    from pyspark import cloudpickle
 
     body = cloudpickle.dumps(function)
     cache: list[Any] = []
 
     def run(*args: Any) -> Any:
         if not cache:
-            import pickle
-
             load()  # before the function: unpickling it imports the code
             cache.append(pickle.loads(body))
         return cache[0](*args)
@@ -205,7 +202,6 @@ def python_file(path: str) -> str:
     Raises:
         InvalidArgument: it does not exist, or is not such a file.
     """
-    from statemachines import InvalidArgument
 
     full = os.path.abspath(path)
     if not os.path.isfile(full):
@@ -256,7 +252,6 @@ def _user_code(module: str) -> str | None:
 
 
 def _zip_of_project() -> str:
-    import statemachines
 
     root = os.path.dirname(os.path.dirname(os.path.realpath(statemachines.__file__)))
     return _zip_of(root, *PROJECT_FOLDERS, installs_as=PROJECT_FOLDERS)

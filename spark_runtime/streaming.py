@@ -26,27 +26,30 @@ import datetime as _dt
 import json
 import os
 import time as _time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs
+from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import STATE_DIR, location
-from statemachines.display import pending_note, show_time
 from statemachines.persisted import publish_batch, read_state, set_aside
 from statemachines.spark.batch import (
-    REJECTED,
-    ROW_GROUP_BYTES,
-    UPDATE,
     EventColumns,
-    count_rows,
-    keyed,
     open_arrangement,
     prepare_events,
     process_events,
     time_kind_of,
 )
+from statemachines.spark.buckets import bucketed_output, decode_payload, frontier_of
+from statemachines.spark.output import REJECTED, ROW_GROUP_BYTES, UPDATE, count_rows, keyed
+from statemachines.spark.relay import MicroBatchReport, ReportRelay
 from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.stored import ROW_GROUP_ROWS
@@ -61,49 +64,6 @@ __all__ = [
     "read_rejected",
     "run_stream",
 ]
-
-
-@attrs.frozen
-class MicroBatchReport:
-    """What one micro-batch did (passed to the ``progress`` callback)."""
-
-    batch_id: int
-    events: int
-    updates: int
-    rejected: int
-    pending: int | None  # events waiting for the frontier after this micro-batch
-    frontier: Any
-    seconds: float
-    replayed: bool = False
-    waiting_for: Any = None  # the earliest time a waiting event has
-
-    def __str__(self) -> str:
-        if self.replayed:
-            return f"batch {self.batch_id}: already published, skipped"
-        return (
-            f"batch {self.batch_id}: {self.events:,} events in, {self.updates:,} updates out, "
-            f"{self.rejected:,} rejected, "
-            + ("" if self.pending is None else f"{pending_note(self.pending, self.waiting_for)}, ")
-            + f"frontier {show_time(self.frontier)}, "
-            f"{self.seconds:.1f}s"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **attrs.asdict(self),
-            "frontier": encode_time(self.frontier),
-            "waiting_for": encode_time(self.waiting_for),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MicroBatchReport:
-        return cls(
-            **{
-                **data,
-                "frontier": decode_time(data["frontier"]),
-                "waiting_for": decode_time(data.get("waiting_for")),
-            }
-        )
 
 
 PENDING = 2
@@ -125,9 +85,6 @@ def with_report(progress: dict[str, Any], stream: dict[str, Any], report: MicroB
 
 def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
     """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind."""
-    import uuid
-
-    from pyarrow import fs
 
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
@@ -142,13 +99,8 @@ def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
 
 def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict[int, int]]:
     """Write the buckets' output payloads as ``write_parts`` lays out its frame."""
-    import uuid
 
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    from statemachines.spark.buckets import decode_payload
 
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
@@ -170,7 +122,6 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
 
 
 def _latest_and_count(frame: Any) -> tuple[Any, int]:
-    from pyspark.sql import functions as F
 
     row = frame.agg(F.max("time"), F.count(F.lit(1))).toArrow()
     return row.column(0)[0].as_py(), row.column(1)[0].as_py()
@@ -195,8 +146,6 @@ class MicroBatchRunner:
     progress: Callable[[MicroBatchReport], None] | None = print
 
     def __call__(self, batch: Any, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         started = _time.perf_counter()
         state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
@@ -278,10 +227,6 @@ class BucketSink:
     progress: Callable[[MicroBatchReport], None] | None = print
 
     def __call__(self, packed: Any, batch_id: int) -> None:
-        import pyarrow.compute as pc
-
-        from statemachines.spark.buckets import frontier_of
-
         started = _time.perf_counter()
         state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
@@ -463,8 +408,6 @@ def run_stream(
         sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink)
         writer = events.writeStream
     else:
-        from statemachines.spark.buckets import bucketed_output
-
         output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
@@ -475,8 +418,6 @@ def run_stream(
         writer = writer.trigger(**trigger)
     relay = None
     if in_sink is None and progress is not None:
-        from statemachines.spark.relay import ReportRelay
-
         relay = ReportRelay(into, progress)  # before the query publishes anything
     query = writer.start()
     if relay is not None:

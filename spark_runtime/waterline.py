@@ -13,8 +13,14 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+
 from statemachines import Machine
 from statemachines.columns import column_to_python
+from statemachines.persisted import read_state
+from statemachines.spark.arrangement import read_updates
+from statemachines.spark.output import UPDATE
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -29,8 +35,6 @@ __all__ = ["arrangement_high", "settled_output"]
 
 def _marks_runner(machine: Machine) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
         found: dict[Any, Mark] = {}
         for batch in batches:
             keys = column_to_python(batch.column(0))
@@ -45,7 +49,6 @@ def _marks_runner(machine: Machine) -> Callable[[Iterator[Any]], Iterator[Any]]:
 
 def _insert_marks(updates: Any, machine: Machine) -> dict[Any, Mark]:
     """The high mark of the inserts at each time of an updates DataFrame."""
-    from pyspark.sql import functions as F
 
     inserts = updates.where(F.col("diff") > 0).select("key", "value", "time")
     merged: dict[Any, Mark] = {}
@@ -57,8 +60,6 @@ def _insert_marks(updates: Any, machine: Machine) -> dict[Any, Mark]:
 
 def arrangement_high(spark: Any, path: str, machine: Machine) -> Mark | None:
     """The high mark of every insert an arrangement holds (``None`` if it holds none)."""
-    from statemachines.persisted import read_state
-    from statemachines.spark.arrangement import read_updates
 
     state = read_state(path)
     if NOTE in state["notes"]:  # noted by the writer: compaction may have dropped inserts
@@ -89,9 +90,6 @@ def settled_output(
         base: the high mark of everything before these events.
         run: builds the output DataFrame (updates and rejections) of a bound machine.
     """
-    from pyspark.sql import functions as F
-
-    from statemachines.spark.batch import UPDATE
 
     rounds = prepared.select("time").distinct().count() + 2
     outputs: list[Any] = []

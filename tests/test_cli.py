@@ -13,7 +13,7 @@ import pytest
 from statemachines import LocalRuntime, PersistedArrangement, explore, format_table, run_local
 from statemachines.cdc import read_jsonl
 from statemachines.library import Upsert
-from statemachines.spark.cli import main
+from statemachines.library.cli import main
 
 ROWS = [
     {"id": "frank", "email": "f@mcsherry", "lsn": 0, "offset": 0},
@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, 
     bad.write_text('{"id": 1}\n{not json\n')
     names = {"feed": feed, "arr": tmp_path / "arr", "bad": bad, "missing": tmp_path / "none.csv"}
     done = subprocess.run(
-        [sys.executable, "-m", "statemachines.spark.cli", *(a.format(**names) for a in argv)],
+        [sys.executable, "-m", "statemachines.library.cli", *(a.format(**names) for a in argv)],
         capture_output=True, text=True,
     )
     assert done.returncode == 2
@@ -93,7 +93,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, 
 
 def test_every_command_has_help():
     for argv in (["--help"], ["run", "--help"], ["show", "--help"], ["compact", "--help"], ["cdc", "export", "--help"], ["cdc", "import", "--help"], ["diagram", "--help"]):
-        done = subprocess.run([sys.executable, "-m", "statemachines.spark.cli", *argv], capture_output=True, text=True)
+        done = subprocess.run([sys.executable, "-m", "statemachines.library.cli", *argv], capture_output=True, text=True)
         assert done.returncode == 0 and "usage:" in done.stdout
 
 
@@ -153,7 +153,7 @@ def test_every_kind_of_bad_row_is_reported_and_the_rest_applied(tmp_path, capsys
 
 
 def test_a_local_run_draws_progress_whose_counts_match_the_result(feed, tmp_path, capsys, monkeypatch):
-    import statemachines.spark.cli as cli
+    import statemachines.library.cli as cli
 
     monkeypatch.setattr(cli, "CHUNK", 2)
     argv = ["run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS, "--progress", "always"]
@@ -236,7 +236,7 @@ def test_upsert_with_lateness_by_name_on_json_readings(tmp_path, capsys):
 
 def cli(*argv, cwd=None, prelude=""):
     """The command line in a fresh interpreter; ``prelude`` runs first (e.g. to block an import)."""
-    code = f"{prelude}\nimport sys\nfrom statemachines.spark.cli import main\nsys.exit(main(sys.argv[1:]))"
+    code = f"{prelude}\nimport sys\nfrom statemachines.library.cli import main\nsys.exit(main(sys.argv[1:]))"
     root = str(pathlib.Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": root}
     return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=cwd, env=env)
@@ -256,7 +256,7 @@ def test_help_is_plain_text_and_every_option_says_what_it_does_and_its_default()
     for option, default in [("--key", "key"), ("--symbol", "symbol"), ("--time", "time"), ("--runtime", "local"), ("--delay", "0")]:
         described = run_help.split(f" {option} ", 1)[1].split(" --", 1)[0]
         assert len(described.split()) > 4 and f"(default: {default})" in described, (option, described)
-    from statemachines.spark.cli import parser
+    from statemachines.library.cli import parser
 
     def actions(command):
         for action in command._actions:
@@ -336,7 +336,7 @@ def test_a_missing_extra_is_one_line_with_the_install_command_and_exit_2(feed, t
 def test_a_local_run_needs_no_pyspark(feed, tmp_path):
     done = cli(
         "run", "upsert", str(feed), "--into", str(tmp_path / "arr"), *COLUMNS,
-        prelude=BLOCK.format(names=["pyspark", "py4j"]) + "\nimport statemachines.spark.cli",
+        prelude=BLOCK.format(names=["pyspark", "py4j"]) + "\nimport statemachines.library.cli",
     )
     assert done.returncode == 0, done.stderr
     assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Upsert(), events()).updates

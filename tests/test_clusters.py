@@ -174,7 +174,7 @@ class Tags(Machine):
 
 def cli(args: list[str], cwd: Path, python: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "statemachines.spark.cli", *args],
+        [sys.executable, "-m", "statemachines.library.cli", *args],
         capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=cwd,
     )
 

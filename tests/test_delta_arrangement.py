@@ -152,7 +152,7 @@ def test_a_format_1_arrangement_is_refused_by_name_and_converted_by_the_command(
     with pytest.raises(InvalidArgument, match="statemachines convert"):
         PersistedArrangement(old)
     done = subprocess.run(
-        [sys.executable, "-m", "statemachines.spark.cli", "convert", str(old), str(tmp_path / "new")],
+        [sys.executable, "-m", "statemachines.library.cli", "convert", str(old), str(tmp_path / "new")],
         capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -277,7 +277,7 @@ def test_each_damaged_file_gives_one_error_naming_it_and_the_cli_one_line(tmp_pa
     assert "restore" in message
     for command in (["show", str(tmp_path)], ["check", str(tmp_path)]):
         done = subprocess.run(
-            [sys.executable, "-m", "statemachines.spark.cli", *command], capture_output=True, text=True, check=False
+            [sys.executable, "-m", "statemachines.library.cli", *command], capture_output=True, text=True, check=False
         )
         assert done.returncode == 2, (command, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
@@ -289,6 +289,6 @@ def test_check_reads_every_file_of_an_intact_arrangement(tmp_path):
     arr = PersistedArrangement(tmp_path)
     run_local(Upsert(), SEED, into=arr)
     done = subprocess.run(
-        [sys.executable, "-m", "statemachines.spark.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "statemachines.library.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "intact" in done.stdout, done.stderr

@@ -24,8 +24,8 @@ from statemachines import (
     run_local,
 )
 from statemachines.library import Detector, Pattern, Upsert, UpsertWithLateness
+from statemachines.library.cli import main
 from statemachines.library.diagrams import GraphvizMissing, render
-from statemachines.spark.cli import main
 from tests import strategies as sst
 from tests.machines import Light, Tags
 

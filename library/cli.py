@@ -182,10 +182,13 @@ def _cell(text: str) -> Any:
 
 def py_files(text: str | None) -> list[str]:
     """The ``--py-files`` list as absolute paths, each an existing .py, .zip or .egg."""
+    items = [item.strip() for item in (text or "").split(",") if item.strip()]
+    if not items:
+        return []
     from statemachines.spark.shipping import python_file
 
     try:
-        return [python_file(item.strip()) for item in (text or "").split(",") if item.strip()]
+        return [python_file(item) for item in items]
     except StateMachinesError as exc:
         raise CliError(f"--py-files: {exc}") from None
 
