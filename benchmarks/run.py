@@ -3,10 +3,12 @@
 Usage:
     python benchmarks/run.py [SET ...] [--n N] [--k K] [--runs R] [--slow]
 
-SETs: ``local`` (U1 upsert in pure Python), ``spark`` (U1 on a local Spark session:
-batch native, batch generic, streaming in 10 micro-batches), ``cdc`` (C1: 1M updates
-delivered twice and shuffled). Default: all three. ``--slow`` adds Spark's own
-``groupBy().applyInPandas`` per-key approach, on a 2% slice.
+SETs: ``local`` (U1 upsert in pure Python), ``tags`` (T1, a tag-set machine written by
+subclassing, against a hand-written loop), ``spark`` (U1 on a local Spark session:
+batch native, batch generic, Spark SQL window functions, streaming in 10
+micro-batches), ``spark-tags`` (T1 on Spark), ``cdc`` (C1: 1M updates delivered twice
+and shuffled). Default: all. ``--slow`` adds Spark's own ``groupBy().applyInPandas``
+per-key approach, on a 2% slice.
 
 Each set runs in its own process. Within it the approaches are measured warm and
 interleaved: each runs once untimed (its output checked), then RUNS rounds run every
@@ -36,9 +38,12 @@ import tempfile
 import time
 from operator import itemgetter
 
-from workloads import CACHE, upsert_workload
+from workloads import CACHE, tag_symbol, tag_workload, upsert_workload
+
+from statemachines import Machine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+SETS = ("local", "tags", "spark", "spark-tags", "cdc")
 STREAM_FILES = 10
 
 
@@ -73,6 +78,43 @@ def bare_dict_loop(commands):
     return out  # by key, then time: a bare loop need not sort its output again
 
 
+class TagSet(Machine):
+    """A tag set per key, written by subclassing: symbols ``("add" | "del", tag)``."""
+
+    def transition(self, key, values, symbol, time):
+        op, tag = symbol
+        return values | {tag} if op == "add" else values - {tag}
+
+
+def tag_events_of(n, k):
+    return [(key, tag_symbol(value, t), t, offset) for key, value, t, offset in commands_of(n, k)]
+
+
+def hand_tag_loop(events):
+    """The tag set without the framework: sort, apply each time's commands, diff."""
+    ordered = sorted(events, key=itemgetter(0, 2, 3))
+    current, out, i, n = {}, [], 0, len(ordered)
+    while i < n:
+        key, _, t, _ = ordered[i]
+        before = current.get(key, frozenset())
+        after = set(before)
+        while i < n and ordered[i][0] == key and ordered[i][2] == t:
+            op, tag = ordered[i][1]
+            if op == "add":
+                after.add(tag)
+            else:
+                after.discard(tag)
+            i += 1
+        if after != before:
+            out.extend(((key, v), t, -1) for v in before - after)
+            out.extend(((key, v), t, 1) for v in after - before)
+            if after:
+                current[key] = frozenset(after)
+            else:
+                del current[key]
+    return out
+
+
 # -- approaches: each returns (prepare, run, check); run is timed, check is not ------
 
 
@@ -87,6 +129,43 @@ def local_approaches(n, k):
             lambda: run_local(Upsert(), commands),
             lambda result: digest(result.updates),
         ),
+    }
+
+
+def tag_approaches(n, k):
+    from statemachines import run_local
+
+    events = tag_events_of(n, k)
+    return {
+        "tags floor: hand-written dict loop": (lambda: hand_tag_loop(events), digest),
+        "tags: run_local(TagSet())": (lambda: run_local(TagSet(), events), lambda result: digest(result.updates)),
+    }
+
+
+def spark_tag_approaches(n, k, work):
+    from statemachines import PersistedArrangement
+    from statemachines.spark import local_session, run_batch
+
+    spark = local_session()
+    tag_workload(n, k)
+    source = str(CACHE / f"t1_n{n}_k{k}_s7.parquet")
+
+    def floor():
+        frame = spark.read.parquet(source)
+        frame.repartition("key").sortWithinPartitions("key", "time").write.mode("overwrite").parquet(f"{work}/floor")
+
+    def batch():
+        target = f"{work}/arr"
+        shutil.rmtree(target, ignore_errors=True)
+        result = run_batch(
+            TagSet(), spark.read.parquet(source), order="offset", into=target, value_type="string", native=False
+        )
+        result.unpersist()
+        return target
+
+    return spark, {
+        "spark tags floor: read + sort + write": (floor, None),
+        "spark tags: run_batch(TagSet())": (batch, lambda target: digest(PersistedArrangement(target).updates())),
     }
 
 
@@ -119,6 +198,32 @@ def spark_approaches(n, k, work):
             return target
 
         return run
+
+    def window_functions():
+        """The upsert as a Spark SQL user writes it: the last command per (key, time)
+        (row_number), the value before it (lag), a retraction and an insertion."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        frame = spark.read.parquet(source)
+        last = Window.partitionBy("key", "time").orderBy(F.col("offset").desc())
+        winners = frame.withColumn("rank", F.row_number().over(last)).where("rank = 1")
+        steps = winners.withColumn("before", F.lag("value").over(Window.partitionBy("key").orderBy("time")))
+        change = F.array(
+            F.when(F.col("before").isNotNull(), F.struct(F.col("before").alias("value"), F.lit(-1).alias("diff"))),
+            F.when(F.col("value").isNotNull(), F.struct(F.col("value").alias("value"), F.lit(1).alias("diff"))),
+        )
+        out = (
+            steps.where(~F.col("before").eqNullSafe(F.col("value")))
+            .select("key", "time", F.explode(change).alias("o"))
+            .where(F.col("o").isNotNull())
+            .select("key", "o.value", "time", "o.diff")
+        )
+        out.write.mode("overwrite").parquet(f"{work}/window")
+        return f"{work}/window"
+
+    def parquet_digest(path):
+        return digest(((r.key, r.value), r.time, r.diff) for r in spark.read.parquet(path).toLocalIterator())
 
     def stream_files():
         """The U1 commands as STREAM_FILES files (plus a far-future flush), in order."""
@@ -235,6 +340,7 @@ def spark_approaches(n, k, work):
         "spark floor: read + sort + write": (floor, None),
         "spark: run_batch native Upsert": (batch(True), arrangement_digest),
         "spark: run_batch generic path": (batch(False), arrangement_digest),
+        "spark SQL: window functions, Parquet out": (window_functions, parquet_digest),
         "spark stream floor: 10 x sort + write": (stream_floor, None),
         "spark stateful floor: buckets, no machine": (stateful_floor, None),
         "spark: run_stream, 10 micro-batches": (stream, arrangement_digest),
@@ -423,6 +529,13 @@ def approaches_of(group: str, names: list[str], args, work: str) -> tuple:
     if group == "local":
         found = local_approaches(args.n, args.k)
         return None, {name: (*found[name], args.n, None) for name in names}
+    if group in ("tags", "spark-tags"):
+        expected = tag_reference(args.n, args.k)
+        if group == "tags":
+            spark, found = None, tag_approaches(args.n, args.k)
+        else:
+            spark, found = spark_tag_approaches(args.n, args.k, work)
+        return spark, {name: (*found[name], args.n, expected) for name in names}
     if group == "cdc":
         found, expected = cdc_approaches(args.n)
         return None, {name: (*found[name], 2 * args.n, expected) for name in names}
@@ -503,9 +616,19 @@ def reference(n, k, slice_size=None) -> dict:
     return ref
 
 
+def tag_reference(n, k) -> dict:
+    """The local reference runtime's output digest for T1."""
+    from statemachines import run_local
+
+    path = CACHE / f"reference_t1_n{n}_k{k}.json"
+    if not path.exists():
+        path.write_text(json.dumps(digest(run_local(TagSet(), tag_events_of(n, k)).updates)))
+    return json.loads(path.read_text())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Run benchmark sets and print one table.")
-    parser.add_argument("sets", nargs="*", metavar="SET", help="local, spark, cdc (default: all)")
+    parser.add_argument("sets", nargs="*", metavar="SET", help=f"{', '.join(SETS)} (default: all)")
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--k", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
@@ -516,22 +639,28 @@ def main() -> None:
     if args.set:
         print(json.dumps(run_set(args.set, json.loads(args.names), args)))
         return
-    args.sets = args.sets or ["local", "spark", "cdc"]
-    unknown = set(args.sets) - {"local", "spark", "cdc"}
+    args.sets = args.sets or list(SETS)
+    unknown = set(args.sets) - set(SETS)
     if unknown:
-        parser.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from local, spark, cdc")
+        parser.error(f"unknown set(s) {', '.join(sorted(unknown))}; choose from {', '.join(SETS)}")
 
     names = {
         "local": ["local floor: bare dict loop", "local: run_local(Upsert())"],
         "spark": [
             "spark floor: read + sort + write", "spark: run_batch native Upsert",
-            "spark: run_batch generic path", "spark stream floor: 10 x sort + write",
+            "spark: run_batch generic path", "spark SQL: window functions, Parquet out",
+            "spark stream floor: 10 x sort + write",
             "spark stateful floor: buckets, no machine", "spark: run_stream, 10 micro-batches",
         ] + (["spark: groupBy.applyInPandas (2% slice)*"] if args.slow else []),
         "cdc": ["cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled"],
+        "tags": ["tags floor: hand-written dict loop", "tags: run_local(TagSet())"],
+        "spark-tags": ["spark tags floor: read + sort + write", "spark tags: run_batch(TagSet())"],
     }
     upsert_workload(args.n, args.k)
     u1 = reference(args.n, args.k) if {"local", "spark"} & set(args.sets) else None
+    if {"tags", "spark-tags"} & set(args.sets):
+        tag_workload(args.n, args.k)
+        tag_reference(args.n, args.k)
     rows, sustained = [], {}
     for group in args.sets:
         command = [

@@ -70,3 +70,27 @@ def upsert_workload(n: int, k: int, *, seed: int = 7):
     CACHE.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
     return table
+
+
+def tag_symbol(value, time):
+    """The tag-set command T1 derives from one U1 command: a value adds one of 8 tags,
+    a delete removes the tag its time picks."""
+    return ("del", f"t{time % 8}") if value is None else ("add", f"t{int(value[1:]) % 8}")
+
+
+def tag_workload(n: int, k: int, *, seed: int = 7):
+    """T1 (tag set): U1's keys, times and arrival order with ``symbol`` a struct
+    ``(op, tag)`` from :func:`tag_symbol`, cached under ``benchmarks/.cache``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = CACHE / f"t1_n{n}_k{k}_s{seed}.parquet"
+    if path.exists():
+        return pq.read_table(path)
+    u1 = upsert_workload(n, k, seed=seed)
+    symbols = [tag_symbol(v, t) for v, t in zip(u1["value"].to_pylist(), u1["time"].to_pylist(), strict=True)]
+    ops, tags = zip(*symbols, strict=True)
+    symbol = pa.StructArray.from_arrays([pa.array(ops), pa.array(tags)], names=["op", "tag"])
+    table = pa.table({"key": u1["key"], "symbol": symbol, "time": u1["time"], "offset": u1["offset"]})
+    pq.write_table(table, path)
+    return table

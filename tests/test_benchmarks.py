@@ -14,7 +14,7 @@ sys.path.insert(0, str(BENCHMARKS))
 
 def test_the_runner_checks_and_prints_a_table():
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "run.py"), "local", "cdc", "--n", "3000", "--k", "300", "--runs", "1"],
+        [sys.executable, str(BENCHMARKS / "run.py"), "local", "tags", "cdc", "--n", "3000", "--k", "300", "--runs", "1"],
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -23,6 +23,7 @@ def test_the_runner_checks_and_prints_a_table():
     names = [line.split("  ")[0] for line in lines[2:]]
     assert names == [
         "local floor: bare dict loop", "local: run_local(Upsert())",
+        "tags floor: hand-written dict loop", "tags: run_local(TagSet())",
         "cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled",
     ]
 
