@@ -118,7 +118,6 @@ class BatchResult:
 
 
 def time_kind_of(data_type: Any) -> str:
-
     if isinstance(data_type, T.DecimalType):  # Python's Decimal is not a time (Intake)
         raise InvalidArgument(
             f"the time column has type {data_type.simpleString()}; cast it to a long or a "
@@ -316,7 +315,6 @@ def _run_batch(
     native: bool,
     counter: Any = None,
 ) -> BatchResult:
-
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
     if into is None:
@@ -388,7 +386,6 @@ def process_events(
     if fast is not None:
         output = fast(prepared, state, lower=lower, value_type=value_type)
     elif machine.spec.has_waterline:
-
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
         return settled_output(
             machine, prepared, base,
@@ -427,7 +424,6 @@ def _machine_value_type(machine: Machine, prepared: Any) -> Any:
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
-
     updates = output.where(F.col("kind") == UPDATE).select("key", "value", "time", "diff")
     rejected = output.where(F.col("kind") == REJECTED).select(
         "key", "symbol", "time", "order", "reason", "detail"
@@ -436,7 +432,6 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
 
 
 def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None):
-
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     rows = prepared.select(

@@ -4,7 +4,6 @@ Keys are hashed into a fixed number of buckets. Each bucket's state is one
 :class:`~statemachines.LocalRuntime` (its keys' values, buffered events and armed
 deadlines), checkpointed in Spark's state store. Python is called once per bucket
 per micro-batch, never once per key::
-
     events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (payload)
 
 *Packing* turns each Arrow batch of events into one row per bucket whose ``payload``
@@ -146,7 +145,6 @@ def _latest_ms(times: Any) -> float | None:
 
 
 def encode_payload(batch: Any) -> bytes:
-
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
@@ -154,7 +152,6 @@ def encode_payload(batch: Any) -> bytes:
 
 
 def decode_payload(payload: bytes) -> Any:
-
     return pa.ipc.open_stream(payload).read_all()
 
 

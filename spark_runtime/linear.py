@@ -59,7 +59,6 @@ def consolidated(frame: Any) -> Any:
 
 
 def _vectorised(op: Linear, frame: Any) -> Any:
-
     for step in op.steps:
         if step.kind == "map":
             frame = frame.select(*(F.expr(e).alias(c) for c, e in step.sql), "time", "diff")
@@ -89,7 +88,6 @@ def _vectorised(op: Linear, frame: Any) -> Any:
 
 
 def _python_pass(op: Linear, frame: Any, schema: str | None) -> Any:
-
     spark = frame.sparkSession
     out_schema = frame.schema
     if schema is not None:

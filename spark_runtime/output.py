@@ -27,7 +27,6 @@ EVENT_ROW = 1
 
 
 def output_schema(prepared: Any, value_type: Any) -> Any:
-
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     return T.StructType(
         [

@@ -252,7 +252,6 @@ def _user_code(module: str) -> str | None:
 
 
 def _zip_of_project() -> str:
-
     root = os.path.dirname(os.path.dirname(os.path.realpath(statemachines.__file__)))
     return _zip_of(root, *PROJECT_FOLDERS, installs_as=PROJECT_FOLDERS)
 

@@ -100,8 +100,6 @@ def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
 def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict[int, int]]:
     """Write the buckets' output payloads as ``write_parts`` lays out its frame."""
 
-
-
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
     parts = [decode_payload(p) for p in payloads.to_pylist() if p is not None]
@@ -122,7 +120,6 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
 
 
 def _latest_and_count(frame: Any) -> tuple[Any, int]:
-
     row = frame.agg(F.max("time"), F.count(F.lit(1))).toArrow()
     return row.column(0)[0].as_py(), row.column(1)[0].as_py()
 
