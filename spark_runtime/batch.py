@@ -6,7 +6,9 @@ and calls the same per-key function as the local runtime
 (:func:`statemachines.core.run_key`). Python memory is bounded by the largest key,
 not by the partition. With ``into=`` a persisted arrangement, each key's prior values
 are read from it and shipped beside its events (feedback), events below its ``upper``
-are late, and the updates are written as one new batch and published atomically.
+are late, and one job writes the updates (published atomically as one new batch) and
+the rejected rows (kept in the arrangement: ``read_rejected``); the result's frames
+read those files.
 
     events (key, symbol, time, order)  ->  updates (key, value, time, diff)
                                        ->  rejected (key, symbol, time, order, reason, detail)
@@ -28,17 +30,22 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
-from statemachines.persisted import PersistedArrangement, publish_batch, read_state
+from statemachines.intake import INT64_MAX
+from statemachines.persisted import PersistedArrangement, publish_batch, read_state, set_aside
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.output import (
     EVENT_ROW,
     REJECTED,
+    REJECTED_COLUMNS,
     STATE_ROW,
     UPDATE,
+    UPDATE_COLUMNS,
     OutputRows,
+    aside,
+    drop,
     output_schema,
-    write_batch,
+    write_parts,
 )
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
@@ -46,7 +53,6 @@ from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
-
 
 
 @attrs.frozen
@@ -69,7 +75,8 @@ class BatchResult:
         lower, upper: the times the run covered (``upper`` is ``None`` without an
             arrangement: the input was complete).
         published: True if a new batch was published into the arrangement.
-        output: the cached rows both frames read (release it with :meth:`unpersist`).
+        output: the cached rows both frames read, without ``into`` (release it with
+            :meth:`unpersist`); with ``into`` they read the written files.
     """
 
     updates: Any
@@ -135,6 +142,18 @@ def time_kind_of(data_type: Any) -> str:
         f"the time column has type {data_type.simpleString()}; use a number, timestamp or "
         f"date column (cast strings first, e.g. F.to_timestamp)"
     )
+
+
+def latest_time(events: Any) -> Any:
+    """The aggregate of the latest valid time of ``events``: times the intake rejects
+    (NaN, infinities, the greatest long) are left out, so they cannot move ``upper``."""
+    time = F.col("time")
+    data_type = events.schema["time"].dataType
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        time = F.when(~F.isnan(time) & ~time.isin(float("inf"), float("-inf")), time)
+    elif isinstance(data_type, T.LongType):
+        time = F.when(time != F.lit(INT64_MAX), time)
+    return F.max(time)
 
 
 def prepare_events(events: Any, columns: EventColumns) -> Any:
@@ -265,8 +284,8 @@ def run_batch(
             ``StageProgress`` of your own is moved instead, and nothing is printed.
 
     Returns:
-        A :class:`BatchResult`. Its DataFrames read one cached output; call
-        ``result.unpersist()`` when done with a large run.
+        A :class:`BatchResult`. With ``into``, its DataFrames read the files the run
+        wrote; without, one cached output (``result.unpersist()`` releases it).
 
     Raises:
         InvalidArgument: missing columns, a time column of the wrong type, a
@@ -321,22 +340,45 @@ def _run_batch(
         output = process_events(machine, prepared, value_type=value_type, native=native, counter=counter)
         return _result(output)
     into = open_arrangement(into)
-    lower = decode_time(read_state(into)["upper"])
-    latest = prepared.agg(F.max("time").alias("t")).toArrow().column(0)[0].as_py()
+    state = read_state(into)
+    lower = decode_time(state["upper"])
+    latest = prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py()
     upto = time_after(latest) if latest is not None else lower
     if lower is not None and (upto is None or upto < lower):
         upto = lower  # every event is late: nothing new to publish
     notes: dict[str, Any] = {}
     output = process_events(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter, notes=notes,
+        counter=counter, notes=notes, cache=False,
     )
-    result = _result(output, lower, upto)
-    published = False
-    if upto is not None and (lower is None or upto > lower):
-        name, count = write_batch(result.updates, into)
-        published = publish_batch(into, name, lower, upto, count, notes=notes or None)
-    return attrs.evolve(result, published=published)
+    return _publish(output, into, state, lower, upto, notes, key_ordered=not machine.spec.has_waterline)
+
+
+def _publish(
+    output: Any, into: str, state: dict[str, Any], lower: Any, upto: Any, notes: dict[str, Any], key_ordered: bool
+) -> BatchResult:
+    """Write ``output`` in one job, publish its updates as the batch ``[lower, upto)``
+    and keep its rejected rows in the arrangement (the writer's note ``rejected``
+    names them; :func:`~statemachines.spark.streaming.read_rejected` reads them); the
+    result's frames read what was written."""
+    spark = output.sparkSession
+    name, counts = write_parts(output, into, key_ordered=key_ordered)
+    n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
+    if n_rejected:
+        kept = set_aside(into, f"{name}/kind={REJECTED}", aside(name, REJECTED).split("/", 1)[1])
+        notes["rejected"] = [*(state.get("notes") or {}).get("rejected", []), kept]
+    new_batch = upto is not None and (lower is None or upto > lower)
+    if new_batch or notes:
+        publish_batch(into, f"{name}/kind={UPDATE}", lower, upto, n_updates, notes=notes or None)
+    if not (new_batch and n_updates):
+        drop(into, name)
+    frames = []
+    for kind, columns, found in ((UPDATE, UPDATE_COLUMNS, n_updates), (REJECTED, REJECTED_COLUMNS, n_rejected)):
+        where = f"{name}/kind={UPDATE}" if kind == UPDATE else aside(name, REJECTED)
+        schema = T.StructType([output.schema[c] for c in columns])
+        frame = spark.read.schema(schema).parquet(os.path.join(into, where)) if found else spark.createDataFrame([], schema)
+        frames.append(frame.select(*columns))
+    return BatchResult(*frames, lower, upto, published=new_batch)
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:
@@ -424,10 +466,8 @@ def _machine_value_type(machine: Machine, prepared: Any) -> Any:
 
 
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
-    updates = output.where(F.col("kind") == UPDATE).select("key", "value", "time", "diff")
-    rejected = output.where(F.col("kind") == REJECTED).select(
-        "key", "symbol", "time", "order", "reason", "detail"
-    )
+    updates = output.where(F.col("kind") == UPDATE).select(*UPDATE_COLUMNS)
+    rejected = output.where(F.col("kind") == REJECTED).select(*REJECTED_COLUMNS)
     return BatchResult(updates, rejected, lower, upper, output=output)
 
 

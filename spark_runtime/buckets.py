@@ -56,6 +56,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python, value_check_for
+from statemachines.intake import INT64_MAX
 from statemachines.persisted import read_state
 from statemachines.spark.batch import resolve_value_type
 from statemachines.spark.output import OutputRows, output_schema
@@ -129,9 +130,13 @@ def timer_ms(time: Any) -> int:
 
 
 def _latest_ms(times: Any) -> float | None:
-    """The latest time of an Arrow column, in (unshifted) milliseconds."""
-
+    """The latest valid time of an Arrow column, in (unshifted) milliseconds; times
+    the intake rejects (NaN, infinities, the greatest long) do not count."""
     kind = times.type
+    if pa.types.is_floating(kind):
+        times = pc.filter(times, pc.is_finite(times))
+    elif pa.types.is_int64(kind):
+        times = pc.filter(times, pc.not_equal(times, INT64_MAX))
     if pa.types.is_timestamp(kind):
         per_ms = {"s": 1e-3, "ms": 1, "us": 1e3, "ns": 1e6}[kind.unit]
         latest = pc.max(times.cast(pa.int64())).as_py()

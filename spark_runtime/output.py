@@ -13,17 +13,22 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from pyarrow import fs
 from pyspark.sql import types as T
 
-from statemachines import InvalidArgument, delta
+from statemachines import InvalidArgument
+from statemachines.delta import STATE_DIR, location
 from statemachines.spark.session import scoped_conf
 
-__all__ = ["OutputRows", "count_rows", "output_schema", "write_batch"]
+__all__ = ["OutputRows", "aside", "count_rows", "drop", "output_schema", "write_parts"]
 
 UPDATE = 0
 REJECTED = 1
 STATE_ROW = 0
 EVENT_ROW = 1
+PENDING = 2  # a stream's events that wait for a later frontier
+UPDATE_COLUMNS = ("key", "value", "time", "diff")
+REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
 
 
 def output_schema(prepared: Any, value_type: Any) -> Any:
@@ -88,23 +93,46 @@ def keyed(frame: Any, *first: str) -> Any:
     return frame.sortWithinPartitions(*first, "key")
 
 
-def write_batch(frame: Any, path: str, prefix: str = "batch") -> tuple[str, int]:
-    """Write ``frame`` as Parquet under ``path/<prefix>-<id>``; return the name and row count.
-
-    The rows are counted from the written files' metadata (no second Spark job); an
-    empty result leaves nothing behind. ``path`` may be a URI.
-    """
-    loc = delta.location(path)
-    name = f"{prefix}-{uuid.uuid4().hex}"
-    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-        keyed(frame).write.option(*ROW_GROUP_BYTES).parquet(loc.uri_of(name))
-    count = count_rows(loc, name)
-    if not count:
-        loc.filesystem.delete_dir(loc.path(name))
-    return name, count
-
-
 def count_rows(loc: Any, relative: str) -> int:
     """The rows of the Parquet files under ``relative``, from their footers."""
 
     return int(ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet").count_rows())
+
+
+def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> tuple[str, dict[int, int]]:
+    """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind.
+
+    Each file's rows are sorted by key (row groups of key ranges, for point reads).
+    ``key_ordered`` says the frame's partitions already come in key order (a run's
+    output does): then the kinds are written side by side as the rows come, unsorted.
+    """
+    loc = location(path)
+    name = f"batch-{uuid.uuid4().hex}"
+    conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+    if key_ordered:  # a writer per kind open at once: no sort by kind, the key order stays
+        conf["spark.sql.maxConcurrentOutputFileWriters"] = "4"
+    else:
+        frame = keyed(frame, "kind")
+    with scoped_conf(frame.sparkSession, conf):
+        frame.write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
+    counts = {}
+    for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
+        if part.base_name.startswith("kind="):
+            counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
+    return name, counts
+
+
+def aside(name: str, kind: int) -> str:
+    """Where a micro-batch's rejected rows (kind 1) or pending events (kind 2) are kept.
+
+    Not in the table's data files (they are not updates), but in its state
+    directory, which Delta's vacuum leaves alone.
+    """
+    what = "rejected" if kind == REJECTED else "pending"
+    return f"{STATE_DIR}/{what}-{name}"
+
+
+def drop(into: str, relative: str) -> None:
+    """Delete a directory of the arrangement's state that no version names any more."""
+    loc = location(into)
+    loc.filesystem.delete_dir(loc.path(relative))

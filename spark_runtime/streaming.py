@@ -34,23 +34,30 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyarrow import fs
 from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
-from statemachines.delta import STATE_DIR, location
+from statemachines.delta import location
 from statemachines.persisted import publish_batch, read_state, set_aside
 from statemachines.spark.batch import (
     EventColumns,
+    latest_time,
     open_arrangement,
     prepare_events,
     process_events,
     time_kind_of,
 )
 from statemachines.spark.buckets import bucketed_output, decode_payload, frontier_of
-from statemachines.spark.output import REJECTED, ROW_GROUP_BYTES, UPDATE, count_rows, keyed
+from statemachines.spark.output import (
+    PENDING,
+    REJECTED,
+    REJECTED_COLUMNS,
+    UPDATE,
+    aside,
+    drop,
+    write_parts,
+)
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
-from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
@@ -66,7 +73,6 @@ __all__ = [
 ]
 
 
-PENDING = 2
 KEPT_REPORTS = 100  # the latest micro-batches' reports kept in the arrangement
 
 
@@ -81,20 +87,6 @@ def with_report(progress: dict[str, Any], stream: dict[str, Any], report: MicroB
         totals[name] += getattr(report, name)
     reports = [*stream.get("reports", [])[-(KEPT_REPORTS - 1) :], report.to_json()]
     return {**progress, "totals": totals, "reports": reports}
-
-
-def write_parts(frame: Any, path: str) -> tuple[str, dict[int, int]]:
-    """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind."""
-
-    loc = location(path)
-    name = f"batch-{uuid.uuid4().hex}"
-    with scoped_conf(frame.sparkSession, {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-        keyed(frame, "kind").write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
-    counts = {}
-    for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
-        if part.base_name.startswith("kind="):
-            counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
-    return name, counts
 
 
 def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict[int, int]]:
@@ -120,7 +112,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
 
 
 def _latest_and_count(frame: Any) -> tuple[Any, int]:
-    row = frame.agg(F.max("time"), F.count(F.lit(1))).toArrow()
+    row = frame.agg(latest_time(frame), F.count(F.lit(1))).toArrow()
     return row.column(0)[0].as_py(), row.column(1)[0].as_py()
 
 
@@ -298,22 +290,6 @@ def publish_micro_batch(
     tell(callback, report)
 
 
-def aside(name: str, kind: int) -> str:
-    """Where a micro-batch's rejected rows (kind 1) or pending events (kind 2) are kept.
-
-    Not in the table's data files (they are not updates), but in its state
-    directory, which Delta's vacuum leaves alone.
-    """
-    what = "rejected" if kind == REJECTED else "pending"
-    return f"{STATE_DIR}/{what}-{name}"
-
-
-def drop(into: str, relative: str) -> None:
-    """Delete a directory of the arrangement's state that no version names any more."""
-    loc = location(into)
-    loc.filesystem.delete_dir(loc.path(relative))
-
-
 def tell(callback: Callable[[MicroBatchReport], None] | None, report: MicroBatchReport) -> None:
     """Give ``report`` to a sink's ``progress`` callback, if it has one."""
     if callback is not None:
@@ -450,12 +426,14 @@ def absolute(path: str | os.PathLike[str]) -> str:
 
 
 def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:
-    """Every rejected row a streaming run published into the arrangement at ``path``.
+    """Every rejected row the runs into the arrangement at ``path`` kept there: each
+    stream's micro-batches and each ``run_batch(..., into=path)``.
 
     Returns ``None`` when nothing was rejected.
     """
-    stream = read_state(path).get("stream") or {}
-    names = stream.get("rejected", [])
+    state = read_state(path)
+    names = [*(state.get("notes") or {}).get("rejected", []), *(state.get("stream") or {}).get("rejected", [])]
     if not names:
         return None
-    return spark.read.parquet(*(os.path.join(os.fspath(path), n) for n in names))
+    frame = spark.read.parquet(*(os.path.join(os.fspath(path), n) for n in names))
+    return frame.select(*REJECTED_COLUMNS)

@@ -117,6 +117,14 @@ CASES = [
         rejected=[("k", 2, Reason.TRANSITION_FAILED), ("j", 3, Reason.INVALID_SYMBOL)],
     ),
     Case(
+        "a symbol the value column cannot hold is rejected; the rest runs",
+        Upsert(),
+        [("k", "x", 1, None), ("j", "y", 1, None), ("j", None, 2, None), ("k", None, 3, None)],
+        [],
+        rejected=[("k", 1, Reason.UNSERIALISABLE_VALUE), ("j", 1, Reason.UNSERIALISABLE_VALUE)],
+        value_type="bigint",
+    ),
+    Case(
         "events below the arrangement's upper are late",
         Upsert(),
         [("k", "late", 3, None), ("k", "b", 5, None)],

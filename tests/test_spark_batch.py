@@ -152,3 +152,46 @@ def test_unpersist_releases_the_cached_output_and_a_rerun_computes_again(spark, 
     assert consolidate(((r.key, r.value), r.time, r.diff) for r in again.updates.collect()) == expected
     again.unpersist()
     assert cached() == before
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_a_run_into_an_arrangement_keeps_its_rejected_rows_there_and_caches_nothing(spark, tmp_path, native):
+    from statemachines.spark import read_rejected
+
+    def cached():
+        return set(spark.sparkContext._jsc.getPersistentRDDs().keys())
+
+    before = cached()
+    runs = [
+        [("k", "a", 1, None), (None, "b", 1, None), ("k", "c", None, None)],
+        [("k", "d", 5, None), ("k", "late", 0, None), ("j", "e", 6, None)],
+    ]
+    seen = []
+    for rows in runs:
+        result = run_batch(Upsert(), spark.createDataFrame(rows, SCHEMA), order="order", into=tmp_path / "arr", native=native)
+        assert cached() == before  # the result's frames read the written files
+        seen += [(r.key, r.time, r.reason) for r in result.rejected.collect()]
+        updates = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+        assert updates == PersistedArrangement(tmp_path / "arr").updates()[-len(updates):]
+    kept = [(r.key, r.time, r.reason) for r in read_rejected(spark, tmp_path / "arr").collect()]
+    assert sorted(kept, key=repr) == sorted(seen, key=repr)
+    local = PersistedArrangement(tmp_path / "local")
+    expected = [(r.event.key, r.event.time, r.reason.value) for rows in runs for r in run_local(Upsert(), rows, into=local).rejected]
+    assert sorted(seen, key=repr) == sorted(expected, key=repr)
+    assert PersistedArrangement(tmp_path / "arr").updates() == local.updates()
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_each_written_file_holds_its_rows_in_key_order(spark, tmp_path, native):
+    import pyarrow.parquet as pq
+
+    rng = random.Random(5)
+    rows = [(f"k{rng.randrange(60):02d}", rng.choice("abc"), t, None) for t in range(400)]
+    frame = spark.createDataFrame(rows, SCHEMA).repartition(3)  # keys arrive out of order
+    run_batch(Upsert(), frame, order="order", into=tmp_path, native=native)
+    files = PersistedArrangement(tmp_path).files()
+    assert files
+    for path in files:
+        keys = pq.read_table(path, columns=["key"])["key"].to_pylist()
+        assert keys == sorted(keys)
+    assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), rows).updates
