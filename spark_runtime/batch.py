@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
 
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
-from statemachines.columns import column_to_python, value_check_for
+from statemachines.columns import python_rows, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state, set_aside
@@ -206,22 +206,16 @@ def partition_runner(
                 out.reject(r.event, r.reason.value, r.detail)
 
         for batch in batches:
-            keys = column_to_python(batch.column(0))
-            kinds = batch.column(1).to_pylist()
-            symbols = column_to_python(batch.column(2))
-            times = batch.column(3).to_pylist()
-            orders = batch.column(4).to_pylist()
-            priors = column_to_python(batch.column(5))
-            events += len(keys) - kinds.count(STATE_ROW)
-            for i, key in enumerate(keys):
+            for key, row, symbol, time, order, prior_value in python_rows(batch):
                 if key != current or current is no_key:
                     if current is not no_key:
                         flush()
                     current, prior, raw = key, [], []
-                if kinds[i] == STATE_ROW:
-                    prior.append(priors[i])
+                if row == STATE_ROW:
+                    prior.append(prior_value)
                 else:
-                    raw.append((key, symbols[i], times[i], orders[i]))
+                    raw.append((key, symbol, time, order))
+                    events += 1
             if len(out.columns[0]) >= 50_000:
                 yield out.take()
         if current is not no_key:

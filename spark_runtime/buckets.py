@@ -55,7 +55,7 @@ from pyspark.sql.streaming import StatefulProcessor
 
 from statemachines import InvalidArgument, LocalRuntime, Machine
 from statemachines._gc import gc_paused
-from statemachines.columns import column_to_python, value_check_for
+from statemachines.columns import python_rows, value_check_for
 from statemachines.intake import INT64_MAX
 from statemachines.persisted import read_state
 from statemachines.spark.batch import resolve_value_type
@@ -231,7 +231,7 @@ class Bucket:
         for frame in rows:
             for payload in frame["payload"]:
                 table = decode_payload(payload)
-                events.extend(zip(*(column_to_python(c) for c in table.columns), strict=True))
+                events.extend(python_rows(table))
         with gc_paused():
             output = self._step(key[0], events, timerValues)
         yield output
@@ -245,7 +245,7 @@ class Bucket:
         pairs = []
         for payload in initialState["payload"]:
             table = decode_payload(payload)
-            pairs.extend(zip(column_to_python(table.column(0)), column_to_python(table.column(1)), strict=True))
+            pairs.extend(python_rows(table.select([0, 1])))
         runtime = LocalRuntime(self.machine, value_check=self.check)
         runtime.seed(pairs, self.floor)
         self._save(runtime)

@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from statemachines.cdc import CdcConflict, CdcReader, Progress, Updates, _decode, _encode
-from statemachines.columns import column_to_python
+from statemachines.columns import python_rows
 from statemachines.persisted import read_state
 from statemachines.spark.arrangement import read_updates
 from statemachines.times import decode_time
@@ -33,17 +33,8 @@ MESSAGE_SCHEMA = "updates string, progress string"
 
 
 def _updates_as_messages(batches: Iterator[Any]) -> Iterator[Any]:
-
-
     for batch in batches:
-        keys = column_to_python(batch.column(0))
-        values = column_to_python(batch.column(1))
-        times = batch.column(2).to_pylist()
-        diffs = batch.column(3).to_pylist()
-        encoded = [
-            json.dumps(_encode(Updates((Update((k, v), t, d),)))["updates"])
-            for k, v, t, d in zip(keys, values, times, diffs, strict=True)
-        ]
+        encoded = [json.dumps(_encode(Updates((Update((k, v), t, d),)))["updates"]) for k, v, t, d in python_rows(batch)]
         yield pa.RecordBatch.from_arrays(
             [pa.array(encoded, pa.string()), pa.nulls(len(encoded), pa.string())],
             names=["updates", "progress"],

@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from statemachines import InvalidArgument, Linear
-from statemachines.columns import column_to_python
+from statemachines.columns import python_rows
 from statemachines.spark.shipping import ship_code
 
 __all__ = ["apply_linear", "consolidated", "is_vectorised"]
@@ -99,14 +99,7 @@ def _python_pass(op: Linear, frame: Any, schema: str | None) -> Any:
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            keys = column_to_python(batch.column(0))
-            values = column_to_python(batch.column(1))
-            rows = zip(
-                zip(keys, values, strict=True),
-                batch.column(2).to_pylist(),
-                batch.column(3).to_pylist(),
-                strict=True,
-            )
+            rows = (((key, value), time, diff) for key, value, time, diff in python_rows(batch))
             columns: list[list[Any]] = [[], [], [], []]
             for data, time, diff in op.updates(rows):
                 if not (isinstance(data, tuple) and len(data) == 2):

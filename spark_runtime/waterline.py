@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from statemachines import Machine
-from statemachines.columns import column_to_python
+from statemachines.columns import python_rows
 from statemachines.persisted import read_state
 from statemachines.spark.arrangement import read_updates
 from statemachines.spark.output import UPDATE
@@ -37,10 +37,7 @@ def _marks_runner(machine: Machine) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         found: dict[Any, Mark] = {}
         for batch in batches:
-            keys = column_to_python(batch.column(0))
-            values = column_to_python(batch.column(1))
-            times = batch.column(2).to_pylist()
-            for key, value, time in zip(keys, values, times, strict=True):
+            for key, value, time in python_rows(batch):
                 found[time] = highest(found.get(time), machine.insert_marks(key, value))  # type: ignore[assignment]
         yield pa.RecordBatch.from_pydict({"marks": [pickle.dumps(found)]})
 

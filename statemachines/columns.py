@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from statemachines.errors import InvalidArgument
@@ -38,6 +38,7 @@ from statemachines.updates import hashable
 __all__ = [
     "arrow_array",
     "column_to_python",
+    "python_rows",
     "storage_problem",
     "to_arrow_python",
     "type_fixed_by",
@@ -222,6 +223,12 @@ def column_to_python(column: Any) -> list[Any]:
     if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return [hashable(x) for x in items]
     return items
+
+
+def python_rows(batch: Any) -> Iterator[tuple[Any, ...]]:
+    """The rows of an Arrow record batch or table as tuples of hashable Python values
+    (each column read by :func:`column_to_python`)."""
+    return zip(*(column_to_python(c) for c in batch.columns), strict=True)
 
 
 def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
