@@ -19,10 +19,12 @@ from __future__ import annotations
 import html
 import os
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
@@ -336,27 +338,51 @@ def _run_batch(
     into = open_arrangement(into)
     state = read_state(into)
     lower = decode_time(state["upper"])
-    latest = prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py()
+    notes: dict[str, Any] = {}
+    ordered = not machine.spec.has_waterline
+    if machine.spec.has_deadlines or machine.spec.has_waterline:  # the run needs upto first
+        latest = prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py()
+        upto = _upto(latest, lower)
+        output = process_events(
+            machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
+            counter=counter, notes=notes, cache=False,
+        )
+        return _publish(output, into, state, lower, lambda: upto, notes, key_ordered=ordered)
+    # no deadlines: the run does not need upto, so the write job observes it as it reads
+    observation = Observation(f"latest-{uuid.uuid4().hex}")
+    observed = prepared.observe(observation, latest_time(prepared).alias("latest"))
+    output = process_events(
+        machine, observed, lower=lower, into=into, value_type=value_type, native=native, counter=counter,
+        cache=False,
+    )
+    return _publish(output, into, state, lower, lambda: _upto(observation.get["latest"], lower), notes, ordered)
+
+
+def _upto(latest: Any, lower: Any) -> Any:
+    """The upper of a run whose latest valid time is ``latest``, from ``lower``."""
     upto = time_after(latest) if latest is not None else lower
     if lower is not None and (upto is None or upto < lower):
         upto = lower  # every event is late: nothing new to publish
-    notes: dict[str, Any] = {}
-    output = process_events(
-        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter, notes=notes, cache=False,
-    )
-    return _publish(output, into, state, lower, upto, notes, key_ordered=not machine.spec.has_waterline)
+    return upto
 
 
 def _publish(
-    output: Any, into: str, state: dict[str, Any], lower: Any, upto: Any, notes: dict[str, Any], key_ordered: bool
+    output: Any,
+    into: str,
+    state: dict[str, Any],
+    lower: Any,
+    upto_of: Callable[[], Any],
+    notes: dict[str, Any],
+    key_ordered: bool,
 ) -> BatchResult:
     """Write ``output`` in one job, publish its updates as the batch ``[lower, upto)``
-    and keep its rejected rows in the arrangement (the writer's note ``rejected``
-    names them; :func:`~statemachines.spark.streaming.read_rejected` reads them); the
-    result's frames read what was written."""
+    (``upto_of()``, known once the job ran) and keep its rejected rows in the
+    arrangement (the writer's note ``rejected`` names them;
+    :func:`~statemachines.spark.streaming.read_rejected` reads them); the result's
+    frames read what was written."""
     spark = output.sparkSession
     name, counts = write_parts(output, into, key_ordered=key_ordered)
+    upto = upto_of()
     n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
     if n_rejected:
         kept = set_aside(into, f"{name}/kind={REJECTED}", aside(name, REJECTED).split("/", 1)[1])

@@ -110,10 +110,13 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
     # One pass: every row goes through one exchange by key. Per key, rows sort as
     # the prior value (row 0), the valid commands by (time, rank) (row 1), then the
     # rejected events (row 2); the last valid command of each time is applied.
+    # A row carries its symbol once through the exchange: as the value of a valid
+    # command, as the symbol of a rejected event.
+    valid = F.col("reason").isNull()
     rows = checked.select(
-        "key", "time", "order", "symbol", "reason", "detail",
-        F.col("symbol").cast(value_type).alias("value"),
-        F.when(F.col("reason").isNull(), 1).otherwise(2).alias("row"),
+        "key", "time", "order", F.when(~valid, F.col("symbol")).alias("symbol"), "reason", "detail",
+        F.when(valid, F.col("symbol").cast(value_type)).alias("value"),
+        F.when(valid, 1).otherwise(2).alias("row"),
     )
     if state is not None:
         rows = rows.unionByName(
@@ -156,7 +159,8 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
                    F.col("reason"), F.col("detail"))),
     )
     return (
-        steps.select("key", "time", F.explode(F.filter(emitted, lambda o: o.isNotNull())).alias("o"))
+        steps.select("key", "time", F.explode(emitted).alias("o"))
+        .where(F.col("o").isNotNull())  # a plain filter: a lambda (filter()) would not be compiled
         .select(
             "o.kind", "key", "o.value", "time", "o.diff", "o.symbol", "o.order", "o.reason", "o.detail"
         )
