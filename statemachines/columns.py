@@ -218,9 +218,15 @@ def column_to_python(column: Any) -> list[Any]:
     """
     import pyarrow as pa
 
-    items = column.to_pylist()
     kind = column.type
-    if pa.types.is_struct(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+    if pa.types.is_struct(kind):  # field by field: much faster than dicts made tuples
+        fields = column.flatten()
+        rows: list[Any] = list(zip(*(column_to_python(f) for f in fields), strict=True)) if fields else [()] * len(column)
+        if column.null_count:
+            rows = [row if valid else None for row, valid in zip(rows, column.is_valid().to_pylist(), strict=True)]
+        return rows
+    items = column.to_pylist()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return [hashable(x) for x in items]
     return items
 
