@@ -33,7 +33,7 @@ from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time
 from statemachines.columns import python_rows, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
-from statemachines.persisted import PersistedArrangement, publish_batch, read_state, set_aside
+from statemachines.persisted import PersistedArrangement, publish_batch, read_state
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.output import (
@@ -46,6 +46,7 @@ from statemachines.spark.output import (
     OutputRows,
     aside,
     drop,
+    move_aside,
     output_schema,
     write_parts,
 )
@@ -339,23 +340,24 @@ def _run_batch(
     state = read_state(into)
     lower = decode_time(state["upper"])
     notes: dict[str, Any] = {}
-    ordered = not machine.spec.has_waterline
     if machine.spec.has_deadlines or machine.spec.has_waterline:  # the run needs upto first
-        latest = prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py()
-        upto = _upto(latest, lower)
-        output = process_events(
-            machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-            counter=counter, notes=notes, cache=False,
-        )
-        return _publish(output, into, state, lower, lambda: upto, notes, key_ordered=ordered)
-    # no deadlines: the run does not need upto, so the write job observes it as it reads
-    observation = Observation(f"latest-{uuid.uuid4().hex}")
-    observed = prepared.observe(observation, latest_time(prepared).alias("latest"))
+        upto = _upto(prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py(), lower)
+
+        def upto_of() -> Any:
+            return upto
+    else:  # the run does not need upto: the write job observes the latest time as it reads
+        upto = None
+        observation = Observation(f"latest-{uuid.uuid4().hex}")
+        prepared = prepared.observe(observation, latest_time(prepared).alias("latest"))
+
+        def upto_of() -> Any:
+            return _upto(observation.get["latest"], lower)
+
     output = process_events(
-        machine, observed, lower=lower, into=into, value_type=value_type, native=native, counter=counter,
-        cache=False,
+        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
+        counter=counter, notes=notes, cache=False,
     )
-    return _publish(output, into, state, lower, lambda: _upto(observation.get["latest"], lower), notes, ordered)
+    return _publish(output, into, state, lower, upto_of, notes, key_ordered=not machine.spec.has_waterline)
 
 
 def _upto(latest: Any, lower: Any) -> Any:
@@ -385,19 +387,22 @@ def _publish(
     upto = upto_of()
     n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
     if n_rejected:
-        kept = set_aside(into, f"{name}/kind={REJECTED}", aside(name, REJECTED).split("/", 1)[1])
-        notes["rejected"] = [*(state.get("notes") or {}).get("rejected", []), kept]
+        notes["rejected"] = [*(state.get("notes") or {}).get("rejected", []), move_aside(into, name, REJECTED)]
     new_batch = upto is not None and (lower is None or upto > lower)
     if new_batch or notes:
         publish_batch(into, f"{name}/kind={UPDATE}", lower, upto, n_updates, notes=notes or None)
     if not (new_batch and n_updates):
         drop(into, name)
-    frames = []
-    for kind, columns, found in ((UPDATE, UPDATE_COLUMNS, n_updates), (REJECTED, REJECTED_COLUMNS, n_rejected)):
-        where = f"{name}/kind={UPDATE}" if kind == UPDATE else aside(name, REJECTED)
+
+    def written(relative: str, columns: tuple[str, ...], rows: int) -> Any:
         schema = T.StructType([output.schema[c] for c in columns])
-        frame = spark.read.schema(schema).parquet(os.path.join(into, where)) if found else spark.createDataFrame([], schema)
-        frames.append(frame.select(*columns))
+        frame = spark.read.schema(schema).parquet(os.path.join(into, relative)) if rows else spark.createDataFrame([], schema)
+        return frame.select(*columns)
+
+    frames = (
+        written(f"{name}/kind={UPDATE}", UPDATE_COLUMNS, n_updates),
+        written(aside(name, REJECTED), REJECTED_COLUMNS, n_rejected),
+    )
     return BatchResult(*frames, lower, upto, published=new_batch)
 
 

@@ -18,9 +18,10 @@ from pyspark.sql import types as T
 
 from statemachines import InvalidArgument
 from statemachines.delta import STATE_DIR, location
+from statemachines.persisted import set_aside
 from statemachines.spark.session import scoped_conf
 
-__all__ = ["OutputRows", "aside", "count_rows", "drop", "output_schema", "write_parts"]
+__all__ = ["OutputRows", "aside", "count_rows", "drop", "move_aside", "output_schema", "write_parts"]
 
 UPDATE = 0
 REJECTED = 1
@@ -132,7 +133,13 @@ def aside(name: str, kind: int) -> str:
     return f"{STATE_DIR}/{what}-{name}"
 
 
+def move_aside(into: str, name: str, kind: int) -> str | None:
+    """Move the rows of ``kind`` that :func:`write_parts` wrote as ``name`` to
+    :func:`aside`; return where they are now (``None``: there were none)."""
+    return set_aside(into, f"{name}/kind={kind}", aside(name, kind).removeprefix(f"{STATE_DIR}/"))
+
+
 def drop(into: str, relative: str) -> None:
-    """Delete a directory of the arrangement's state that no version names any more."""
+    """Delete a directory of the arrangement that no version names any more."""
     loc = location(into)
     loc.filesystem.delete_dir(loc.path(relative))

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
-from statemachines.persisted import publish_batch, read_state, set_aside
+from statemachines.persisted import publish_batch, read_state
 from statemachines.spark.batch import (
     EventColumns,
     latest_time,
@@ -55,6 +55,7 @@ from statemachines.spark.output import (
     UPDATE,
     aside,
     drop,
+    move_aside,
     write_parts,
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
@@ -279,7 +280,7 @@ def publish_micro_batch(
     state directory (see :func:`aside`), where the progress names them.
     """
     for kind in (REJECTED, PENDING):
-        set_aside(into, f"{name}/kind={kind}", aside(name, kind).split("/", 1)[1])
+        move_aside(into, name, kind)
     publish_batch(
         into, f"{name}/kind={UPDATE}", lower, upper, report.updates,
         stream=with_report(progress, stream, report), notes=notes,

@@ -163,7 +163,7 @@ class LocalRuntime:
         The next step that moves the frontier past this time has work to do; a step
         that stays at or below it produces nothing new. ``None`` if nothing waits.
         """
-        times = [self._pending.waiting()[1], self._deadlines.earliest()]
+        times = [self._pending.earliest(), self._deadlines.earliest()]
         return min((t for t in times if t is not None), default=None)
 
     def summary(self) -> str:

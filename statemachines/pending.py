@@ -118,7 +118,11 @@ class PendingEvents:
         count = sum(
             len(slot) if isinstance(slot, list) else 1 for by_time in self.by_key.values() for slot in by_time.values()
         )
-        return count, min((min(by_time) for by_time in self.by_key.values()), default=None)
+        return count, self.earliest()
+
+    def earliest(self) -> Any:
+        """The earliest buffered time (``None`` if nothing is buffered)."""
+        return min((min(by_time) for by_time in self.by_key.values()), default=None)
 
     def key_times(self) -> int:
         """How many ``(key, time)`` slots are buffered."""
