@@ -71,14 +71,22 @@ class StageProgress:
     def __exit__(self, *exc: object) -> None:
         if self._tracker is None:
             self._spark.removeProgressHandler(self._on_connect_progress)
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self._halt()
         self.bar.close()
 
     def finish(self, events: int, **counts: Any) -> None:
-        """Show the run's final counts (events processed, updates, rejected ...)."""
+        """Show the run's final counts (events processed, updates, rejected ...).
+
+        The polling stops first: a poll after this would move the bar back to the
+        events counted so far (none, on a native path).
+        """
+        self._halt()
         self.bar.show(events, stages=None, **counts)
+
+    def _halt(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):

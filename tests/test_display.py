@@ -274,3 +274,16 @@ def test_a_stream_drawn_as_a_bar_ends_with_the_published_totals_and_what_waits(s
     assert last.startswith(f"stream: {events}") and f"updates={published}, rejected={len(rejected)}" in last
     waiting, earliest = reference.waiting()
     assert f"{waiting} events wait for time {earliest}, frontier {reference.frontier}" in last
+
+
+@pytest.mark.spark
+def test_a_stage_bar_keeps_its_final_counts_while_its_poller_would_run(spark):
+    import time
+
+    from statemachines.spark import StageProgress
+
+    out = io.StringIO()
+    with StageProgress(spark, total=10, every=0.001, out=out, enabled=True) as shown:
+        shown.finish(10, updates=3)  # nothing counted the events (as on a native path)
+        time.sleep(0.05)  # fifty polls' time
+    assert "10/10" in final_bar(out.getvalue()) and "updates=3" in final_bar(out.getvalue())
