@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
 
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
+from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
@@ -203,23 +204,21 @@ def partition_runner(
             _, updates, rejected = run_key(
                 machine, intake, current, frozenset(prior), raw, frontier=lower, upto=upto
             )
-            for (key, value), time, diff in updates:
-                out.update(key, value, time, diff)
-            for r in rejected:
-                out.reject(r.event, r.reason.value, r.detail)
+            out.add(updates, rejected)
 
         for batch in batches:
-            for key, row, symbol, time, order, prior_value in python_rows(batch):
-                if key != current or current is no_key:
-                    if current is not no_key:
-                        flush()
-                    current, prior, raw = key, [], []
-                if row == STATE_ROW:
-                    prior.append(prior_value)
-                else:
-                    raw.append((key, symbol, time, order))
-                    events += 1
-            if len(out.columns[0]) >= 50_000:
+            with gc_paused():  # the rows read and the updates made all stay alive
+                for key, row, symbol, time, order, prior_value in python_rows(batch):
+                    if key != current or current is no_key:
+                        if current is not no_key:
+                            flush()
+                        current, prior, raw = key, [], []
+                    if row == STATE_ROW:
+                        prior.append(prior_value)
+                    else:
+                        raw.append((key, symbol, time, order))
+                        events += 1
+            if len(out) >= 50_000:
                 yield out.take()
         if current is not no_key:
             flush()

@@ -283,16 +283,14 @@ class Bucket:
         frontier = frontier_of(watermark_ms, self.kind)
         if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
             step = runtime.advance_to(frontier)
-            for (k, value), time, diff in step.updates:
-                out.update(k, value, time, diff)
+            out.add(step.updates)
             rejected = step.rejected
         else:
             rejected = []
         runtime.feed(events)
-        for r in [*rejected, *runtime.take_rejected()]:
-            out.reject(r.event, r.reason.value, r.detail)
+        out.add(rejected=[*rejected, *runtime.take_rejected()])
         self._save(runtime, watermark_ms)
-        payload = encode_payload(out.take()) if out.columns[0] else None
+        payload = encode_payload(out.take()) if len(out) else None
         waiting, earliest = runtime.waiting()
         return pd.DataFrame(
             {

@@ -50,30 +50,42 @@ def output_schema(prepared: Any, value_type: Any) -> Any:
 
 
 class OutputRows:
-    """Columns of output rows for one Arrow record batch."""
+    """Output rows gathered for one Arrow record batch: updates first, then rejections."""
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
-        self.columns: list[list[Any]] = [[] for _ in schema.names]
+        self.updates: list[Any] = []  # ((key, value), time, diff)
+        self.rejected: list[Any] = []  # Rejected
 
-    def update(self, key: Any, value: Any, time: Any, diff: int) -> None:
-        for column, item in zip(
-            self.columns, (UPDATE, key, value, time, diff, None, None, None, None), strict=True
-        ):
-            column.append(item)
+    def __len__(self) -> int:
+        return len(self.updates) + len(self.rejected)
 
-    def reject(self, event: Any, reason: str, detail: str) -> None:
-        key, symbol, time, order = event
-        for column, item in zip(
-            self.columns,
-            (REJECTED, key, None, time, None, symbol, order, reason, detail),
-            strict=True,
-        ):
-            column.append(item)
+    def add(self, updates: Any = (), rejected: Any = ()) -> None:
+        self.updates.extend(updates)
+        self.rejected.extend(rejected)
 
     def take(self) -> Any:
+        """One record batch of the rows gathered so far; starts afresh."""
+        updates, rejected = self.updates, self.rejected
+        self.updates, self.rejected = [], []
+        u, r = len(updates), len(rejected)
+        pairs, times, diffs = zip(*updates, strict=True) if u else ((), (), ())
+        keys, values = zip(*pairs, strict=True) if u else ((), ())
+        events = [x.event for x in rejected]
+        r_keys, symbols, r_times, orders = zip(*events, strict=True) if r else ((), (), (), ())
+        columns = (
+            [UPDATE] * u + [REJECTED] * r,
+            [*keys, *r_keys],
+            [*values, *[None] * r],
+            [*times, *r_times],
+            [*diffs, *[None] * r],
+            [None] * u + [*symbols],
+            [None] * u + [*orders],
+            [None] * u + [x.reason.value for x in rejected],
+            [None] * u + [x.detail for x in rejected],
+        )
         arrays = []
-        for column, field in zip(self.columns, self.schema, strict=True):
+        for column, field in zip(columns, self.schema, strict=True):
             try:
                 arrays.append(pa.array(column, type=field.type))
             except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -81,7 +93,6 @@ class OutputRows:
                     f"the machine produced a {field.name} that does not fit the column type "
                     f"{field.type}: {exc}. Declare the value type with value_type=..."
                 ) from exc
-        self.columns = [[] for _ in self.schema.names]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 

@@ -51,13 +51,27 @@ Fits = Callable[[Any], bool]
 def value_check_for(arrow_type: Any) -> Callable[[Any], str | None]:
     """A check: ``None`` if a value fits ``arrow_type``, else why not."""
     fits = _fits(arrow_type)
+    exact = _exact_type(arrow_type)  # values of this Python type always fit
 
     def check(value: Any) -> str | None:
-        if fits(value):
+        if type(value) is exact or fits(value):
             return None
         return f"the value {value!r} does not fit the output column type {arrow_type}"
 
     return check
+
+
+def _exact_type(t: Any) -> type | None:
+    import pyarrow as pa
+
+    types = pa.types
+    if types.is_string(t) or types.is_large_string(t):
+        return str
+    if types.is_floating(t):
+        return float
+    if types.is_boolean(t):
+        return bool
+    return None
 
 
 @functools.lru_cache(maxsize=64)  # a column's check is asked for each value it takes

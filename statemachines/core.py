@@ -43,20 +43,21 @@ def apply_transition(
     event's place among the key's events applied at its time (for machines whose
     ``transition`` takes it).
     """
-    seen = values if values else machine.initial_values(key)
     spec = machine.spec
+    seen = values if values or not spec.has_initial_values else machine.initial_values(key)
     try:
         if spec.takes_position:
             result = machine.transition(key, seen, event.symbol, event.time, position=position)  # type: ignore[call-arg]
         else:
             result = machine.transition(key, seen, event.symbol, event.time)
-        after, found = _outcome(machine, result, "transition")
+        after, found = (result, ()) if type(result) is frozenset else _outcome(machine, result, "transition")
     except Refused as refusal:
         return Rejected(event, refusal.reason, refusal.detail)
     except Exception as exc:  # noqa: BLE001 - any failure of user code rejects the event
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
     if check is not None:
-        for value in (*(after - values), *found):
+        new = after - values
+        for value in (*new, *found) if new or found else ():
             problem = check(value)
             if problem is not None:
                 return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
@@ -125,7 +126,7 @@ def advance_key(
     due = wake(key, values) if wake is not None and values else None
     i, n = 0, len(events)
     while True:
-        t = events[i].time if i < n else None
+        t = events[i][2] if i < n else None
         if due is not None and (upto is None or due < upto) and (t is None or due <= t):
             now = due
             after, fired = _fire_deadline(machine, key, values, due)
@@ -135,13 +136,14 @@ def advance_key(
         else:
             break
         position = 0
-        while i < n and events[i].time == now:
+        while i < n and events[i][2] == now:
             outcome = apply_transition(machine, key, after, events[i], check, position)
             if type(outcome) is Rejected:
                 rejected.append(outcome)
             else:
                 after, new = outcome  # type: ignore[misc]
-                found.extend(new)
+                if new:
+                    found.extend(new)
                 position += 1
             i += 1
         if after != values:
@@ -202,12 +204,16 @@ def run_key(
     in_order = True
     for raw in raw_events:
         checked = intake.check(raw, frontier)
-        if type(checked) is Rejected:
+        if isinstance(checked, Rejected):
             rejected.append(checked)
             continue
-        if events and not events[-1][2] < checked[2]:
-            in_order = False
-        events.append(checked)  # type: ignore[arg-type]
+        if in_order and events:  # Spark hands them in (time, order) order: no sort
+            last = events[-1]
+            if last[2] != checked[2]:
+                in_order = last[2] < checked[2]
+            else:  # the same time: only lower orders surely come first (else event_rank)
+                in_order = last[3] is not None and checked[3] is not None and last[3] < checked[3]
+        events.append(checked)
     if not in_order:
         events.sort(key=_time_then_rank)
     after, updates, failed = advance_key(machine, key, values, events, upto, intake.value_check)
