@@ -6,7 +6,9 @@ Its output holds three kinds of rows, told apart by the value's first field:
 
     value                                   updates
     ("partial", state, events)              +1 when it appears, -1 when it moves on
-    ("match", "", events)                   +1 at the time the match completes
+    ("held", "", events)                    a match waiting for an earlier partial match
+                                            (skip strategies): +1, then -1 when reported
+    ("match", "", events)                   +1 at the time the match is reported
     ("timeout", state, events)              +1 when a partial match's window ends
 
 ``events`` is a tuple of ``(step, time, seq, symbol)``: ``seq`` numbers a key's
@@ -27,10 +29,14 @@ Three failed logins then a success within 10 (one key)::
 
 Semantics follow Flink CEP's documentation where it is explicit: contiguity,
 quantifiers, negation, ``within`` (last event minus first below the window) and
-the skip strategies. Where we differ: identical partial matches reached by two
-paths are one value (a set, not a bag), and a trailing ``not_followed_by`` match
-is reported when its window closes (Flink reports it then too, but only as time
-advances; here the deadline makes it exact).
+the skip strategies; where it is silent, Flink's NFA compiler and NFA: the steps
+after a greedy loop take no event the loop can take, ``until`` is never taken, and
+under a skip strategy a match waits (held) while a partial match begun before it
+lives, then prunes only what began at or after it. Where we differ: identical
+partial matches reached by two paths are one value (a set, not a bag), ties are
+ordered by event identity and step names (never by hash order), and a trailing
+``not_followed_by`` match is reported when its window closes (Flink reports it
+then too, but only as time advances; here the deadline makes it exact).
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ from statemachines.library.pattern import (
 
 __all__ = ["Detector", "Found", "matches", "timeouts"]
 
-PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
+PARTIAL, HELD, MATCH, TIMEOUT = "partial", "held", "match", "timeout"
 _ACCEPT = -1  # the "continuation" a trailing negation blocks
 
 
@@ -70,6 +76,7 @@ class _Cont:
     contiguity: Contiguity
     guards: tuple[Negation, ...]
     loop: bool  # another event of the current step
+    greedy_over: tuple[int, ...] = ()  # greedy steps: while one of them takes an event, this does not
 
 
 @attrs.frozen
@@ -112,14 +119,17 @@ class _Nfa:
             guards = step.guards if count == 0 else ()
             conts.append(_Cont(i, min(count + 1, _cap(step)), contiguity, guards, count > 0))
         accepting = False
-        if count >= step.min:
+        if count >= step.min or (count == 0 and step.optional):
             guards: tuple[Negation, ...] = ()
+            # Flink's compiler: leaving a greedy step is "and not the step's own condition"
+            over = (i,) if step.greedy and (step.max is None or count < step.max) else ()
             j = i + 1
             while j < len(steps):
                 guards += steps[j].guards
-                conts.append(_Cont(j, 1, steps[j].contiguity, guards, False))
-                if steps[j].min > 0:
+                conts.append(_Cont(j, 1, steps[j].contiguity, guards, False, over))
+                if not steps[j].optional:
                     break
+                over += (j,) if steps[j].greedy else ()
                 j += 1
             else:
                 accepting = count > 0 or i > 0
@@ -194,7 +204,7 @@ class Detector(Machine):
 
     def is_finding(self, value: Any) -> bool:
         """Matches and timeouts are reported once; only partial matches are held."""
-        return value[0] != PARTIAL
+        return value[0] == MATCH or value[0] == TIMEOUT
 
     def validate_symbol(self, symbol: Any) -> None:
         """Symbols are kept in partial matches, which are values: they must be hashable."""
@@ -203,7 +213,7 @@ class Detector(Machine):
     def deadline(self, key: Any, values: frozenset[Any]) -> Any:
         """When the oldest partial match's window closes (``None`` without ``within``)."""
         window = self.pattern.window
-        starts = [v[2][0][1] for v in values if v[0] == PARTIAL]
+        starts = [v[2][0][1] for v in values if v[0] == PARTIAL]  # held matches wait for events
         return min(starts) + window if window is not None and starts else None
 
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
@@ -259,29 +269,40 @@ class Detector(Machine):
     # -- the NFA ---------------------------------------------------------------------------
 
     def _on_event(
-        self, partials: frozenset[Any], symbol: Any, time: Any, seq: int
+        self, values: frozenset[Any], symbol: Any, time: Any, seq: int
     ) -> tuple[frozenset[Any], list[Any]]:
-        """The partial matches after one event, and the matches it completed."""
-        kept: set[Any] = set()
+        """The key's values after one event, and the matches it releases."""
+        kept: set[Any] = {v for v in values if v[0] == HELD}
         completed: list[Any] = []
         trailing = self.pattern.trailing
-        for value in (*partials, None):
+        steps = self._nfa.steps
+        for value in (None, *(v for v in values if v[0] == PARTIAL)):
             if value is None:  # every event may begin a new match
                 position, fresh, blocked, taken = self._nfa.start, True, frozenset(), ()
             else:
                 position, fresh, blocked, taken = self._parse(value)
             matched = self._matched(taken) if self._nfa.iterative else _NOTHING
+            meets: dict[int, bool] = {}
+            for cont in position.conts:
+                if cont.target not in meets:
+                    meets[cont.target] = bool(steps[cont.target].condition(symbol, matched))
             newly: set[int] = set()
             for cont in position.conts if value is not None else ():  # nothing to guard at a start
                 if cont.target not in blocked and self._stops(cont, symbol, matched, fresh):
                     newly.add(cont.target)
             live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
-            meets = {c.target: self._nfa.steps[c.target].condition(symbol, matched) for c in live}
-            takes = [c for c in live if meets[c.target] and (c.contiguity != Contiguity.STRICT or fresh)]
-            if self._nfa.steps[position.step].greedy and any(c.loop for c in takes):
-                takes = [c for c in takes if c.loop]
+            takes = [
+                c for c in live
+                if meets[c.target] and (c.contiguity != Contiguity.STRICT or fresh)
+                and not self._until(c.target, symbol, matched)  # a step takes no event meeting until
+            ]
+            greedy = {c.target for c in takes}  # a greedy step taking the event keeps it to itself
+            held_back = [c for c in live if greedy.intersection(c.greedy_over)]
+            if held_back:
+                takes = [c for c in takes if c not in held_back]
+                live = [c for c in live if c not in held_back]
             for cont in takes:
-                step = self._nfa.steps[cont.target]
+                step = steps[cont.target]
                 events = (*taken, (step.name, time, seq, symbol))
                 after = self._nfa.positions[cont.target, cont.count]
                 if after.accepting and not trailing:
@@ -302,45 +323,53 @@ class Detector(Machine):
                 lost = {c.target for c in live if c not in surviving}
                 state = _state(position, False, blocked | newly | lost)
                 kept.add((PARTIAL, state, taken))
-        return self._skip(frozenset(kept), sorted(completed, key=_order))
+        return self._release(kept, completed)
+
+    def _until(self, target: int, symbol: Any, matched: Any) -> bool:
+        until = self._nfa.steps[target].until
+        return until is not None and bool(until(symbol, matched))
 
     def _stops(self, cont: _Cont, symbol: Any, matched: Any, fresh: bool) -> bool:
-        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``."""
+        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``
+        inside a loop (the loop can neither take nor skip it)."""
         for guard in cont.guards:
             if (guard.kind == "not_followed_by" or fresh) and guard.condition(symbol, matched):
                 return True
-        until = self._nfa.steps[cont.target].until if cont.loop else None
-        return until is not None and bool(until(symbol, matched))
+        return cont.loop and self._until(cont.target, symbol, matched)
 
-    def _expire(self, partials: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
+    def _expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""
         window = self.pattern.window
-        left, found = set(), []
-        for value in partials:
-            if value[2][0][1] + window > time:
+        left, ended, timed_out = set(), [], []
+        for value in values:
+            if value[0] == HELD or value[2][0][1] + window > time:
                 left.add(value)
                 continue
             position, _, blocked, taken = self._parse(value)
             if position.accepting and self.pattern.trailing and _ACCEPT not in blocked:
-                found.append((MATCH, "", taken))
+                ended.append((MATCH, "", taken))
             else:
-                found.append((TIMEOUT, value[1], taken))
-        matched = sorted((f for f in found if f[0] == MATCH), key=_order)
-        remaining, kept_matches = self._skip(frozenset(left), matched)
-        return remaining, kept_matches + sorted((f for f in found if f[0] == TIMEOUT), key=_order)
+                timed_out.append((TIMEOUT, value[1], taken))
+        remaining, released = self._release(left, ended)
+        return remaining, released + sorted(timed_out, key=_order)
 
-    def _skip(self, partials: frozenset[Any], completed: list[Any]) -> tuple[frozenset[Any], list[Any]]:
-        """Apply the after-match skip strategy of each match, in order."""
-        skip = self.pattern.skip
-        if skip == Skip.NO_SKIP or not completed:
-            return partials, completed
-        kept_matches: list[Any] = []
-        for match in completed:
-            if any(_discards(self.pattern, earlier, match) for earlier in kept_matches):
-                continue
-            kept_matches.append(match)
-            partials = frozenset(p for p in partials if not _discards(self.pattern, match, p))
-        return partials, kept_matches
+    def _release(self, values: set[Any], completed: list[Any]) -> tuple[frozenset[Any], list[Any]]:
+        """Report completed matches as Flink does under a skip strategy: earliest begun
+        first, each only once no partial match begun before it is live, each pruning
+        what its strategy discards. Matches still waiting are held as values."""
+        if self.pattern.skip == Skip.NO_SKIP:
+            return frozenset(values), sorted(completed, key=_order)
+        waiting = sorted([(MATCH, "", v[2]) for v in values if v[0] == HELD] + completed, key=_order)
+        partials = [v for v in values if v[0] == PARTIAL]
+        released = []
+        while waiting:
+            match = waiting[0]
+            if partials and _start(match) > min(_start(p) for p in partials):
+                break
+            released.append(match)
+            partials = [p for p in partials if not _discards(self.pattern, match, p)]
+            waiting = [m for m in waiting[1:] if not _discards(self.pattern, match, m)]
+        return frozenset([*partials, *((HELD, "", m[2]) for m in waiting)]), released
 
     def _parse(self, value: Any) -> tuple[_Position, bool, frozenset[int], tuple[Any, ...]]:
         parsed = self._nfa.parsed.get(value[1])
@@ -364,7 +393,14 @@ def _node_id(position: tuple[int, int]) -> str:
 
 
 def _order(found: Any) -> tuple[Any, ...]:
-    return tuple((time, seq) for _, time, seq, _ in found[2])
+    """A total order of matches: by their events' identities ``(time, seq)``, then by
+    the steps that took them; never by a set's iteration order."""
+    return tuple((time, seq, step) for step, time, seq, _ in found[2])
+
+
+def _start(found: Any) -> tuple[Any, int]:
+    """The identity ``(time, seq)`` of the first event a partial match or match took."""
+    return found[2][0][1], found[2][0][2]
 
 
 def _discards(pattern: Pattern, match: Any, other: Any) -> bool:
@@ -407,7 +443,7 @@ def _found(updates: Iterable[tuple[Any, Any, int]], kind: str) -> list[Found]:
         for _ in range(diff)
         if value[0] == kind
     ]
-    return sorted(rows, key=lambda f: (f.time, repr(f.key), [e[1:3] for e in f.events]))
+    return sorted(rows, key=lambda f: (f.time, repr(f.key), [(e[1], e[2], e[0]) for e in f.events]))
 
 
 def matches(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:

@@ -22,9 +22,10 @@ Inside a looping step (``times``, ``one_or_more``) events are relaxed by default
 ``consecutive()`` makes them strict, ``allow_combinations()`` non-deterministic.
 
 Quantifiers: ``times(n)``, ``times(n, m)``, ``times_or_more(n)``, ``one_or_more()``,
-``optional()`` (the step may match no event), ``greedy()`` (a looping step keeps an
-event it can take rather than also letting the next step take it), ``until(cond)``
-(an event meeting ``cond`` ends the loop).
+``optional()`` (the step may also match no event: ``times(2, 4).optional()`` takes 0,
+2, 3 or 4), ``greedy()`` (a looping step keeps every event it can take: the steps
+after it take only events the loop cannot), ``until(cond)`` (the step takes no event
+meeting ``cond``; inside the loop such an event ends it).
 
 Negation: ``not_next(name)`` (the event right after the previous step must not
 meet the condition) and ``not_followed_by(name)`` (no event meeting it may come
@@ -73,9 +74,13 @@ class Skip(enum.StrEnum):
         strategy                matches                          discards
         NO_SKIP                 b1 b2 b3 c, b2 b3 c, b3 c        nothing
         SKIP_TO_NEXT            b1 b2 b3 c, b2 b3 c, b3 c        those begun at the match's first event
-        SKIP_PAST_LAST_EVENT    b1 b2 b3 c                       those begun before its last event
+        SKIP_PAST_LAST_EVENT    b1 b2 b3 c                       those begun up to its last event
         SKIP_TO_FIRST (b)       b1 b2 b3 c, b2 b3 c, b3 c        those begun before its first b
         SKIP_TO_LAST (b)        b1 b2 b3 c, b3 c                 those begun before its last b
+
+    A match discards only partial matches (and waiting matches) begun at or after its
+    own start: under every strategy but NO_SKIP a match waits until no partial match
+    begun before it is live, as Flink's NFA does.
     """
 
     NO_SKIP = "no_skip"
@@ -150,8 +155,9 @@ class Step:
     name: str
     contiguity: Contiguity = Contiguity.RELAXED  # to the step before (first event)
     condition: Condition = _always
-    min: int = 1
+    min: int = 1  # events taken when the step is not left out
     max: int | None = 1  # None: no upper bound
+    optional: bool = False  # the step may also take no event at all
     inner: Contiguity = Contiguity.RELAXED  # between the events of a looping step
     greedy: bool = False
     until: Condition | None = None
@@ -243,7 +249,7 @@ class Pattern:
 
     def optional(self) -> Pattern:
         """The current step may also match no event at all."""
-        return self._last(lambda s: attrs.evolve(s, min=0), "optional")
+        return self._last(lambda s: attrs.evolve(s, optional=True), "optional")
 
     def greedy(self) -> Pattern:
         """A looping step keeps every event it can take (the next step does not get it)."""
@@ -283,7 +289,9 @@ class Pattern:
         return names + [g.name for g in (*self.trailing, *self._pending)]
 
     def __repr__(self) -> str:
-        parts = [f"{s.name}[{s.min}..{'' if s.max is None else s.max}]" for s in self.steps]
+        parts = [
+            f"{s.name}[{'0|' if s.optional else ''}{s.min}..{'' if s.max is None else s.max}]" for s in self.steps
+        ]
         return f"Pattern({' -> '.join(parts)}, within={self.window!r}, skip={self.skip.value})"
 
     # -- insides -------------------------------------------------------------------------
@@ -329,7 +337,7 @@ class Pattern:
     def _quantify(self, low: int, high: int | None) -> Pattern:
         if self._quantified:
             raise DefinitionError(f"step {self.steps[-1].name!r} already has a quantifier")
-        quantified = self._last(lambda s: attrs.evolve(s, min=low if s.min else 0, max=high), "a quantifier")
+        quantified = self._last(lambda s: attrs.evolve(s, min=low, max=high), "a quantifier")
         return attrs.evolve(quantified, quantified=True)
 
     def _looping(self, what: str, change: Callable[[Step], Step]) -> Pattern:
@@ -344,7 +352,7 @@ class Pattern:
     def compiled(self) -> Pattern:
         """This pattern, checked as a whole: what a detector runs."""
         steps = self.steps
-        if all(s.min == 0 for s in steps):
+        if all(s.optional for s in steps):
             raise DefinitionError("every step is optional: a pattern must take at least one event")
         if self._pending and self.window is None:
             raise DefinitionError(

@@ -57,3 +57,43 @@ def test_batch_and_streaming_find_what_the_local_runtime_finds(spark, tmp_path):
     assert timeouts(streamed) == timeouts(local)
     assert streamed == local and rejected == []
     print(f"{len(matches(local))} matches, {len(timeouts(local))} timeouts, alike on 3 runtimes")
+
+
+def tied():
+    """Two loops over overlapping conditions split the same events in several ways."""
+    return (
+        Pattern.begin("x", "skip_to_next").where(lambda s: s[0] in "ab").one_or_more()
+        .followed_by("y").where(lambda s: s[0] in "bc").one_or_more()
+        .followed_by("z").where(lambda s: s[0] == "d").within(8)
+    )
+
+
+def held():
+    """``a? b`` where a b needs a "b!": a lone b completes while the match begun at a lives."""
+    return (
+        Pattern.begin("a", "skip_past_last_event").where(lambda s: s[0] == "a").optional()
+        .followed_by("b").where(lambda s, matched: s[:2] == "b!" if matched.get("a") else s[0] == "b")
+        .within(5)
+    )
+
+
+@pytest.mark.parametrize(("pattern", "symbols"), [(tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"])])
+def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, symbols):
+    """Tied matches prune each other, and matches wait for partial matches begun before
+    them (held values): batch and stream give exactly the local result."""
+    from statemachines.spark import run_batch
+
+    rnd = random.Random(5)
+    events = [(f"k{rnd.randrange(4)}", rnd.choice(symbols) + str(i), i // 2, i) for i in range(120)]
+    detector = Detector(pattern())
+    local = run_local(detector, events).updates
+    assert matches(local)
+    if pattern is held:
+        assert any(v[0] == "held" for (_, v), _, _ in local)  # the data exercises held matches
+
+    batch = run_batch(detector, spark.createDataFrame(events, SCHEMA), order="order")
+    batch_updates = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
+    assert batch_updates == local
+
+    streamed, rejected = stream_runner(Case(pattern.__name__, detector, events, []), tmp_path, spark)
+    assert streamed == local and rejected == []
