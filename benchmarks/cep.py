@@ -1,23 +1,35 @@
-"""Benchmark: a 3-step pattern with ``within`` over N login events and K users.
+"""Benchmark: the fraud pattern over N login events of K users, against a hand-written detector.
 
 Usage:
-    python benchmarks/cep.py [--n N] [--k K] [--window W] [--skip-spark]
+    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow]
 
-Pattern: ``fail`` then ``fail`` then ``ok`` (relaxed), within W time units. Events:
-user ``rnd(K)``, ``fail`` / ``ok`` / ``view`` (50/20/30 %), time ``i // 10``.
-Prints events/s of the local runtime (fed in 20 frontier steps, peak live partial
-matches measured after each) and of a Spark batch run (reading Parquet, writing the
-output as Parquet; peak memory of its Python workers), and checks that Spark found exactly the local matches and
-timeouts before printing its time.
+Pattern: three ``fail`` then an ``ok`` (``begin("fail").times(3).followed_by("ok")``,
+relaxed, no skip), within W (10). Events: user ``rnd(K)``, ``fail`` / ``ok`` / ``view``
+(50/20/30 %), times spread so a user has about 10 events per window.
+
+Approaches, measured warm and interleaved (A B C A B C ...), each checked against
+``run_local``'s matches and timeouts (key, time and events of each):
+
+- hand-written: a plain-Python detector for this one pattern, the floor;
+- ``run_local(Detector(...))``;
+- ``run_batch`` on a local Spark session (Parquet in, the output written as Parquet).
+
+Also printed: the peak number of live partial matches (from the output), and with
+``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
+times the time) into a ``LocalRuntime`` window by window, its output dropped: the
+state is bounded by the window, so memory stays flat as the input grows.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import os
 import random
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,35 +37,81 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from statemachines import LocalRuntime  # noqa: E402
+from statemachines import LocalRuntime, run_local  # noqa: E402
 from statemachines.library import Detector, Pattern, matches, timeouts  # noqa: E402
 
 
 def pattern(window: int) -> Pattern:
     return (
-        Pattern.begin("fail").where(lambda s: s == "fail")
-        .followed_by("again").where(lambda s: s == "fail")
+        Pattern.begin("fail").where(lambda s: s == "fail").times(3)
         .followed_by("ok").where(lambda s: s == "ok")
         .within(window)
     )
 
 
-def logins(n: int, k: int, seed: int = 5) -> list[tuple[str, str, int]]:
+def logins(n: int, k: int, window: int, seed: int = 5) -> list[tuple[str, str, int]]:
+    """``(user, kind, time)``: a user has about 10 events per window."""
+    return list(login_stream(n, k, window, seed))
+
+
+def login_stream(n: int, k: int, window: int, seed: int = 5):
     rnd = random.Random(seed)
     kinds = ["fail"] * 5 + ["ok"] * 2 + ["view"] * 3
-    return [(f"u{rnd.randrange(k)}", rnd.choice(kinds), i // 10) for i in range(n)]
+    span = max(1, n * window // (10 * k))
+    for i in range(n):
+        yield f"u{rnd.randrange(k)}", rnd.choice(kinds), i * span // n
+
+
+def hand_detector(events, window: int) -> list:
+    """The pattern by hand: per user, partial matches as ``[start, events, fails]``.
+
+    Each ``fail`` begins one and is taken by every partial match with fewer than three
+    (relaxed: other kinds are skipped); an ``ok`` completes those with three. A partial
+    match times out at its start + ``window``, before any event at that time. Events
+    at one time are applied in symbol order (as the runtimes rank them) and numbered.
+    """
+    by_user: dict = {}
+    for user, kind, t in events:
+        by_user.setdefault(user, []).append((t, kind))
+    found = []
+    for user, evs in by_user.items():
+        evs.sort()
+        partials: list = []
+        last, seq = None, 0
+        for t, kind in evs:
+            seq = seq + 1 if t == last else 0
+            last = t
+            if partials and partials[0][0] + window <= t:
+                for p in partials:
+                    if p[0] + window <= t:
+                        found.append(((user, ("timeout", "", tuple(p[1]))), p[0] + window, 1))
+                partials = [p for p in partials if p[0] + window > t]
+            if kind == "fail":
+                for p in partials:
+                    if p[2] < 3:
+                        p[1].append(("fail", t, seq, kind))
+                        p[2] += 1
+                partials.append([t, [("fail", t, seq, kind)], 1])
+            elif kind == "ok":
+                for p in partials:
+                    if p[2] == 3:
+                        found.append(((user, ("match", "", (*p[1], ("ok", t, seq, kind)))), t, 1))
+                partials = [p for p in partials if p[2] < 3]
+        for p in partials:
+            found.append(((user, ("timeout", "", tuple(p[1]))), p[0] + window, 1))
+    return found
 
 
 def findings_digest(rows) -> tuple[int, int, str]:
-    """Counts of matches and timeouts, and a hash of both (as plain text)."""
+    """Counts of matches and timeouts, and a hash of their keys, times and events."""
     found = matches(rows), timeouts(rows)
     text = "\n".join(repr((f.key, f.time, f.events)) for group in found for f in group)
     return len(found[0]), len(found[1]), hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def peak_partials(deltas) -> int:
-    """The most partial matches alive at once, over all keys: from ``(time, diff)`` of
-    the output's partial-match rows (the state, exactly as the output records it)."""
+    """The most partial matches alive at once, over all keys, from ``(time, diff)`` of
+    the output's partial-match rows."""
     by_time: dict = {}
     for at, diff in deltas:
         by_time[at] = by_time.get(at, 0) + diff
@@ -64,25 +122,32 @@ def peak_partials(deltas) -> int:
     return peak
 
 
-def run_local_steps(detector: Detector, events, steps: int = 20):
-    runtime = LocalRuntime(detector)
-    last = events[-1][2] + 1
-    bounds = [last * (i + 1) // steps for i in range(steps)]
-    updates, peak, fed = [], 0, 0
-    started = time.perf_counter()
-    for bound in bounds:
-        upto = fed
-        while upto < len(events) and events[upto][2] < bound:
-            upto += 1
-        runtime.feed(events[fed:upto])
-        fed = upto
-        updates += runtime.advance_to(bound).updates
-        peak = max(peak, runtime.stats()["live_values"])
-    updates += runtime.finish().updates
-    return time.perf_counter() - started, updates, peak
+def stepped_peak_mb(n: int, k: int, window: int) -> float:
+    """Peak resident memory of a fresh process that streams ``n`` events into a
+    ``LocalRuntime`` in frontier steps of one window, dropping each step's output."""
+    code = (  # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
+        f"import sys; sys.path.insert(0, {HERE!r}); import cep; "
+        f"cep.stepped_run({n}, {k}, {window}); "
+        "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
 
 
-def run_spark(detector: Detector, events, work: str):
+def stepped_run(n: int, k: int, window: int) -> None:
+    runtime, chunk = LocalRuntime(Detector(pattern(window))), []
+    for event in login_stream(n, k, window):
+        if chunk and event[2] >= chunk[0][2] + window:
+            runtime.feed(chunk)
+            runtime.advance_to(event[2])
+            chunk = []
+        chunk.append(event)
+    runtime.feed(chunk)
+    runtime.finish()
+
+
+def spark_batch(detector: Detector, events, work: str):
+    """``(run, digest of its findings, peak partials)``: run_batch over Parquet."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -90,60 +155,87 @@ def run_spark(detector: Detector, events, work: str):
 
     source = f"{work}/logins.parquet"
     pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)
-    from run import WorkerPeak
-
     spark = local_session()
-    started = time.perf_counter()
-    with WorkerPeak() as workers:
+
+    def run():
+        shutil.rmtree(f"{work}/out", ignore_errors=True)
         result = run_batch(detector, spark.read.parquet(source))
         result.updates.write.parquet(f"{work}/out")
-    elapsed = time.perf_counter() - started
-    out = spark.read.parquet(f"{work}/out")
-    found = out.where("value.kind != 'partial'").collect()
-    per_time = out.where("value.kind = 'partial'").groupBy("time").sum("diff").collect()
-    peak = peak_partials((r[0], r[1]) for r in per_time)
+        result.unpersist()
 
-    def plain(v):
-        return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
+    def check():
+        out = spark.read.parquet(f"{work}/out")
+        found = out.where("value.kind != 'partial'").collect()
+        per_time = out.where("value.kind = 'partial'").groupBy("time").sum("diff").collect()
 
-    rows = [((r.key, plain(r.value)), r.time, r.diff) for r in found]
-    return elapsed, rows, workers.peak_mb, peak
+        def plain(v):
+            return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
+
+        rows = [((r.key, plain(r.value)), r.time, r.diff) for r in found]
+        return findings_digest(rows), peak_partials((r[0], r[1]) for r in per_time)
+
+    return spark, run, check
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--k", type=int, default=10_000)
-    parser.add_argument("--window", type=int, default=3_000)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--grow", action="store_true", help="also trace memory at N and 4N events")
     args = parser.parse_args()
     detector = Detector(pattern(args.window))
-    events = logins(args.n, args.k)
+    events = logins(args.n, args.k, args.window)
 
-    seconds, updates, peak = run_local_steps(detector, events)
-    local = findings_digest(updates)
-    print(f"N={args.n:,} events, K={args.k:,} keys, within {args.window}; {os.cpu_count()} cores")
-    print(f"{'runtime':<34}{'seconds':>9}{'events/s':>12}  findings")
-    print(f"{'local (20 frontier steps)':<34}{seconds:>9.2f}{args.n / seconds:>12,.0f}  "
-          f"{local[0]:,} matches, {local[1]:,} timeouts")
-    exact = peak_partials((u.time, u.diff) for u in updates if u.data[1][0] == "partial")
-    print(f"peak live partial matches: {exact:,} from the output ({exact / args.k:.1f} per key); "
-          f"{peak:,} in the runtime's state at the 20 frontier steps")
-    if args.skip_spark:
-        return
+    reference = run_local(detector, events).updates
+    expected = findings_digest(reference)
+    peak = peak_partials((u.time, u.diff) for u in reference if u.data[1][0] == "partial")
+    del reference
+    approaches = {
+        "hand-written detector (floor)": (lambda: hand_detector(events, args.window), findings_digest),
+        "run_local(Detector)": (lambda: run_local(detector, events).updates, findings_digest),
+    }
     work = tempfile.mkdtemp(prefix="bench-cep-")
+    if not args.skip_spark:
+        _, run, check = spark_batch(detector, events, work)
+        approaches["run_batch(Detector), 2 cores"] = (run, lambda _: check()[0])
     try:
-        seconds, rows, worker_mb, spark_peak = run_spark(detector, events, work)
+        seconds: dict[str, list[float]] = {name: [] for name in approaches}
+        for round_ in range(args.runs + 1):  # round 0 warms up
+            for name, (run, digest) in approaches.items():
+                gc.collect()
+                started = time.perf_counter()
+                out = run()
+                elapsed = time.perf_counter() - started
+                if round_ in (0, args.runs) and digest(out) != expected:
+                    raise SystemExit(f"{name} found {digest(out)}, run_local {expected}")
+                del out
+                if round_:
+                    seconds[name].append(elapsed)
+        if not args.skip_spark and check()[1] != peak:
+            raise SystemExit("Spark's output holds a different peak of partial matches")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    spark = findings_digest(rows)
-    if spark != local:
-        raise SystemExit(f"Spark's findings differ from the local runtime's: {spark} != {local}")
-    print(f"{'spark batch (generic path)':<34}{seconds:>9.2f}{args.n / seconds:>12,.0f}  same as local")
-    print(f"peak live partial matches from Spark's output: {spark_peak:,}; "
-          f"peak memory of a Spark Python worker: {worker_mb:,.0f} MB")
-    if spark_peak != exact:
-        raise SystemExit(f"Spark's peak state {spark_peak} differs from the local {exact}")
+
+    print(f"N={args.n:,} events, K={args.k:,} users, within {args.window}; {os.cpu_count()} cores; "
+          f"median of {args.runs} interleaved runs, each checked against run_local")
+    print(f"{expected[0]:,} matches, {expected[1]:,} timeouts; peak live partial matches {peak:,}")
+    print(f"{'approach':<36}{'seconds':>9}{'events/s':>12}{'vs floor':>10}")
+    floor = statistics.median(seconds["hand-written detector (floor)"])
+    local = statistics.median(seconds["run_local(Detector)"])
+    for name, times in seconds.items():
+        median = statistics.median(times)
+        print(f"{name:<36}{median:>9.2f}{args.n / median:>12,.0f}{floor / median:>9.2f}x")
+    if not args.skip_spark:
+        batch = statistics.median(seconds["run_batch(Detector), 2 cores"])
+        print(f"run_batch throughput / run_local: {local / batch:.2f}x")
+    if args.grow:
+        small = stepped_peak_mb(args.n, args.k, args.window)
+        large = stepped_peak_mb(4 * args.n, args.k, args.window)
+        print(f"peak memory of a LocalRuntime fed window by window, output dropped: {small:,.0f} MB "
+              f"at {args.n:,} events, {large:,.0f} MB at {4 * args.n:,} events (same users, 4x the time)")
 
 
 if __name__ == "__main__":

@@ -49,113 +49,12 @@ import attrs
 from statemachines import Emit, Machine
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.library.pattern import (
-    Contiguity,
-    Negation,
-    Pattern,
-    Skip,
-    Step,
-    _All,
-    _always,
-    _Any,
-    _OneArgument,
-)
+from statemachines.library.nfa import ACCEPT, Nfa, cap, matched_of
+from statemachines.library.pattern import Pattern, Skip
 
 __all__ = ["Detector", "Found", "matches", "timeouts"]
 
 PARTIAL, HELD, MATCH, TIMEOUT = "partial", "held", "match", "timeout"
-_ACCEPT = -1  # the "continuation" a trailing negation blocks
-
-
-@attrs.frozen
-class _Cont:
-    """A way a partial match at some position may take its next event."""
-
-    target: int  # the step that takes the event
-    count: int  # the position's count in that step afterwards
-    contiguity: Contiguity
-    guards: tuple[Negation, ...]
-    loop: bool  # another event of the current step
-    greedy_over: tuple[int, ...] = ()  # greedy steps: while one of them takes an event, this does not
-
-
-@attrs.frozen
-class _Position:
-    step: int
-    count: int
-    conts: tuple[_Cont, ...]
-    accepting: bool
-
-
-def _cap(step: Step) -> int:
-    """Counts above this are all alike (an unbounded loop past its minimum)."""
-    return step.max if step.max is not None else max(step.min, 1)
-
-
-class _Nfa:
-    """The compiled pattern: positions ``(step, count)`` and their continuations."""
-
-    def __init__(self, pattern: Pattern) -> None:
-        self.pattern = pattern
-        self.steps = pattern.steps
-        self.index = {s.name: i for i, s in enumerate(self.steps)}
-        self.positions: dict[tuple[int, int], _Position] = {}
-        for i, step in enumerate(self.steps):
-            for count in range(_cap(step) + 1):
-                self.positions[i, count] = self._position(i, count)
-        self.start = self.positions[0, 0]
-        self.parsed: dict[str, tuple[_Position, bool, frozenset[int]]] = {}  # state text -> parts
-        conditions = [s.condition for s in self.steps] + [s.until for s in self.steps if s.until]
-        conditions += [g.condition for s in self.steps for g in s.guards]
-        conditions += [g.condition for g in pattern.trailing]
-        self.iterative = any(_reads_matched(c) for c in conditions)
-
-    def _position(self, i: int, count: int) -> _Position:
-        steps = self.steps
-        step = steps[i]
-        conts = []
-        if step.max is None or count < step.max:
-            contiguity = step.contiguity if count == 0 else step.inner
-            guards = step.guards if count == 0 else ()
-            conts.append(_Cont(i, min(count + 1, _cap(step)), contiguity, guards, count > 0))
-        accepting = False
-        if count >= step.min or (count == 0 and step.optional):
-            guards: tuple[Negation, ...] = ()
-            # Flink's compiler: leaving a greedy step is "and not the step's own condition"
-            over = (i,) if step.greedy and (step.max is None or count < step.max) else ()
-            j = i + 1
-            while j < len(steps):
-                guards += steps[j].guards
-                conts.append(_Cont(j, 1, steps[j].contiguity, guards, False, over))
-                if not steps[j].optional:
-                    break
-                over += (j,) if steps[j].greedy else ()
-                j += 1
-            else:
-                accepting = count > 0 or i > 0
-        return _Position(i, count, tuple(conts), accepting)
-
-
-def _reads_matched(condition: Any) -> bool:
-    """Whether a condition looks at the events already matched (then they are built)."""
-    if isinstance(condition, _OneArgument):
-        return False
-    if isinstance(condition, _All | _Any):
-        return any(_reads_matched(part) for part in condition.parts)
-    return condition is not _always
-
-
-_NOTHING: dict[str, tuple[Any, ...]] = {}
-
-
-def _state(position: _Position, fresh: bool, blocked: frozenset[int]) -> str:
-    """A partial match's NFA state as text: ``step#count``, then its flags."""
-    text = f"{position.step}#{position.count}"
-    if not fresh:
-        text += "~"
-    if blocked:
-        text += "!" + ",".join(str(b) for b in sorted(blocked))
-    return text
 
 
 class Detector(Machine):
@@ -169,11 +68,13 @@ class Detector(Machine):
     [[90, 91, 95]]
     """
 
+    values_fit_own_type = True  # made of the input's symbols and times, and strings and counts
+
     def __init__(self, pattern: Pattern) -> None:
         if not isinstance(pattern, Pattern):
             raise InvalidArgument(f"Detector needs a Pattern, got {pattern!r}")
         self.pattern = pattern.compiled()
-        self._nfa = _Nfa(self.pattern)
+        self._nfa = Nfa(self.pattern)
 
     def __repr__(self) -> str:
         return f"Detector({self.pattern!r})"
@@ -183,7 +84,7 @@ class Detector(Machine):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.pattern = state["pattern"]
-        self._nfa = _Nfa(self.pattern)
+        self._nfa = Nfa(self.pattern)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Detector and other.pattern == self.pattern
@@ -242,7 +143,7 @@ class Detector(Machine):
                 label = f"{cont.contiguity.value}: {name}" if at != (0, 0) else f"begin: {name}"
                 if cont.guards:
                     label += " " + " ".join(f"[{g.kind} {g.name}]" for g in cont.guards)
-                if cont.loop and nfa.steps[cont.target].until is not None:
+                if nfa.steps[cont.target].until is not None:  # never takes an event meeting it
                     label += " [until]"
                 edges.append(Edge(_node_id(at), _node_id(target), label))
                 if target not in seen:
@@ -255,7 +156,7 @@ class Detector(Machine):
                 label = "start"
             else:
                 step = nfa.steps[at[0]]
-                loop = "+" if step.max is None and at[1] >= _cap(step) else ""
+                loop = "+" if step.max is None and at[1] >= cap(step) else ""
                 label = f"{step.name} #{at[1]}{loop}"
             nodes.append(Node(_node_id(at), label, initial=at == (0, 0), final=position.accepting))
         notes = [f"after a match: {pattern.skip.value}" + (f" ({pattern.skip_step})" if pattern.skip_step else "")]
@@ -272,70 +173,36 @@ class Detector(Machine):
         self, values: frozenset[Any], symbol: Any, time: Any, seq: int
     ) -> tuple[frozenset[Any], list[Any]]:
         """The key's values after one event, and the matches it releases."""
-        kept: set[Any] = {v for v in values if v[0] == HELD}
+        nfa = self._nfa
+        states, iterative = nfa.states, nfa.iterative
+        kept: set[Any] = set()
         completed: list[Any] = []
-        trailing = self.pattern.trailing
-        steps = self._nfa.steps
-        for value in (None, *(v for v in values if v[0] == PARTIAL)):
-            if value is None:  # every event may begin a new match
-                position, fresh, blocked, taken = self._nfa.start, True, frozenset(), ()
-            else:
-                position, fresh, blocked, taken = self._parse(value)
-            matched = self._matched(taken) if self._nfa.iterative else _NOTHING
-            meets: dict[int, bool] = {}
-            for cont in position.conts:
-                if cont.target not in meets:
-                    meets[cont.target] = bool(steps[cont.target].condition(symbol, matched))
-            newly: set[int] = set()
-            for cont in position.conts if value is not None else ():  # nothing to guard at a start
-                if cont.target not in blocked and self._stops(cont, symbol, matched, fresh):
-                    newly.add(cont.target)
-            live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
-            takes = [
-                c for c in live
-                if meets[c.target] and (c.contiguity != Contiguity.STRICT or fresh)
-                and not self._until(c.target, symbol, matched)  # a step takes no event meeting until
-            ]
-            greedy = {c.target for c in takes}  # a greedy step taking the event keeps it to itself
-            held_back = [c for c in live if greedy.intersection(c.greedy_over)]
-            if held_back:
-                takes = [c for c in takes if c not in held_back]
-                live = [c for c in live if c not in held_back]
-            for cont in takes:
-                step = steps[cont.target]
-                events = (*taken, (step.name, time, seq, symbol))
-                after = self._nfa.positions[cont.target, cont.count]
-                if after.accepting and not trailing:
-                    completed.append((MATCH, "", events))
-                if after.conts or (after.accepting and trailing):
-                    kept.add((PARTIAL, _state(after, True, frozenset()), events))
+        asked = yes = 0  # the conditions asked about this event and those that said yes, as bits
+        for value in (None, *values):  # None: every event may begin a new match
             if value is None:
+                state, taken = nfa.start, ()
+            elif value[0] == PARTIAL:
+                state, taken = states.get(value[1]) or nfa.state(value[1]), value[2]
+            else:  # a held match waits as it is
+                kept.add(value)
                 continue
-            pending = position.accepting and trailing and _ACCEPT not in blocked
-            if pending and any(g.condition(symbol, matched) for g in trailing if g.kind == "not_followed_by" or fresh):
-                newly.add(_ACCEPT)
-                pending = False
-            surviving = [
-                c for c in live
-                if c.contiguity == Contiguity.ANY or (c.contiguity == Contiguity.RELAXED and not meets[c.target])
-            ]
-            if surviving or pending:
-                lost = {c.target for c in live if c not in surviving}
-                state = _state(position, False, blocked | newly | lost)
-                kept.add((PARTIAL, state, taken))
+            if iterative:  # conditions that read the partial match are asked for each
+                _, said = nfa.ask(state, symbol, matched_of(taken), 0, 0)
+                outcome = nfa.outcome(state, said)
+            else:
+                if state.mask & ~asked:
+                    asked, yes = nfa.ask(state, symbol, None, asked, yes)
+                outcome = nfa.outcome(state, yes)
+            for name, after, completes in outcome.takes:
+                events = (*taken, (name, time, seq, symbol))
+                if completes:
+                    completed.append((MATCH, "", events))
+                if after is not None:
+                    kept.add((PARTIAL, after, events))
+            stay = outcome.stay
+            if stay is not None:
+                kept.add(value if stay == state.text else (PARTIAL, stay, taken))
         return self._release(kept, completed)
-
-    def _until(self, target: int, symbol: Any, matched: Any) -> bool:
-        until = self._nfa.steps[target].until
-        return until is not None and bool(until(symbol, matched))
-
-    def _stops(self, cont: _Cont, symbol: Any, matched: Any, fresh: bool) -> bool:
-        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``
-        inside a loop (the loop can neither take nor skip it)."""
-        for guard in cont.guards:
-            if (guard.kind == "not_followed_by" or fresh) and guard.condition(symbol, matched):
-                return True
-        return cont.loop and self._until(cont.target, symbol, matched)
 
     def _expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""
@@ -345,11 +212,11 @@ class Detector(Machine):
             if value[0] == HELD or value[2][0][1] + window > time:
                 left.add(value)
                 continue
-            position, _, blocked, taken = self._parse(value)
-            if position.accepting and self.pattern.trailing and _ACCEPT not in blocked:
-                ended.append((MATCH, "", taken))
+            state = self._nfa.state(value[1])
+            if state.position.accepting and self.pattern.trailing and ACCEPT not in state.blocked:
+                ended.append((MATCH, "", value[2]))
             else:
-                timed_out.append((TIMEOUT, value[1], taken))
+                timed_out.append((TIMEOUT, value[1], value[2]))
         remaining, released = self._release(left, ended)
         return remaining, released + sorted(timed_out, key=_order)
 
@@ -358,7 +225,7 @@ class Detector(Machine):
         first, each only once no partial match begun before it is live, each pruning
         what its strategy discards. Matches still waiting are held as values."""
         if self.pattern.skip == Skip.NO_SKIP:
-            return frozenset(values), sorted(completed, key=_order)
+            return frozenset(values), sorted(completed, key=_order) if len(completed) > 1 else completed
         waiting = sorted([(MATCH, "", v[2]) for v in values if v[0] == HELD] + completed, key=_order)
         partials = [v for v in values if v[0] == PARTIAL]
         released = []
@@ -370,22 +237,6 @@ class Detector(Machine):
             partials = [p for p in partials if not _discards(self.pattern, match, p)]
             waiting = [m for m in waiting[1:] if not _discards(self.pattern, match, m)]
         return frozenset([*partials, *((HELD, "", m[2]) for m in waiting)]), released
-
-    def _parse(self, value: Any) -> tuple[_Position, bool, frozenset[int], tuple[Any, ...]]:
-        parsed = self._nfa.parsed.get(value[1])
-        if parsed is None:
-            head, _, flags = value[1].partition("!")
-            step, count = head.rstrip("~").split("#")
-            blocked = frozenset(int(b) for b in flags.split(",")) if flags else frozenset()
-            parsed = self._nfa.positions[int(step), int(count)], not head.endswith("~"), blocked
-            self._nfa.parsed[value[1]] = parsed
-        return (*parsed, value[2])
-
-    def _matched(self, taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
-        matched: dict[str, tuple[Any, ...]] = {}
-        for name, _, _, symbol in taken:
-            matched[name] = (*matched.get(name, ()), symbol)
-        return matched
 
 
 def _node_id(position: tuple[int, int]) -> str:

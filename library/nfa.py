@@ -1,0 +1,281 @@
+"""A pattern compiled to an NFA whose states decide each event by table lookup.
+
+A partial match sits in a *state*: a position ``(step, count)`` in the pattern, whether
+it is *fresh* (no event skipped since its last one: strict contiguity needs that), and
+the continuations it has *blocked* (a negation met, an event a relaxed step had to
+take, ``until`` inside a loop). A state's text, ``step#count`` then ``~`` if not fresh
+then ``!`` and the blocked steps, is what partial-match values and timeouts carry.
+
+What a state does with an event depends only on the answers of the few conditions it
+reads (its ``reads``), so the outcome is computed once per state and answer vector
+and then looked up (answers as bits)::
+
+    state   answers (fail?, ok?)   outcome
+    0#1     (True, False)          take "fail" -> 0#2; stay as 0#1~ (relaxed, blocked)
+    0#1     (False, False)         stay as 0#1~ (an event skipped)
+
+Conditions that read the partial match (``cond(event, matched)``) are asked per
+partial match; all others once per event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from statemachines.library.pattern import (
+    Contiguity,
+    Negation,
+    Pattern,
+    Step,
+    _All,
+    _always,
+    _Any,
+    _OneArgument,
+)
+
+__all__ = ["ACCEPT", "Nfa", "Outcome", "Position", "State"]
+
+ACCEPT = -1  # the "continuation" a trailing negation blocks
+_NOTHING: dict[str, tuple[Any, ...]] = {}
+
+
+@attrs.frozen
+class Cont:
+    """A way a partial match at some position may take its next event."""
+
+    target: int  # the step that takes the event
+    count: int  # the position's count in that step afterwards
+    contiguity: Contiguity
+    guards: tuple[Negation, ...]
+    loop: bool  # another event of the current step
+    greedy_over: tuple[int, ...] = ()  # greedy steps: while one of them takes an event, this does not
+
+
+@attrs.frozen
+class Position:
+    step: int
+    count: int
+    conts: tuple[Cont, ...]
+    accepting: bool
+
+
+@attrs.frozen
+class Outcome:
+    """What a state does with one event.
+
+    ``takes``: ``(step name, state after or None if nothing is left to wait for,
+    completes a match)`` per continuation that takes the event; ``stay``: the state
+    of the partial match that lets the event pass, or None if it cannot.
+    """
+
+    takes: tuple[tuple[str, str | None, bool], ...]
+    stay: str | None
+
+
+class State:
+    """One NFA state: its position, flags, the conditions it reads, its outcomes."""
+
+    __slots__ = ("blocked", "fresh", "mask", "outcomes", "position", "reads", "text")
+
+    def __init__(self, text: str | None, position: Position, fresh: bool, blocked: frozenset[int]) -> None:
+        self.text = text  # None for the start, which every event may leave
+        self.position = position
+        self.fresh = fresh
+        self.blocked = blocked
+        self.reads: tuple[int, ...] = ()  # the conditions it asks, by index
+        self.mask = 0  # the same, as bits
+        self.outcomes: dict[int, Outcome] = {}  # by the answers: bit i set if condition i said yes
+
+
+def state_text(position: Position, fresh: bool, blocked: frozenset[int]) -> str:
+    """A state as text: ``step#count``, then its flags."""
+    text = f"{position.step}#{position.count}"
+    if not fresh:
+        text += "~"
+    if blocked:
+        text += "!" + ",".join(str(b) for b in sorted(blocked))
+    return text
+
+
+def cap(step: Step) -> int:
+    """Counts above this are all alike (an unbounded loop past its minimum)."""
+    return step.max if step.max is not None else max(step.min, 1)
+
+
+class Nfa:
+    """The compiled pattern: positions, states by text, and every condition by index."""
+
+    def __init__(self, pattern: Pattern) -> None:
+        self.pattern = pattern
+        self.steps = pattern.steps
+        self.trailing = pattern.trailing
+        self.positions: dict[tuple[int, int], Position] = {}
+        for i, step in enumerate(self.steps):
+            for count in range(cap(step) + 1):
+                self.positions[i, count] = self._position(i, count)
+        self.conditions: list[Any] = [s.condition for s in self.steps]  # step i's condition is i
+        self.until: dict[int, int] = {}
+        for i, s in enumerate(self.steps):
+            if s.until is not None:
+                self.until[i] = self._index(s.until)
+        self.guard: dict[int, int] = {}  # id(negation) -> its condition's index
+        for g in (*(g for s in self.steps for g in s.guards), *self.trailing):
+            self.guard[id(g)] = self._index(g.condition)
+        self.iterative = any(_reads_matched(c) for c in self.conditions)
+        self.states: dict[str, State] = {}
+        self.start = self._compiled(State(None, self.positions[0, 0], True, frozenset()))
+
+    def _index(self, condition: Any) -> int:
+        self.conditions.append(condition)
+        return len(self.conditions) - 1
+
+    def _position(self, i: int, count: int) -> Position:
+        steps = self.steps
+        step = steps[i]
+        conts = []
+        if step.max is None or count < step.max:
+            contiguity = step.contiguity if count == 0 else step.inner
+            guards = step.guards if count == 0 else ()
+            conts.append(Cont(i, min(count + 1, cap(step)), contiguity, guards, count > 0))
+        accepting = False
+        if count >= step.min or (count == 0 and step.optional):
+            guards: tuple[Negation, ...] = ()
+            # Flink's compiler: leaving a greedy step is "and not the step's own condition"
+            over = (i,) if step.greedy and (step.max is None or count < step.max) else ()
+            j = i + 1
+            while j < len(steps):
+                guards += steps[j].guards
+                conts.append(Cont(j, 1, steps[j].contiguity, guards, False, over))
+                if not steps[j].optional:
+                    break
+                over += (j,) if steps[j].greedy else ()
+                j += 1
+            else:
+                accepting = count > 0 or i > 0
+        return Position(i, count, tuple(conts), accepting)
+
+    # -- states -----------------------------------------------------------------------------
+
+    def state(self, text: str) -> State:
+        """The state a partial match's text names (parsed once)."""
+        found = self.states.get(text)
+        if found is None:
+            head, _, flags = text.partition("!")
+            step, count = head.rstrip("~").split("#")
+            blocked = frozenset(int(b) for b in flags.split(",")) if flags else frozenset()
+            found = self._compiled(State(text, self.positions[int(step), int(count)], not head.endswith("~"), blocked))
+            self.states[text] = found
+        return found
+
+    def _compiled(self, state: State) -> State:
+        """``state`` with the conditions whose answers decide its outcome."""
+        reads: list[int] = []
+        for cont in state.position.conts:
+            if cont.target in state.blocked:
+                continue
+            reads.append(cont.target)
+            if cont.target in self.until:
+                reads.append(self.until[cont.target])
+            if state.text is not None:  # nothing to guard at a start
+                reads += [self.guard[id(g)] for g in cont.guards if g.kind == "not_followed_by" or state.fresh]
+        if self._pending(state):
+            reads += [self.guard[id(g)] for g in self.trailing if g.kind == "not_followed_by" or state.fresh]
+        state.reads = tuple(dict.fromkeys(reads))
+        state.mask = sum(1 << i for i in state.reads)
+        return state
+
+    def _pending(self, state: State) -> bool:
+        """A partial match that completes when its window closes, unless a trailing
+        negation's event comes first."""
+        return bool(state.text is not None and state.position.accepting and self.trailing and ACCEPT not in state.blocked)
+
+    def outcome(self, state: State, yes: int) -> Outcome:
+        """What ``state`` does with an event whose conditions said ``yes`` (bit i set:
+        condition i holds; only the bits of ``state.mask`` count)."""
+        answers = yes & state.mask
+        found = state.outcomes.get(answers)
+        if found is None:
+            said = {i: bool(answers >> i & 1) for i in state.reads}
+            found = state.outcomes[answers] = self._decide(state, said)
+        return found
+
+    def _decide(self, state: State, said: dict[int, bool]) -> Outcome:
+        position, fresh, blocked, start = state.position, state.fresh, state.blocked, state.text is None
+        newly: set[int] = set()
+        for cont in position.conts if not start else ():
+            if cont.target not in blocked and self._stops(cont, said, fresh):
+                newly.add(cont.target)
+        live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
+        takes = [
+            c for c in live
+            if said[c.target] and (c.contiguity != Contiguity.STRICT or fresh)
+            and not (c.target in self.until and said[self.until[c.target]])  # a step takes no event meeting until
+        ]
+        greedy = {c.target for c in takes}  # a greedy step taking the event keeps it to itself
+        held_back = [c for c in live if greedy.intersection(c.greedy_over)]
+        if held_back:
+            takes = [c for c in takes if c not in held_back]
+            live = [c for c in live if c not in held_back]
+        taken = []
+        for cont in takes:
+            after = self.positions[cont.target, cont.count]
+            completes = after.accepting and not self.trailing
+            waits = bool(after.conts) or (after.accepting and bool(self.trailing))
+            text = state_text(after, True, frozenset()) if waits else None
+            taken.append((self.steps[cont.target].name, text, completes))
+        if start:
+            return Outcome(tuple(taken), None)
+        pending = self._pending(state)
+        if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
+            newly.add(ACCEPT)
+            pending = False
+        surviving = [
+            c for c in live
+            if c.contiguity == Contiguity.ANY or (c.contiguity == Contiguity.RELAXED and not said[c.target])
+        ]
+        stay = None
+        if surviving or pending:
+            lost = {c.target for c in live if c not in surviving}
+            stay = state_text(position, False, blocked | newly | lost)
+        return Outcome(tuple(taken), stay)
+
+    def _stops(self, cont: Cont, said: dict[int, bool], fresh: bool) -> bool:
+        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``
+        inside a loop (the loop can neither take nor skip it)."""
+        for guard in cont.guards:
+            if (guard.kind == "not_followed_by" or fresh) and said[self.guard[id(guard)]]:
+                return True
+        return cont.loop and cont.target in self.until and said[self.until[cont.target]]
+
+    # -- asking the conditions ----------------------------------------------------------------
+
+    def ask(self, state: State, symbol: Any, matched: Any, asked: int, yes: int) -> tuple[int, int]:
+        """Ask the conditions ``state`` reads that were not ``asked`` yet about one event;
+        ``(asked, yes)`` as bits, updated."""
+        missing = state.mask & ~asked
+        conditions = self.conditions
+        for i in state.reads:
+            if missing >> i & 1 and conditions[i](symbol, matched):
+                yes |= 1 << i
+        return asked | missing, yes
+
+
+def matched_of(taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
+    """The symbols a partial match took, per step (what ``cond(event, matched)`` sees)."""
+    if not taken:
+        return _NOTHING
+    matched: dict[str, tuple[Any, ...]] = {}
+    for name, _, _, symbol in taken:
+        matched[name] = (*matched.get(name, ()), symbol)
+    return matched
+
+
+def _reads_matched(condition: Any) -> bool:
+    """Whether a condition looks at the events already matched (then they are built)."""
+    if isinstance(condition, _OneArgument):
+        return False
+    if isinstance(condition, _All | _Any):
+        return any(_reads_matched(part) for part in condition.parts)
+    return condition is not _always
