@@ -186,15 +186,19 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
 
 
 def partition_runner(
-    machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None
+    machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None,
+    check_values: bool = True,
 ):
     """The function Spark calls once per partition (rows sorted by key, kind, time).
 
     ``counter``, an accumulator, is given the number of events the partition held.
+    ``check_values``: check each new value against the output's value type (see
+    :func:`checks_values`).
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        intake = Intake(machine, kind=kind, value_check=value_check_for(arrow_schema.field("value").type))
+        check = value_check_for(arrow_schema.field("value").type) if check_values else None
+        intake = Intake(machine, kind=kind, value_check=check)
         out = OutputRows(arrow_schema)
         no_key = object()
         current, prior, raw = no_key, [], []
@@ -489,6 +493,13 @@ def _machine_value_type(machine: Machine, prepared: Any) -> Any:
     return None if declared is None else from_arrow_type(declared)
 
 
+def checks_values(machine: Machine, prepared: Any, value_type: Any) -> bool:
+    """Whether each new value must be checked against ``value_type``: always, unless
+    the machine's values fit its own declared type by construction and that is it."""
+
+    return not (machine.spec.values_fit_own_type and value_type == _machine_value_type(machine, prepared))
+
+
 def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     updates = output.where(F.col("kind") == UPDATE).select(*UPDATE_COLUMNS)
     rejected = output.where(F.col("kind") == REJECTED).select(*REJECTED_COLUMNS)
@@ -522,4 +533,5 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     schema = output_schema(prepared, value_type)
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
-    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter), schema)
+    check = checks_values(machine, prepared, value_type)
+    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter, check), schema)

@@ -58,7 +58,7 @@ from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
 from statemachines.intake import INT64_MAX
 from statemachines.persisted import read_state
-from statemachines.spark.batch import resolve_value_type
+from statemachines.spark.batch import checks_values, resolve_value_type
 from statemachines.spark.output import OutputRows, output_schema
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
@@ -214,15 +214,16 @@ class Bucket:
     """One bucket's work in a micro-batch: one :class:`LocalRuntime` (see the module).
 
     Built on an executor by the processor of :func:`bucket_processor`, from the
-    processor's state handle and its pickled ``(machine, kind, arrow_schema, floor)``.
+    processor's state handle and its pickled ``(machine, kind, arrow_schema, floor,
+    check_values)``.
     """
 
     def __init__(self, config: bytes, handle: Any, state: Any) -> None:
-        self.machine, self.kind, self.arrow_schema, self.floor = pickle.loads(config)
+        self.machine, self.kind, self.arrow_schema, self.floor, check_values = pickle.loads(config)
         # floor: the arrangement's upper when the query started (earlier times are late)
         self.handle = handle
         self.state = state
-        self.check = value_check_for(self.arrow_schema.field("value").type)
+        self.check = value_check_for(self.arrow_schema.field("value").type) if check_values else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         if key[0] == CLOCK_ROWS:
@@ -305,7 +306,7 @@ class Bucket:
 
 
 def bucket_processor(
-    machine: Machine, kind: str, arrow_schema: Any, floor: Any, load: Any = None
+    machine: Machine, kind: str, arrow_schema: Any, floor: Any, load: Any = None, check_values: bool = True
 ) -> Any:
     """The stateful processor handed to Spark: a thin shell over :class:`Bucket`.
 
@@ -318,7 +319,7 @@ def bucket_processor(
     :func:`~statemachines.spark.shipping.code_loader` called before the first bucket runs.
     """
 
-    config = cloudpickle.dumps((machine, kind, arrow_schema, floor))
+    config = cloudpickle.dumps((machine, kind, arrow_schema, floor, check_values))
 
     class BucketProcessor(StatefulProcessor):
         def __init__(self) -> None:
@@ -423,7 +424,9 @@ def bucketed_output(
     if seed is not None and not _started(checkpoint):
         initial = _initial_state(seed, buckets).groupBy("bucket")
     load = code_loader(spark, machine) if is_connect(spark) else None
-    processor = bucket_processor(machine, kind, arrow_schema, floor, load)
+    processor = bucket_processor(
+        machine, kind, arrow_schema, floor, load, checks_values(machine, prepared, value_type)
+    )
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )

@@ -44,7 +44,12 @@ Optional hooks, each with a default that does nothing special:
   :mod:`statemachines.waterline`). Define both or neither. ``forgets(key, high)``
   says a key's later commands are all refused, so a runtime may drop its state.
 - ``value_type(symbol_type, time_type)``: the Arrow type of the machine's values,
-  given its input's Arrow types (default ``None``: the symbol's type).
+  given its input's Arrow types (default ``None``: the symbol's type). A class that
+  sets ``values_fit_own_type = True`` builds every value and finding only from its
+  input's symbols and times and its own constants, so they fit that type by
+  construction: a runtime whose output column has that type skips checking each new
+  value (a detector's partial matches are large, and checking them cost more than
+  making them).
 - ``diagram()``: the machine's own drawing (default ``None``: explore it).
 
 A transition refuses an event by raising :class:`~statemachines.events.Refused` with
@@ -137,12 +142,14 @@ class MachineSpec:
     declares_value_type: bool
     has_diagram: bool
     takes_position: bool  # transition accepts ``position``
+    values_fit_own_type: bool  # new values need no check against value_type's type
 
 
 class Machine:
     """Base class of every machine; see the module documentation."""
 
     spec: ClassVar[MachineSpec]
+    values_fit_own_type: ClassVar[bool] = False  # see value_type in the module documentation
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -264,6 +271,11 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
             f"{name} defines forgets but no waterline (insert_marks, with_waterline); "
             f"forgets(key, high) reads the waterline's high mark"
         )
+    if cls.values_fit_own_type and not _overrides(cls, "value_type"):
+        raise DefinitionError(
+            f"{name} sets values_fit_own_type but does not define value_type(symbol_type, time_type); "
+            f"the values can only fit a type the machine declares"
+        )
     return MachineSpec(
         name=name,
         has_initial_values=_overrides(cls, "initial_values"),
@@ -276,6 +288,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         declares_value_type=_overrides(cls, "value_type"),
         has_diagram=_overrides(cls, "diagram"),
         takes_position=_accepts(cls.transition, "position"),
+        values_fit_own_type=bool(cls.values_fit_own_type),
     )
 
 

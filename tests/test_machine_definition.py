@@ -63,6 +63,16 @@ def test_deadline_hooks_come_in_pairs():
                 return 1
 
 
+def test_values_fit_own_type_needs_a_declared_value_type():
+    with pytest.raises(DefinitionError, match="sets values_fit_own_type but does not define value_type"):
+
+        class Boastful(Machine):
+            values_fit_own_type = True
+
+            def transition(self, key, values, symbol, time):
+                return values
+
+
 def test_waterline_hooks_come_in_pairs_and_forgets_needs_them():
     with pytest.raises(DefinitionError, match="defines insert_marks but not with_waterline"):
 

@@ -195,3 +195,33 @@ def test_each_written_file_holds_its_rows_in_key_order(spark, tmp_path, native):
         keys = pq.read_table(path, columns=["key"])["key"].to_pylist()
         assert keys == sorted(keys)
     assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), rows).updates
+
+
+def test_values_are_checked_unless_they_fit_the_machines_own_type_by_construction(spark):
+    """A machine that sets values_fit_own_type skips the per-value check only when the
+    output's value type is its own declared type; a lying machine then fails loudly in
+    the writer, and with another value type its values are checked and rejected."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    from statemachines import Machine
+    from statemachines.spark.batch import EventColumns, checks_values, prepare_events
+
+    class Claims(Machine):
+        values_fit_own_type = True
+
+        def value_type(self, symbol_type, time_type):
+            return pa.int64()
+
+        def transition(self, key, values, symbol, time):
+            return {symbol}  # a string, whatever it claims
+
+    events = spark.createDataFrame([("k", "x", 1)], "key string, symbol string, time long")
+    prepared = prepare_events(events, EventColumns("key", "symbol", "time", None))
+    assert not checks_values(Claims(), prepared, T.LongType())
+    assert checks_values(Claims(), prepared, T.DoubleType())
+    assert checks_values(Upsert(), prepared, T.LongType())
+    with pytest.raises(Exception, match="does not fit"):
+        run_batch(Claims(), events).updates.collect()
+    result = run_batch(Claims(), events, value_type="double")
+    assert [r.reason for r in result.rejected.collect()] == ["unserialisable_value"]
