@@ -94,9 +94,10 @@ class BatchResult:
         """Release the cached output that ``updates`` and ``rejected`` read.
 
         Unpersisting ``updates`` itself releases nothing: it is a view of the cache.
+        Returns once the cache is gone, so a run that follows has its memory.
         """
         if self.output is not None:
-            self.output.unpersist()
+            self.output.unpersist(blocking=True)
 
     def counts(self) -> tuple[int, dict[str, int]]:
         """How many updates, and how many rejected rows by reason (two Spark jobs)."""

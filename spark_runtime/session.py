@@ -89,6 +89,7 @@ def session(
     RocksDB state store, changelog checkpoints on         on         on
     session time zone                          UTC        UTC        UTC
     ``spark.sql.shuffle.partitions``           4          cores      server's
+    ``spark.driver.memory`` (the one JVM)      1/4 RAM    yours      server's
     Spark UI, console progress bar             off        Spark's    server's
     executors' Python (``PYSPARK_PYTHON``)     this one   yours      server's
     log: warnings on, chatter off              ours [1]_  Spark's    server's
@@ -138,6 +139,8 @@ def session(
             builder = builder.config("spark.ui.enabled", "false")
             builder = builder.config("spark.ui.showConsoleProgress", "false")
             extra.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J2}")
+            # Spark's 1g default heap is too small to cache a detector's output on a laptop
+            extra.setdefault("spark.driver.memory", f"{local_heap_mb()}m")
             # the loopback-hostname warning: a local session binds here anyway
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     settings = {
@@ -158,6 +161,15 @@ def session(
     if not local and not remote and not spark.sparkContext.getConf().contains("spark.sql.shuffle.partitions"):
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, spark.sparkContext.defaultParallelism)))
     return spark
+
+
+def local_heap_mb() -> int:
+    """The heap of a local session's JVM: a quarter of the machine's memory, 1-8 GiB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - no sysconf here
+        return 1024
+    return max(1024, min(8192, total // 4))
 
 
 def _require_connect_client() -> None:
