@@ -35,3 +35,28 @@ def test_a_mismatch_fails_the_run():
     run.verify("same", good, run.digest([(("k", "v"), 1, 1)]))
     with pytest.raises(SystemExit, match="differs from the local reference"):
         run.verify("one diff off", run.digest([(("k", "v"), 1, 2)]), good)
+
+
+def test_the_hand_written_detector_finds_what_the_detector_finds():
+    """The CEP benchmark's floor is only a floor if it does the same work: same
+    matches and timeouts (key, time, events) as run_local on the same logins."""
+    import cep
+
+    from statemachines import run_local
+    from statemachines.library import Detector
+
+    for window in (3, 10):
+        events = cep.logins(3000, 30, window)
+        reference = run_local(Detector(cep.pattern(window)), events).updates
+        digest = cep.findings_digest(reference)
+        assert digest[0] and digest[1]  # the logins give matches and timeouts
+        assert cep.findings_digest(cep.hand_detector(events, window)) == digest
+
+
+def test_the_cep_benchmark_prints_its_table():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "cep.py"), "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "run_local(Detector)" in done.stdout and "hand-written detector (floor)" in done.stdout
