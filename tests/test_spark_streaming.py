@@ -193,14 +193,14 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from statemachines.spark import BucketSink
     from statemachines.spark.batch import prepare_events
     from statemachines.spark.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
+    from statemachines.events import Reason, Rejected
     from statemachines.spark.output import OutputRows, output_schema
 
     events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
     schema = output_schema(events, events.schema["symbol"].dataType)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     rows = OutputRows(arrow_schema)
-    rows.update("k", "a", 5, 1)
-    rows.reject(("j", None, 2, 0), "late", "below the frontier")
+    rows.add([(("k", "a"), 5, 1)], [Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
     # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
     packed = spark.createDataFrame(
         [(7, encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12")], BUCKET_OUTPUT
