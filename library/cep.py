@@ -49,7 +49,7 @@ import attrs
 from statemachines import Emit, Machine
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.library.nfa import ACCEPT, Nfa, cap, matched_of
+from statemachines.library.nfa import Nfa, cap, matched_of
 from statemachines.library.pattern import Pattern, Skip
 
 __all__ = ["Detector", "Found", "matches", "timeouts"]
@@ -212,8 +212,7 @@ class Detector(Machine):
             if value[0] == HELD or value[2][0][1] + window > time:
                 left.add(value)
                 continue
-            state = self._nfa.state(value[1])
-            if state.position.accepting and self.pattern.trailing and ACCEPT not in state.blocked:
+            if self._nfa.pending(self._nfa.state(value[1])):  # no trailing negation's event came
                 ended.append((MATCH, "", value[2]))
             else:
                 timed_out.append((TIMEOUT, value[1], value[2]))
@@ -281,10 +280,7 @@ class Found:
 
     def by_step(self) -> dict[str, tuple[Any, ...]]:
         """The symbols taken, per step."""
-        steps: dict[str, tuple[Any, ...]] = {}
-        for name, _, _, symbol in self.events:
-            steps[name] = (*steps.get(name, ()), symbol)
-        return steps
+        return matched_of(self.events)
 
 
 def _found(updates: Iterable[tuple[Any, Any, int]], kind: str) -> list[Found]:

@@ -35,7 +35,7 @@ from statemachines.library.pattern import (
     _OneArgument,
 )
 
-__all__ = ["ACCEPT", "Nfa", "Outcome", "Position", "State"]
+__all__ = ["ACCEPT", "Cont", "Nfa", "Outcome", "Position", "State", "cap", "matched_of", "state_text"]
 
 ACCEPT = -1  # the "continuation" a trailing negation blocks
 _NOTHING: dict[str, tuple[Any, ...]] = {}
@@ -108,7 +108,6 @@ class Nfa:
     """The compiled pattern: positions, states by text, and every condition by index."""
 
     def __init__(self, pattern: Pattern) -> None:
-        self.pattern = pattern
         self.steps = pattern.steps
         self.trailing = pattern.trailing
         self.positions: dict[tuple[int, int], Position] = {}
@@ -180,13 +179,13 @@ class Nfa:
                 reads.append(self.until[cont.target])
             if state.text is not None:  # nothing to guard at a start
                 reads += [self.guard[id(g)] for g in cont.guards if g.kind == "not_followed_by" or state.fresh]
-        if self._pending(state):
+        if self.pending(state):
             reads += [self.guard[id(g)] for g in self.trailing if g.kind == "not_followed_by" or state.fresh]
         state.reads = tuple(dict.fromkeys(reads))
         state.mask = sum(1 << i for i in state.reads)
         return state
 
-    def _pending(self, state: State) -> bool:
+    def pending(self, state: State) -> bool:
         """A partial match that completes when its window closes, unless a trailing
         negation's event comes first."""
         return bool(state.text is not None and state.position.accepting and self.trailing and ACCEPT not in state.blocked)
@@ -227,7 +226,7 @@ class Nfa:
             taken.append((self.steps[cont.target].name, text, completes))
         if start:
             return Outcome(tuple(taken), None)
-        pending = self._pending(state)
+        pending = self.pending(state)
         if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
             newly.add(ACCEPT)
             pending = False
