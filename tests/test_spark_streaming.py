@@ -190,10 +190,10 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
 def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from statemachines.events import Reason, Rejected
     from statemachines.spark import BucketSink
     from statemachines.spark.batch import prepare_events
     from statemachines.spark.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
-    from statemachines.events import Reason, Rejected
     from statemachines.spark.output import OutputRows, output_schema
 
     events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
