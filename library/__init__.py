@@ -1,13 +1,16 @@
-"""Ready-made machines: upserts, upserts with lateness, pattern detectors."""
+"""Ready-made machines: upserts, upserts with lateness, pattern detectors, change feeds."""
 
 from statemachines.library.cep import Detector, Found, matches, timeouts
+from statemachines.library.feeds import ChangeFeed, FeedResult, run_feed
 from statemachines.library.lateness import Late, UpsertWithLateness
 from statemachines.library.pattern import Contiguity, Pattern, Skip
 from statemachines.library.upsert import Upsert
 
 __all__ = [
+    "ChangeFeed",
     "Contiguity",
     "Detector",
+    "FeedResult",
     "Found",
     "Late",
     "Pattern",
@@ -15,5 +18,6 @@ __all__ = [
     "Upsert",
     "UpsertWithLateness",
     "matches",
+    "run_feed",
     "timeouts",
 ]

@@ -11,6 +11,7 @@ except ImportError:
 from statemachines.spark.arrangement import compact, read_history, read_snapshot, read_updates
 from statemachines.spark.batch import BatchResult, EventColumns, run_batch
 from statemachines.spark.cdc import CdcRead, read_cdc, write_cdc
+from statemachines.spark.feeds import feed_events, read_scd, run_feed_batch, run_feed_stream
 from statemachines.spark.linear import apply_linear, consolidated, is_vectorised
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.session import JavaNotFound, ensure_java, local_session, session
@@ -35,6 +36,7 @@ __all__ = [
     "apply_linear",
     "consolidated",
     "ensure_java",
+    "feed_events",
     "flush_progress",
     "is_vectorised",
     "local_session",
@@ -42,9 +44,12 @@ __all__ = [
     "compact",
     "read_history",
     "read_rejected",
+    "read_scd",
     "read_snapshot",
     "read_updates",
     "run_batch",
+    "run_feed_batch",
+    "run_feed_stream",
     "run_stream",
     "session",
     "write_cdc",

@@ -39,6 +39,7 @@ from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.output import (
     EVENT_ROW,
+    REFUSAL,
     REJECTED,
     REJECTED_COLUMNS,
     STATE_ROW,
@@ -61,12 +62,18 @@ __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_ba
 
 @attrs.frozen
 class EventColumns:
-    """Which input columns hold the key, the symbol, the time and (optionally) the order."""
+    """Which input columns hold the key, the symbol, the time and (optionally) the order.
+
+    ``refusal``, optional, names a ``struct<reason string, detail string>`` column: a
+    row where it is not null was already refused by its source (a change-feed row
+    that cannot be read) and goes to the rejected output as it is.
+    """
 
     key: str = "key"
     symbol: str = "symbol"
     time: str = "time"
     order: str | None = None
+    refusal: str | None = None
 
 
 @attrs.frozen
@@ -154,6 +161,8 @@ def latest_time(events: Any) -> Any:
     (NaN, infinities, the greatest long) are left out, so they cannot move ``upper``."""
     time = F.col("time")
     data_type = events.schema["time"].dataType
+    if REFUSAL in events.columns:  # a refused row's time moves nothing
+        time = F.when(F.col(REFUSAL).isNull(), time)
     if isinstance(data_type, T.FloatType | T.DoubleType):
         time = F.when(~F.isnan(time) & ~time.isin(float("inf"), float("-inf")), time)
     elif isinstance(data_type, T.LongType):
@@ -169,7 +178,7 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
             not a number, timestamp or date. Nothing runs in that case.
     """
 
-    wanted = [columns.key, columns.symbol, columns.time] + ([columns.order] if columns.order else [])
+    wanted = [columns.key, columns.symbol, columns.time] + [c for c in (columns.order, columns.refusal) if c]
     missing = [c for c in wanted if c not in events.columns]
     if missing:
         raise InvalidArgument(
@@ -178,12 +187,26 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
         )
     time_kind_of(events.schema[columns.time].dataType)
     order = F.col(columns.order) if columns.order else F.lit(None).cast("long")
+    refusal = [F.col(columns.refusal).alias(REFUSAL)] if columns.refusal else []
     return events.select(
         F.col(columns.key).alias("key"),
         F.col(columns.symbol).alias("symbol"),
         F.col(columns.time).alias("time"),
         order.alias("order"),
+        *refusal,
     )
+
+
+def split_refused(prepared: Any) -> tuple[Any, Any]:
+    """The prepared events without those their source refused, and those as rejected
+    output rows (``None`` when the events carry no refusal column)."""
+    if REFUSAL not in prepared.columns:
+        return prepared, None
+    refused = prepared.where(F.col(REFUSAL).isNotNull()).select(
+        F.lit(REJECTED).cast("byte").alias("kind"), "key", "symbol", "time", "order",
+        F.col(f"{REFUSAL}.reason").alias("reason"), F.col(f"{REFUSAL}.detail").alias("detail"),
+    )
+    return prepared.where(F.col(REFUSAL).isNull()).drop(REFUSAL), refused
 
 
 def partition_runner(
@@ -264,6 +287,7 @@ def run_batch(
     value_type: Any = None,
     native: bool = True,
     progress: Any = False,
+    refusal: str | None = None,
 ) -> BatchResult:
     """Run ``machine`` over the DataFrame ``events`` on Spark.
 
@@ -278,6 +302,7 @@ def run_batch(
             ``value_type(symbol_type, time_type)`` method (pattern detectors do),
             else the symbol column's type.
         native: use a library machine's native Spark path when it has one.
+        refusal: a column of rows refused before the run (see :class:`EventColumns`).
         progress: True draws a progress bar on standard error (events the machine
             processed, the running stages' tasks, rate, time left; see
             :class:`~statemachines.spark.progress.StageProgress`) and prints the summary at
@@ -292,7 +317,7 @@ def run_batch(
         InvalidArgument: missing columns, a time column of the wrong type, a
             value type that does not match the arrangement.
     """
-    columns = EventColumns(key, symbol, time, order)
+    columns = EventColumns(key, symbol, time, order, refusal)
     if not progress:
         return _run_batch(machine, events, columns, into, value_type, native)
 
@@ -300,7 +325,7 @@ def run_batch(
         return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
     result, _, counts = run_batch_drawn(
         machine, events, label=f"run_batch {machine.spec.name}", key=key, symbol=symbol,
-        time=time, order=order, into=into, value_type=value_type, native=native,
+        time=time, order=order, into=into, value_type=value_type, native=native, refusal=refusal,
     )
     print(result.summary(counts), file=sys.stderr)
     return result
@@ -451,6 +476,14 @@ def process_events(
     writer should note in the arrangement with this output (a waterline's high mark).
     """
 
+    prepared, refused = split_refused(prepared)
+    if refused is not None:
+        output = process_events(
+            machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
+            cache=False, counter=counter, notes=notes,
+        )
+        output = output.unionByName(refused, allowMissingColumns=True)
+        return output.persist() if cache else output
     kind = time_kind_of(prepared.schema["time"].dataType)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None

@@ -53,7 +53,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StatefulProcessor
 
-from statemachines import InvalidArgument, LocalRuntime, Machine
+from statemachines import Event, InvalidArgument, LocalRuntime, Machine, Rejected
 from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
 from statemachines.intake import INT64_MAX
@@ -192,12 +192,15 @@ def pack_events(delay: float, clock_type: Any):
             if batch.num_rows == 0:
                 continue
             buckets = batch.column(0)
-            events = batch.select([1, 2, 3, 4])
+            events = batch.select(list(range(1, batch.num_columns)))  # key, symbol, time, order[, refusal]
             ids, payloads = [], []
             for bucket in pc.unique(buckets).to_pylist():
                 ids.append(bucket)
                 payloads.append(encode_payload(events.filter(pc.equal(buckets, bucket))))
-            latest = _latest_ms(batch.column(3))
+            times = batch.column(3)
+            if batch.num_columns > 5:  # a refused row's time moves no clock
+                times = pc.filter(times, pc.is_null(batch.column(5)))
+            latest = _latest_ms(times)
             clock = None if latest is None else math.floor(latest - delay) + CLOCK_SHIFT_MS
             ids.append(CLOCK_ROWS)
             payloads.append(None)
@@ -232,7 +235,7 @@ class Bucket:
         for frame in rows:
             for payload in frame["payload"]:
                 table = decode_payload(payload)
-                events.extend(python_rows(table))
+                events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
         with gc_paused():
             output = self._step(key[0], events, timerValues)
         yield output
@@ -303,6 +306,15 @@ class Bucket:
                 "waiting_for": [None if earliest is None else json.dumps(encode_time(earliest))],
             }
         )
+
+
+def _refused_or_event(row: tuple[Any, ...]) -> Any:
+    """A ``key, symbol, time, order, refusal`` row: the event, or its refusal."""
+    *event, refusal = row
+    if refusal is None:
+        return tuple(event)
+    reason, detail = refusal
+    return Rejected(Event(*event), reason, detail)
 
 
 def bucket_processor(

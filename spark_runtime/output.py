@@ -30,6 +30,7 @@ EVENT_ROW = 1
 PENDING = 2  # a stream's events that wait for a later frontier
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
+REFUSAL = "refusal"  # prepared events: why their source refused a row (EventColumns.refusal)
 
 
 def output_schema(prepared: Any, value_type: Any) -> Any:
@@ -81,7 +82,7 @@ class OutputRows:
             [*diffs, *[None] * r],
             [None] * u + [*symbols],
             [None] * u + [*orders],
-            [None] * u + [x.reason.value for x in rejected],
+            [None] * u + [str(x.reason) for x in rejected],
             [None] * u + [x.detail for x in rejected],
         )
         arrays = []

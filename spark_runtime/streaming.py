@@ -45,6 +45,7 @@ from statemachines.spark.batch import (
     open_arrangement,
     prepare_events,
     process_events,
+    split_refused,
     time_kind_of,
 )
 from statemachines.spark.buckets import bucketed_output, decode_payload, frontier_of
@@ -134,15 +135,21 @@ class MicroBatchRunner:
     value_type: Any = None
     native: bool = True
     progress: Callable[[MicroBatchReport], None] | None = print
+    after_publish: Callable[[str], None] | None = None
 
     def __call__(self, batch: Any, batch_id: int) -> None:
+        self._run(batch, batch_id)
+        if self.after_publish is not None:  # after a replay too: it may not have run
+            self.after_publish(self.into)
+
+    def _run(self, batch: Any, batch_id: int) -> None:
         started = _time.perf_counter()
         state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
         spark = batch.sparkSession
-        arrived = prepare_events(batch, self.columns)
+        arrived, refused = split_refused(prepare_events(batch, self.columns))
         lower = decode_time(state["upper"])
         pending = self._pending(spark, stream, arrived)
         events = arrived if pending is None else arrived.unionByName(pending)
@@ -168,6 +175,8 @@ class MicroBatchRunner:
             self.machine, due, lower=lower, upto=frontier, into=self.into,
             value_type=self.value_type, native=self.native, cache=False, notes=notes,
         )
+        if refused is not None:
+            output = output.unionByName(refused, allowMissingColumns=True)
         # updates (kind 0), rejected (1) and pending events (2): written in one job
         held = waiting.select(
             F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order"
@@ -215,8 +224,14 @@ class BucketSink:
     arrow_schema: Any
     buckets: int
     progress: Callable[[MicroBatchReport], None] | None = print
+    after_publish: Callable[[str], None] | None = None
 
     def __call__(self, packed: Any, batch_id: int) -> None:
+        self._run(packed, batch_id)
+        if self.after_publish is not None:  # after a replay too: it may not have run
+            self.after_publish(self.into)
+
+    def _run(self, packed: Any, batch_id: int) -> None:
         started = _time.perf_counter()
         state, stream = published(self.into)
         if batch_id <= stream.get("batch_id", -1):
@@ -330,6 +345,8 @@ def run_stream(
     buckets: int = 64,
     trigger: dict[str, Any] | None = None,
     progress: Callable[[MicroBatchReport], None] | None = print,
+    refusal: str | None = None,
+    after_publish: Callable[[str], None] | None = None,
 ) -> Any:
     """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
 
@@ -361,13 +378,17 @@ def run_stream(
             ``{"availableNow": True}``).
         progress: called with a :class:`MicroBatchReport` after each micro-batch
             (default: printed); ``None`` for silence.
+        refusal: a column of rows refused before the run (see :class:`EventColumns`).
+        after_publish: called with the arrangement's URI after each micro-batch is
+            published, and after each replayed one (e.g. to refresh an SCD table). It
+            runs where the sink runs (the Spark Connect server, with Spark Connect).
 
     Returns:
         The started ``StreamingQuery``.
     """
     if not events.isStreaming:
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
-    columns = EventColumns(key, symbol, time, order)
+    columns = EventColumns(key, symbol, time, order, refusal)
     prepared = prepare_events(events, columns)  # column and type errors surface now
     ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
@@ -379,13 +400,13 @@ def run_stream(
     # with Spark Connect the sink runs on the server: reports come back through the arrangement
     in_sink = None if is_connect(spark) else progress
     if machine.spec.has_waterline:
-        sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink)
+        sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink, after_publish)
         writer = events.writeStream
     else:
         output, arrow_schema = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
-        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink)
+        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish)
         writer = output.writeStream
     writer = writer.foreachBatch(self_contained(spark, sink)).option("checkpointLocation", checkpoint)
     if trigger:

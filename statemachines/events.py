@@ -56,6 +56,11 @@ class Reason(enum.StrEnum):
     """The machine's transition raised on it; the key's values are unchanged."""
     UNSERIALISABLE_VALUE = "unserialisable_value"
     """It would give the key a value the output cannot store (e.g. not of the column type)."""
+    MISSING_FIELD = "missing_field"
+    """A change-feed row lacks a field its rules read (a delete marker, an envelope's
+    ``op``, ``after`` or ``before``); it is never taken for a delete."""
+    BAD_OPERATION = "bad_operation"
+    """A change-feed envelope's ``op`` is not one the feed applies (e.g. a truncate)."""
 
 
 class Rejected(NamedTuple):

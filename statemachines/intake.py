@@ -10,7 +10,8 @@ float (NaN and infinities are ``bad_time``), within the 64-bit range if an integ
 (as Parquet and Spark store it, leaving room for the time after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
-the machine's ``validate_symbol``.
+the machine's ``validate_symbol``. An input already refused (a :class:`Rejected`,
+e.g. a change-feed row that cannot be read) passes through as it is.
 
 >>> from statemachines.library import Upsert
 >>> intake = Intake(Upsert())
@@ -85,7 +86,7 @@ class Intake:
         """The event ``raw`` stands for, or why it cannot be applied.
 
         Args:
-            raw: an :class:`Event` or a 3- or 4-tuple (or list).
+            raw: an :class:`Event`, a 3- or 4-tuple (or list), or a :class:`Rejected`.
             frontier: times below it were already processed (``None``: none were).
         """
         kind = type(raw)
@@ -93,6 +94,8 @@ class Intake:
             event = raw
         elif kind is tuple and len(raw) == 4:
             event = _NEW(Event, raw)
+        elif kind is Rejected:
+            return raw
         elif isinstance(raw, tuple | list) and len(raw) in (3, 4):
             event = _NEW(Event, (*raw, None) if len(raw) == 3 else tuple(raw))
         else:

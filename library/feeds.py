@@ -1,0 +1,353 @@
+"""Change feeds: the rows a database emits, read as :class:`~statemachines.library.Upsert` commands.
+
+A :class:`ChangeFeed` names the key columns, the value columns, the sequence
+columns (highest wins, in any arrival order) and what marks a delete. Each row
+becomes one event ``(key, symbol, time, order)``: the key is the key column's cell
+(a tuple of cells for several), the symbol the tuple of value cells (``None`` for a
+delete), the time the first sequence column and the order the rest (one cell, or a
+tuple). ``ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})``::
+
+    row (id, name, city, lsn, op)      event or rejection
+    1, Ada, London, 100, c             (1, ('Ada', 'London'), 100, None)
+    1, Ada, Paris, 104, u              (1, ('Ada', 'Paris'), 104, None)
+    1, -, -, 107, d                    (1, None, 107, None)              delete
+    None, Bob, Oslo, 108, c            rejected null_key: key column id is null
+    2, Eve, Rome, 109, None            rejected missing_field: delete marker op is null
+    3, Kim, Nice, None, c              rejected null_time: sequence column lsn is null
+
+A row that lacks a field the rules read is rejected with reason ``missing_field``;
+it is never taken for a delete: only ``delete_when`` deletes. A null value cell is
+a value (as in SQL). The same rules run on Spark as column expressions
+(:mod:`statemachines.spark.feeds`).
+
+Debezium envelopes (``envelope="debezium"``, as Kafka Connect's JSON converter
+writes them, with or without its ``schema``/``payload`` wrapper) are read as such:
+keys and values are fields of ``after`` (of ``before`` for a delete), sequence
+columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
+
+    op        row image   event
+    c, u, r   after       upsert of after's values
+    d         before      delete of before's key
+    t, other  -           rejected bad_operation
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from statemachines import (
+    Event,
+    InvalidArgument,
+    LocalRuntime,
+    PersistedArrangement,
+    Reason,
+    Rejected,
+)
+from statemachines.library.upsert import Upsert
+from statemachines.scd import END_AT, START_AT, ScdTable
+from statemachines.updates import hashable
+
+__all__ = [
+    "DEBEZIUM_DELETE",
+    "DEBEZIUM_UPSERTS",
+    "ChangeFeed",
+    "FeedColumns",
+    "FeedResult",
+    "run_feed",
+    "scd_tables",
+]
+
+DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
+DEBEZIUM_DELETE = "d"
+ENVELOPES = ("flat", "debezium")
+_MISSING = object()
+
+
+def _names(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not all(isinstance(n, str) and n for n in names):
+        raise InvalidArgument(f"column names must be non-empty strings, got {value!r}")
+    return names
+
+
+def _optional_names(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    return None if value is None else _names(value)
+
+
+def _markers(value: Mapping[str, Any] | None) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """``{"op": "d"}`` or ``{"op": ["d", "D"]}`` as ``(("op", ("d",)),)``."""
+    if not value:
+        return ()
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(f"delete_when maps a column to the value(s) that mark a delete, e.g. {{'op': 'd'}}; got {value!r}")
+    return tuple(
+        (column, tuple(marks) if isinstance(marks, list | tuple | set | frozenset) else (marks,))
+        for column, marks in value.items()
+    )
+
+
+@attrs.frozen
+class FeedColumns:
+    """A feed's columns resolved against the columns a source has."""
+
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+    sequence_by: tuple[str, ...]
+    markers: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    @property
+    def read(self) -> tuple[str, ...]:
+        """Every column a row must have."""
+        return (*self.keys, *self.values, *self.sequence_by, *(c for c, _ in self.markers))
+
+
+@attrs.frozen
+class ChangeFeed:
+    """How to read a change feed's rows as upsert commands; see the module documentation.
+
+    Args:
+        keys: the key column(s).
+        sequence_by: the column(s) whose values order a key's changes, compared
+            lexicographically; the highest wins. For Debezium, paths in the envelope.
+        values: the value column(s); default: every column but the keys, the
+            sequence columns, the delete markers and ``except_columns``.
+        except_columns: columns left out of the default values.
+        delete_when: ``{column: value or [values]}``: a row whose columns all hold one
+            of their values is a delete. Not for Debezium (its ``op`` says).
+        envelope: ``"flat"`` (a row per change) or ``"debezium"``.
+    """
+
+    keys: tuple[str, ...] = attrs.field(converter=_names)
+    sequence_by: tuple[str, ...] = attrs.field(converter=_names)
+    values: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_names)
+    except_columns: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    delete_when: tuple[tuple[str, tuple[Any, ...]], ...] = attrs.field(default=(), converter=_markers)
+    envelope: str = "flat"
+
+    def __attrs_post_init__(self) -> None:
+        if not self.keys:
+            raise InvalidArgument("a change feed needs at least one key column (keys=[...])")
+        if not self.sequence_by:
+            raise InvalidArgument("a change feed needs at least one sequence column (sequence_by=[...])")
+        if self.envelope not in ENVELOPES:
+            raise InvalidArgument(f"envelope is one of {', '.join(ENVELOPES)}, not {self.envelope!r}")
+        if self.envelope == "debezium" and self.delete_when:
+            raise InvalidArgument("a Debezium feed's op says what is a delete; drop delete_when")
+        if self.values is not None and self.except_columns:
+            raise InvalidArgument("give values or except_columns, not both")
+        if self.values == ():
+            raise InvalidArgument("values names no column; a feed needs at least one value column")
+
+    def columns(self, available: Sequence[str]) -> FeedColumns:
+        """The feed's columns, given the columns (fields of ``after`` for Debezium) a source has.
+
+        Raises:
+            InvalidArgument: a named column is not among ``available``, or no value
+                column is left.
+        """
+        markers = self.delete_when
+        named = [*self.keys, *(self.values or ()), *self.except_columns, *(c for c, _ in markers)]
+        if self.envelope == "flat":
+            named += self.sequence_by
+        missing = [c for c in dict.fromkeys(named) if c not in available]
+        if missing:
+            where = "after" if self.envelope == "debezium" else "the feed"
+            raise InvalidArgument(
+                f"{where} has no column(s) {', '.join(missing)}; it has {', '.join(available) or 'none'}"
+            )
+        if self.values is not None:
+            values = self.values
+        else:
+            taken = {*self.keys, *self.sequence_by, *self.except_columns, *(c for c, _ in markers)}
+            values = tuple(c for c in available if c not in taken)
+        if not values:
+            raise InvalidArgument(f"no value column is left of {', '.join(available)}; name values=[...]")
+        return FeedColumns(self.keys, values, self.sequence_by, markers)
+
+    def events(self, rows: Iterable[Mapping[str, Any]], columns: FeedColumns | None = None) -> list[Event | Rejected]:
+        """The event (or rejection) of each row, in order; ``columns`` default: the first row's."""
+        rows = iter(rows)
+        first = next(rows, None)
+        if first is None:
+            return []
+        if columns is None:
+            columns = self.columns(_first_columns(self, first))
+        event = self.reader(columns)
+        out = [event(first)]
+        out.extend(map(event, rows))
+        return out
+
+    def reader(self, columns: FeedColumns) -> Any:
+        """The function from one row (a mapping) to its event or rejection."""
+        keys, values, sequence = columns.keys, columns.values, columns.sequence_by
+        markers = columns.markers
+        one_key, n_sequence = len(keys) == 1, len(sequence)
+        debezium = self.envelope == "debezium"
+
+        def event(row: Mapping[str, Any]) -> Event | Rejected:
+            delete, refusal, envelope = False, None, row
+            if debezium:
+                envelope = _payload(row)
+                refusal = _debezium_refusal(envelope)
+                delete = envelope.get("op") == DEBEZIUM_DELETE
+                image = envelope.get("before" if delete else "after")
+                row = image if isinstance(image, Mapping) else {}
+            key_cells = [row.get(c, _MISSING) for c in keys]
+            value_cells = [] if delete else [row.get(c, _MISSING) for c in values]
+            seq_cells = [_path(envelope, c) if debezium else row.get(c, _MISSING) for c in sequence]
+            key = _cell(key_cells[0]) if one_key else tuple(map(_cell, key_cells))
+            symbol = None if delete else tuple(map(_cell, value_cells))
+            time = _cell(seq_cells[0])
+            order = None if n_sequence == 1 else _cell(seq_cells[1]) if n_sequence == 2 else tuple(map(_cell, seq_cells[1:]))
+            found = Event(key, symbol, time, order)
+            if refusal is not None:
+                return Rejected(found, *refusal)
+            names = (*keys, *(() if delete else values), *sequence)
+            named = zip(names, (*key_cells, *value_cells, *seq_cells), strict=True)
+            missing = [c for c, cell in named if cell is _MISSING]
+            if markers:
+                delete = True
+            for column, marks in markers:  # a delete when every marker holds one of its values
+                mark = row.get(column, _MISSING)
+                if mark is _MISSING:
+                    missing.append(column)
+                elif mark is None:
+                    return Rejected(found, Reason.MISSING_FIELD, f"delete marker {column} is null")
+                else:
+                    delete = delete and mark in marks
+            if missing:
+                return Rejected(found, Reason.MISSING_FIELD, f"the row has no field(s) {', '.join(missing)}")
+            if delete:
+                found = found._replace(symbol=None)
+            for column, cell in zip(keys, key_cells, strict=True):
+                if cell is None:
+                    return Rejected(found, Reason.NULL_KEY, f"key column {column} is null")
+            for column, cell in zip(sequence, seq_cells, strict=True):
+                if cell is None:
+                    return Rejected(found, Reason.NULL_TIME, f"sequence column {column} is null")
+            return found
+
+        return event
+
+
+def _cell(cell: Any) -> Any:
+    """A cell as an event holds it: hashable (lists become tuples), absent as ``None``."""
+    return None if cell is _MISSING else hashable(cell)
+
+
+def _payload(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Kafka Connect JSON message's envelope: its ``payload`` when it has a schema."""
+    payload = row.get("payload")
+    return payload if isinstance(payload, Mapping) and "schema" in row else row
+
+
+def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
+    op = envelope.get("op")
+    if op is None:
+        return Reason.MISSING_FIELD, "the envelope has no op"
+    if op == DEBEZIUM_DELETE:
+        image = "before"
+    elif op in DEBEZIUM_UPSERTS:
+        image = "after"
+    else:
+        return Reason.BAD_OPERATION, f"op {op!r} is not applied (c, u, r upsert; d deletes)"
+    if not isinstance(envelope.get(image), Mapping):
+        return Reason.MISSING_FIELD, f"op {op!r} without {image}"
+    return None
+
+
+def _image_fields(row: Mapping[str, Any]) -> list[str]:
+    envelope = _payload(row)
+    image = envelope.get("after") or envelope.get("before") or {}
+    return list(image)
+
+
+def _path(envelope: Mapping[str, Any], path: str) -> Any:
+    """``source.lsn`` of an envelope; ``_MISSING`` where a step is absent."""
+    cell: Any = envelope
+    for step in path.split("."):
+        if not isinstance(cell, Mapping) or step not in cell:
+            return _MISSING
+        cell = cell[step]
+    return cell
+
+
+@attrs.frozen
+class FeedResult:
+    """What a feed run did: the runtime's result, the feed's columns, its SCD tables."""
+
+    result: Any  # a RunResult locally, a BatchResult on Spark
+    columns: FeedColumns | None  # None: the feed had no row to say which columns it has
+    scd1: ScdTable | None = None
+    scd2: ScdTable | None = None
+
+
+def scd_tables(
+    columns: FeedColumns, scd1: Any = None, scd2: Any = None, start: str = START_AT, end: str = END_AT,
+) -> tuple[ScdTable | None, ScdTable | None]:
+    """The SCD tables of a feed at the paths given (``None``: no such table)."""
+    one = ScdTable(scd1, columns.keys, columns.values, scd_type=1) if scd1 is not None else None
+    two = ScdTable(scd2, columns.keys, columns.values, start=start, end=end) if scd2 is not None else None
+    return one, two
+
+
+def run_feed(
+    feed: ChangeFeed,
+    rows: Any,
+    *,
+    into: Any = None,
+    scd1: Any = None,
+    scd2: Any = None,
+    start: str = START_AT,
+    end: str = END_AT,
+) -> FeedResult:
+    """Run a change feed's rows through :class:`Upsert` locally, and refresh its SCD tables.
+
+    Args:
+        feed: how to read the rows.
+        rows: mappings (e.g. ``json.loads`` of each line), or a ``pyarrow.Table``.
+        into: a persisted arrangement (path) to continue and publish into.
+        scd1, scd2: paths of SCD type 1 and type 2 tables to keep (need ``into``).
+        start, end: the type 2 table's interval columns.
+
+    Returns:
+        A :class:`FeedResult`; its ``result.rejected`` holds each refused row with
+        its reason, beside the runtime's own rejections.
+    """
+    if (scd1 is not None or scd2 is not None) and into is None:
+        raise InvalidArgument("SCD tables are kept from an arrangement: give into=...")
+    rows, available = _rows_and_columns(feed, rows)
+    columns = None if available is None else feed.columns(available)
+    runtime = LocalRuntime(Upsert(), into=PersistedArrangement(into) if into is not None else None)
+    if columns is not None:
+        runtime.feed(feed.events(rows, columns))
+    result = runtime.finish()
+    one, two = scd_tables(columns, scd1, scd2, start, end) if columns is not None else (None, None)
+    for table in (one, two):
+        if table is not None:
+            table.refresh(into)
+    return FeedResult(result, columns, one, two)
+
+
+def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str] | None]:
+    """The rows as mappings, and the columns they have (``None``: no row says)."""
+    if hasattr(rows, "to_pylist") and hasattr(rows, "schema"):  # a pyarrow table or batch
+        schema = rows.schema
+        if feed.envelope == "debezium":
+            if "after" not in schema.names and "payload" in schema.names:
+                schema = schema.field("payload").type
+            available = [f.name for f in schema.field("after").type]
+        else:
+            available = list(schema.names)
+        return rows.to_pylist(), available
+    rows = list(rows)
+    return rows, _first_columns(feed, rows[0]) if rows else None
+
+
+def _first_columns(feed: ChangeFeed, row: Mapping[str, Any]) -> list[str]:
+    return _image_fields(row) if feed.envelope == "debezium" else list(row)

@@ -1,0 +1,160 @@
+"""Change feeds, locally: each rule of ChangeFeed, Debezium envelopes, SCD tables,
+against the independent models of tests/feed_models.py."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import InvalidArgument, Reason, collection_at
+from statemachines.library import ChangeFeed, run_feed
+from statemachines.scd import ScdTable
+from tests.feed_models import debezium, flat_feed, last_write_wins, refusal, scd2
+
+FEED = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
+DEBEZIUM = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
+
+
+def _collection(result) -> dict:
+    return {k: v for (k, v), n in collection_at(result.updates, float("inf")).items() if n}
+
+
+def _scd_rows(table: ScdTable) -> list[tuple]:
+    return [tuple(r.values()) for r in table.read().to_pylist()]
+
+
+@settings(max_examples=30)
+@given(st.integers(0, 10_000))
+def test_a_shuffled_feed_gives_last_write_wins_and_the_scd2_history(tmp_path_factory, seed):
+    rows = flat_feed(seed)
+    out = tmp_path_factory.mktemp("feed")
+    run = run_feed(FEED, rows, into=out / "arr", scd1=out / "scd1", scd2=out / "scd2")
+    assert _collection(run.result) == last_write_wins(rows)
+    assert _scd_rows(run.scd2) == scd2(rows)
+    assert {r[0]: r[1:] for r in _scd_rows(run.scd1)} == last_write_wins(rows)
+    assert sorted(r.reason.value for r in run.result.rejected) == sorted(
+        reason for reason in map(refusal, rows) if reason is not None
+    )
+
+
+@settings(max_examples=30)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_scd_tables_kept_run_after_run_equal_one_run_over_the_whole_feed(tmp_path_factory, seed, parts):
+    """Each run takes a later stretch of the log (shuffled within it); the SCD tables
+    are refreshed after each, reading only what the run added."""
+    rows = sorted(flat_feed(seed, bad=False), key=lambda r: r["lsn"])
+    out = tmp_path_factory.mktemp("feed")
+    size = -(-len(rows) // parts)
+    for start in range(0, len(rows), size):
+        stretch = rows[start : start + size][::-1]
+        run = run_feed(FEED, stretch, into=out / "arr", scd1=out / "scd1", scd2=out / "scd2")
+        assert not run.result.rejected
+    assert _scd_rows(run.scd2) == scd2(rows)
+    assert {r[0]: r[1:] for r in _scd_rows(run.scd1)} == last_write_wins(rows)
+
+
+def test_a_refresh_repeated_changes_nothing(tmp_path):
+    rows = flat_feed(1, bad=False)
+    run = run_feed(FEED, rows, into=tmp_path / "arr", scd2=tmp_path / "scd2")
+    before = run.scd2.read()
+    assert run.scd2.refresh(tmp_path / "arr") is False
+    assert run.scd2.read().equals(before)
+    assert run.scd2.reflects() == 0
+
+
+def test_several_key_values_and_sequence_columns():
+    rows = [
+        {"region": "eu", "id": 1, "name": "Ada", "city": "London", "lsn": 5, "offset": 0},
+        {"region": "eu", "id": 1, "name": "Ada", "city": "Paris", "lsn": 5, "offset": 1},  # same lsn, later offset
+        {"region": "us", "id": 1, "name": "Bo", "city": "Oslo", "lsn": 4, "offset": 0},
+    ]
+    feed = ChangeFeed(keys=["region", "id"], sequence_by=["lsn", "offset"], except_columns=["city"])
+    run = run_feed(feed, list(reversed(rows)))
+    assert run.columns.values == ("name",)
+    assert _collection(run.result) == {("eu", 1): ("Ada",), ("us", 1): ("Bo",)}
+    events = ChangeFeed(keys=["id"], sequence_by=["lsn", "offset"], values=["name", "city"]).events(rows)
+    assert [e.order for e in events] == [0, 1, 0]
+    three = ChangeFeed(keys=["id"], sequence_by=["lsn", "offset", "region"]).events(rows)
+    assert three[0].order == (0, "eu")
+
+
+def test_only_delete_when_deletes_and_a_row_without_a_field_is_refused():
+    feed = ChangeFeed(keys=["id"], sequence_by=["lsn"], values=["name"], delete_when={"op": ["d", "D"]})
+    rows = [
+        {"id": 1, "name": "Ada", "lsn": 1, "op": "c"},
+        {"id": 1, "lsn": 2, "op": "u"},  # no name: refused, not a delete
+        {"id": 1, "name": None, "lsn": 3, "op": "u"},  # a null name is a value
+        {"id": 2, "name": "Bo", "lsn": 1, "op": "c"},
+        {"id": 2, "name": "Bo", "lsn": 2, "op": "D"},
+        {"id": 3, "name": "Cy", "lsn": 1},  # no op: refused
+    ]
+    run = run_feed(feed, rows)
+    assert _collection(run.result) == {1: (None,)}
+    assert [(r.event.key, r.reason, r.detail) for r in run.result.rejected] == [
+        (1, Reason.MISSING_FIELD, "the row has no field(s) name"),
+        (3, Reason.MISSING_FIELD, "the row has no field(s) op"),
+    ]
+
+
+def test_several_delete_markers_must_all_hold():
+    feed = ChangeFeed(keys=["id"], sequence_by=["lsn"], values=["name"], delete_when={"op": "d", "soft": True})
+    events = feed.events([
+        {"id": 1, "name": "A", "lsn": 1, "op": "d", "soft": False},
+        {"id": 1, "name": "A", "lsn": 2, "op": "d", "soft": True},
+    ])
+    assert [e.symbol for e in events] == [("A",), None]
+
+
+@pytest.mark.parametrize(
+    ("feed", "problem"),
+    [
+        (dict(keys=[], sequence_by=["lsn"]), "key column"),
+        (dict(keys=["id"], sequence_by=[]), "sequence column"),
+        (dict(keys=["id"], sequence_by=["lsn"], values=["a"], except_columns=["b"]), "not both"),
+        (dict(keys=["id"], sequence_by=["lsn"], envelope="avro"), "envelope"),
+        (dict(keys=["id"], sequence_by=["lsn"], envelope="debezium", delete_when={"op": "d"}), "op says"),
+        (dict(keys=["id"], sequence_by=["lsn"], delete_when="op"), "delete_when maps"),
+    ],
+)
+def test_a_feed_declared_wrongly_is_an_error(feed, problem):
+    with pytest.raises(InvalidArgument, match=problem):
+        ChangeFeed(**feed)
+
+
+def test_a_column_the_feed_names_must_exist_even_with_no_rows():
+    feed = ChangeFeed(keys=["id"], sequence_by=["lsm"])
+    with pytest.raises(InvalidArgument, match="no column.*lsm"):
+        run_feed(feed, pa.table({"id": pa.array([], pa.int64()), "lsn": pa.array([], pa.int64())}))
+    with pytest.raises(InvalidArgument, match="no column.*lsm"):
+        run_feed(feed, [{"id": 1, "lsn": 2, "name": "x"}])
+
+
+@settings(max_examples=30)
+@given(st.integers(0, 10_000), st.booleans())
+def test_debezium_envelopes_give_what_the_flat_feed_gives(tmp_path_factory, seed, wrapped):
+    rows = flat_feed(seed)
+    lines = [json.loads(json.dumps(debezium(r, wrapped))) for r in rows]
+    out = tmp_path_factory.mktemp("dbz")
+    run = run_feed(DEBEZIUM, lines, into=out / "arr", scd2=out / "scd2")
+    assert _collection(run.result) == last_write_wins(rows)
+    assert _scd_rows(run.scd2) == scd2(rows)
+    assert sorted(r.reason.value for r in run.result.rejected) == sorted(filter(None, map(refusal, rows)))
+
+
+@pytest.mark.parametrize(
+    ("envelope", "reason", "detail"),
+    [
+        ({"op": "t", "before": None, "after": None, "source": {"lsn": 3}}, "bad_operation", "op 't' is not applied"),
+        ({"op": "u", "before": None, "after": None, "source": {"lsn": 3}}, "missing_field", "op 'u' without after"),
+        ({"op": "d", "before": None, "after": None, "source": {"lsn": 3}}, "missing_field", "op 'd' without before"),
+        ({"before": None, "after": {"id": 1}, "source": {"lsn": 3}}, "missing_field", "no op"),
+        ({"op": "c", "before": None, "after": {"id": 1, "name": "A", "city": "B"}, "source": {}}, "missing_field", "source.lsn"),
+    ],
+)
+def test_a_debezium_envelope_that_cannot_be_applied_is_refused(envelope, reason, detail):
+    (found,) = DEBEZIUM.events([envelope], DEBEZIUM.columns(["id", "name", "city"]))
+    assert found.reason == reason and detail in found.detail

@@ -1,0 +1,117 @@
+"""Change feeds on Spark, batch and stream: the same events, rejections and SCD tables
+as the local run, and as the independent models."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from statemachines.library import ChangeFeed, run_feed
+from statemachines.persisted import read_state
+from statemachines.scd import ScdTable
+from tests.feed_models import debezium, flat_feed, last_write_wins, scd2
+
+pytest.importorskip("pyspark")
+
+from statemachines.spark import (  # noqa: E402 - after the skip
+    feed_events,
+    read_rejected,
+    read_scd,
+    run_feed_batch,
+    run_feed_stream,
+)
+
+FEED = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
+SCHEMA = "id long, name string, city string, lsn long, op string"
+
+
+def _plain(cell):
+    return tuple(_plain(c) for c in cell) if isinstance(cell, tuple) else cell
+
+
+def _rejected_rows(rows) -> list[tuple]:
+    found = [tuple(_plain(tuple(c) if hasattr(c, "__fields__") else c) for c in r) for r in rows]
+    return sorted(found, key=repr)
+
+
+def _local_rejected(result) -> list[tuple]:
+    return sorted(((*r.event, str(r.reason), r.detail) for r in result.rejected), key=repr)
+
+
+def _scd_rows(spark, table: ScdTable) -> list[tuple]:
+    return sorted((tuple(r) for r in read_scd(spark, table).collect()), key=lambda r: (r[0], r[-2] if table.scd_type == 2 else 0))
+
+
+def _model_rows(rows) -> list[tuple]:
+    return sorted(scd2(rows), key=lambda r: (r[0], r[3]))
+
+
+def test_a_flat_feed_in_batch_equals_the_local_run_and_the_models(spark, tmp_path):
+    rows = flat_feed(7)
+    frame = spark.createDataFrame([tuple(r.values()) for r in rows], SCHEMA)
+    run = run_feed_batch(FEED, frame, into=str(tmp_path / "arr"), scd1=tmp_path / "scd1", scd2=tmp_path / "scd2")
+    local = run_feed(FEED, rows)
+    assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+    assert _scd_rows(spark, run.scd2) == _model_rows(rows)
+    assert {r[0]: r[1:] for r in _scd_rows(spark, run.scd1)} == last_write_wins(rows)
+
+
+def test_rows_refused_on_spark_are_the_rows_refused_locally(spark):
+    rows = [
+        {"region": "eu", "id": 1, "name": "A", "lsn": 5, "offset": 1, "op": None},
+        {"region": None, "id": 1, "name": "A", "lsn": 5, "offset": 1, "op": "d"},
+        {"region": "eu", "id": 2, "name": "B", "lsn": 5, "offset": None, "op": "c"},
+        {"region": "eu", "id": 3, "name": "C", "lsn": 5, "offset": 2, "op": "c"},
+    ]
+    feed = ChangeFeed(keys=["region", "id"], sequence_by=["lsn", "offset"], delete_when={"op": "d"})
+    frame = spark.createDataFrame(rows, "region string, id long, name string, lsn long, offset long, op string")
+    events, _ = feed_events(feed, frame)
+    found = sorted((tuple(_plain(tuple(c) if hasattr(c, "__fields__") else c) for c in r) for r in events.collect()), key=repr)
+    expected = []
+    for e in feed.events(rows):
+        refusal = None if not hasattr(e, "reason") else (str(e.reason), e.detail)
+        expected.append((*(e.event if refusal else e), refusal))
+    assert found == sorted(expected, key=repr)
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
+    rows = flat_feed(11)
+    path = tmp_path / "feed.jsonl"
+    path.write_text("".join(json.dumps(debezium(r, wrapped)) + "\n" for r in rows))
+    feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
+    frame = spark.read.json(str(path))
+    run = run_feed_batch(feed, frame, into=str(tmp_path / "arr"), scd2=tmp_path / "scd2")
+    local = run_feed(feed, [json.loads(line) for line in path.read_text().splitlines()])
+    assert _scd_rows(spark, run.scd2) == _model_rows(rows)
+    assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+
+
+def test_a_feed_stream_keeps_its_scd_tables_micro_batch_by_micro_batch(spark, tmp_path):
+    """Files in log order, each shuffled within; one file per micro-batch. The tables
+    show the times the stream made final (below its frontier)."""
+    rows = flat_feed(3, n=80)
+    ordered = sorted((r for r in rows if r["lsn"] is not None), key=lambda r: r["lsn"])
+    ordered += [r for r in rows if r["lsn"] is None]
+    source = tmp_path / "in"
+    source.mkdir()
+    for i in range(4):
+        part = ordered[i * 20 : (i + 1) * 20][::-1]
+        path = source / f"{i:02}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in part))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the stream takes files by age
+    frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    into = str(tmp_path / "arr")
+    query, run = run_feed_stream(
+        FEED, frame, into=into, checkpoint=str(tmp_path / "cp"), scd1=tmp_path / "scd1",
+        scd2=tmp_path / "scd2", trigger={"availableNow": True}, progress=None,
+    )
+    query.awaitTermination()
+    frontier = read_state(into)["upper"]
+    final = [r for r in rows if r["lsn"] is None or r["lsn"] < frontier]
+    assert len(final) < len(rows)  # some events wait for a later frontier
+    assert _scd_rows(spark, run.scd2) == _model_rows(final)
+    assert {r[0]: r[1:] for r in _scd_rows(spark, run.scd1)} == last_write_wins(final)
+    assert _rejected_rows(read_rejected(spark, into).collect()) == _local_rejected(run_feed(FEED, rows).result)
