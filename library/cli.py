@@ -7,6 +7,7 @@ before anything is written. Spark is imported only for ``run --runtime spark``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime as dt
 import importlib
@@ -22,14 +23,15 @@ import attrs
 from statemachines import (
     LocalRuntime,
     Machine,
-    MissingDependency,
     PersistedArrangement,
     StateMachinesError,
     format_table,
+    time_kind,
 )
 from statemachines import cdc as cdc_files
+from statemachines.columns import python_rows
 from statemachines.display import counts_line, pending_note, show_time
-from statemachines.library import Upsert, UpsertWithLateness
+from statemachines.library import ChangeFeed, Upsert, UpsertWithLateness, inputs, run_feed
 from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines.updates import hashable
 
@@ -48,9 +50,11 @@ def upsert_with_lateness(lateness: Any, value_field: Any = 0, key_field: Any = N
 
 LIBRARY = {"upsert": Upsert, "upsert_with_lateness": upsert_with_lateness}
 CHUNK = 100_000  # events fed at a time by a local run
-FORMATS = ("parquet", "csv", "jsonl")
+FORMATS = inputs.FORMATS
 DESCRIPTION = "Run keyed state machines that emit differential updates, locally or on Spark."
 EXAMPLES = """examples:
+  statemachines feed changes.jsonl --into customers --keys id --sequence-by lsn --delete-when op=d --scd2 customers_scd2
+  statemachines feed debezium/ --into customers --keys id --sequence-by source.lsn --envelope debezium --runtime spark --stream
   statemachines run upsert commands.parquet --into customers --key id --symbol value --time ts
   statemachines run upsert feed/ --into customers --runtime spark --stream --delay 10
   statemachines show customers --history
@@ -65,6 +69,12 @@ EXAMPLES = """examples:
 
 Every command has --help. Bad input ends with a one-line error and exit code 2,
 before anything is written."""
+
+
+SCHEMA_HELP = (
+    "the input's columns as name:type pairs with Arrow type names (id:int64, name:string, "
+    "at:timestamp[us]); default: inferred from the first file. Both runtimes read with it"
+)
 
 
 class CliError(Exception):
@@ -126,58 +136,38 @@ def load_machine(name: str, params: list[str]) -> Machine:
         raise CliError(f"cannot build {name}: {exc}") from None
 
 
-def input_format(path: str, given: str | None) -> str:
-    if not given and os.path.isdir(path):  # a directory: the suffix its files share
-        suffixes = {os.path.splitext(f)[1] for f in os.listdir(path) if not f.startswith((".", "_"))}
-        path = "x" + suffixes.pop() if len(suffixes) == 1 else path
-    fmt = given or os.path.splitext(path)[1].lstrip(".").lower().replace("ndjson", "jsonl")
-    if fmt == "json":
-        fmt = "jsonl"
-    if fmt not in FORMATS:
-        raise CliError(f"cannot tell the format of {path!r}; pass --format {'/'.join(FORMATS)}")
-    return fmt
-
-
-def read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
-    """The rows of a Parquet, CSV or JSON Lines file, as dicts of hashable cells.
-
-    Arrays and objects (structs) in a cell become tuples (an object's values in its
-    field order), as Spark hands them to a machine.
-    """
-    return [{k: hashable(v) for k, v in row.items()} for row in _read_rows(path, fmt)]
-
-
-def _read_rows(path: str, fmt: str) -> list[dict[str, Any]]:
-    if not os.path.exists(path):
-        raise CliError(f"no such input: {path}")
+@contextlib.contextmanager
+def _removed_on_failure(*paths: str):
+    """Remove the paths this run creates if it fails: a failed run writes nothing."""
+    new = [p for p in paths if p and not os.path.exists(p)]
     try:
-        if fmt == "parquet":
-            try:
-                import pyarrow.parquet as pq
-            except ImportError:
-                raise MissingDependency(
-                    "reading Parquet needs pyarrow: pip install 'statemachines[persist]'"
-                ) from None
-            return pq.read_table(path).to_pylist()
-        with open(path, newline="") as handle:
-            if fmt == "csv":
-                return [{k: _cell(v) for k, v in row.items()} for row in csv.DictReader(handle)]
-            return [json.loads(line) for line in handle if line.strip()]
-    except MissingDependency:
+        yield
+    except BaseException:
+        import shutil
+
+        for path in new:
+            shutil.rmtree(path, ignore_errors=True)
         raise
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path} as {fmt}: {exc}") from None
-    except Exception as exc:  # pyarrow's own errors
-        raise CliError(f"cannot read {path} as {fmt}: {exc}") from None
 
 
-def _cell(text: str) -> Any:
-    if text == "":
-        return None
+@contextlib.contextmanager
+def _one_line(source: str):
+    """Spark's errors about the input as one line (they come with Java stack traces)."""
     try:
-        return int(text)
-    except ValueError:
-        return text
+        yield
+    except (CliError, StateMachinesError):
+        raise
+    except Exception as exc:
+        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        text = " ".join(str(exc).split())
+        if "MALFORMED_RECORD" in text or "Malformed records" in text:
+            raise CliError(
+                f"{source} has a row that does not fit its schema (a cell not of its column's "
+                f"type); fix the row, or give --schema with the types the file holds"
+            ) from None
+        reason = text.split(" JVM stacktrace:")[0].split("\tat ")[0]
+        raise CliError(f"Spark could not run on {source}: {reason[:400]}") from None
 
 
 def py_files(text: str | None) -> list[str]:
@@ -251,25 +241,20 @@ def command_run(args: argparse.Namespace) -> None:
         args.input = absolute(args.input)
         args.into = absolute(args.into)
         args.checkpoint = absolute(args.checkpoint) if args.checkpoint else None
-    fmt = input_format(args.input, args.format)
+    if args.stream and not os.path.isdir(args.input):
+        raise CliError(f"--stream reads a directory of files; {args.input} is not one")
+    fmt = inputs.input_format(args.input, args.format)
+    schema = input_schema(args, fmt, _event_columns(args), args.time)
     started = time.perf_counter()
-    if args.stream:
-        summary = _run_spark_stream(machine, args, fmt)
-    elif args.runtime == "spark":
-        summary = _run_spark(machine, args, fmt)
-    else:
-        summary = _run_local(machine, args, fmt)
-    print(summary.line(args.into, time.perf_counter() - started))
-
-
-def parse_event_time(value: Any) -> Any:
-    """Times in files: numbers stay numbers; ISO strings become dates or datetimes."""
-    if isinstance(value, str):
-        try:
-            return parse_time(value)
-        except CliError:
-            return value  # the run rejects it with reason bad_time
-    return value
+    args.checkpoint = args.checkpoint or args.into.rstrip("/") + ".checkpoint"
+    with _removed_on_failure(args.into, args.checkpoint if args.stream else None), _one_line(args.input):
+        if args.stream:
+            summary = _run_spark_stream(machine, args, fmt, schema)
+        elif args.runtime == "spark":
+            summary = _run_spark(machine, args, fmt, schema)
+        else:
+            summary = _run_local(machine, args, fmt, schema)
+        print(summary.line(args.into, time.perf_counter() - started))
 
 
 def _progress_wanted(args: argparse.Namespace) -> bool | None:
@@ -281,17 +266,28 @@ def _progress_bar(args: argparse.Namespace, machine: Machine, total: int | None)
     return ProgressBar(f"run {machine.spec.name}", total=total, enabled=_progress_wanted(args))
 
 
-def _run_local(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
+def input_schema(args: argparse.Namespace, fmt: str, columns: list[str], time: str) -> Any:
+    """The schema both runtimes read the input with (``--schema``, else inferred), checked:
+    the named columns exist (in an empty file as in a full one), times are times, and
+    no JSON line lacks a named field."""
+    schema = inputs.parse_schema(args.schema) if args.schema else inputs.infer_schema(args.input, fmt)
+    inputs.require_columns(schema, columns, args.input)
+    inputs.require_time_type(schema, time, args.input)
+    inputs.require_fields(args.input, fmt, columns)
+    if args.runtime == "spark":
+        inputs.require_readable(args.input, fmt, schema)
+    return schema
+
+
+def _event_columns(args: argparse.Namespace) -> list[str]:
+    return [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
+
+
+def _run_local(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any) -> RunSummary:
     """The file's events through a local runtime, fed in chunks, with a progress bar."""
-    rows = read_rows(args.input, fmt)
-    wanted = [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
-    missing = [c for c in wanted if rows and c not in rows[0]]
-    if missing:
-        raise CliError(f"{args.input} has no column(s) {', '.join(missing)}; it has {', '.join(rows[0])}")
-    events = [
-        (r.get(args.key), r.get(args.symbol), parse_event_time(r.get(args.time)), r.get(args.order) if args.order else None)
-        for r in rows
-    ]
+    table = inputs.read_table(args.input, fmt, schema).select(_event_columns(args))
+    rows = list(python_rows(table))
+    events = rows if args.order else [(*row, None) for row in rows]
     with _progress_bar(args, machine, len(events)) as bar:
         runtime = LocalRuntime(machine, into=PersistedArrangement(args.into), progress=bar)
         for start in range(0, len(events), CHUNK):
@@ -305,18 +301,12 @@ def _run_local(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSumma
     return RunSummary(len(events), len(result.updates), reasons)
 
 
-def _spark_reader(spark: Any, fmt: str, streaming: bool = False) -> Any:
-    reader = spark.readStream if streaming else spark.read
-    if fmt == "csv":
-        reader = reader.option("header", True).option("inferSchema", True)
-    return reader.format({"jsonl": "json"}.get(fmt, fmt))
-
-
-def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
+def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any) -> RunSummary:
     from statemachines.spark.batch import run_batch_drawn
+    from statemachines.spark.inputs import read_frame
 
     spark = spark_session(args)
-    frame = _spark_reader(spark, fmt).load(args.input)
+    frame = read_frame(spark, args.input, fmt, schema)
     _, total, (updates, reasons) = run_batch_drawn(
         machine, frame, label=f"run {machine.spec.name}", enabled=_progress_wanted(args),
         key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into,
@@ -324,7 +314,7 @@ def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSumma
     return RunSummary(total, updates, Counter(reasons))
 
 
-def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> RunSummary:
+def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any) -> RunSummary:
     """The files now in the input directory, as micro-batches (one file each), then stop.
 
     Run again later to take the files added since: the checkpoint remembers which
@@ -332,18 +322,16 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str) -> R
     bar, each micro-batch's report is printed as a line.
     """
     from statemachines.spark import MicroBatchReport, flush_progress, run_stream
+    from statemachines.spark.inputs import read_frame
 
-    if not os.path.isdir(args.input):
-        raise CliError(f"--stream reads a directory of files; {args.input} is not one")
     spark = spark_session(args)
-    schema = _spark_reader(spark, fmt).load(args.input).schema
-    frame = _spark_reader(spark, fmt, streaming=True).schema(schema).option("maxFilesPerTrigger", 1).load(args.input)
+    frame = read_frame(spark, args.input, fmt, schema, streaming=True)
     before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
     with _progress_bar(args, machine, None) as bar:
         # off a terminal, without a bar, each micro-batch's report is one line of the log
         report = bar.micro_batch if bar.enabled else (lambda batch: print(batch, file=sys.stderr, flush=True))
         query = run_stream(
-            machine, frame, into=args.into, checkpoint=args.checkpoint or args.into.rstrip("/") + ".checkpoint",
+            machine, frame, into=args.into, checkpoint=args.checkpoint,
             key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
             trigger={"availableNow": True}, progress=report,
         )
@@ -384,6 +372,97 @@ def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
     return {r.reason: r["count"] for r in rejected.groupBy("reason").count().collect()}
 
 
+def command_feed(args: argparse.Namespace) -> None:
+    if args.stream and args.runtime != "spark":
+        raise CliError("--stream runs on Spark: add --runtime spark")
+    if args.remote:  # the server resolves relative paths against its own directory
+        from statemachines.spark.streaming import absolute
+
+        for name in ("input", "into", "checkpoint", "scd1", "scd2"):
+            if getattr(args, name):
+                setattr(args, name, absolute(getattr(args, name)))
+    if args.stream and not os.path.isdir(args.input):
+        raise CliError(f"--stream reads a directory of files; {args.input} is not one")
+    feed = ChangeFeed(
+        keys=_names(args.keys), sequence_by=_names(args.sequence_by), values=_names(args.values) or None,
+        except_columns=_names(args.except_columns), delete_when=parse_markers(args.delete_when),
+        envelope=args.envelope,
+    )
+    fmt = inputs.input_format(args.input, args.format)
+    schema = inputs.parse_schema(args.schema) if args.schema else inputs.infer_schema(args.input, fmt)
+    if feed.envelope == "flat":
+        read = feed.columns(schema.names).read
+        inputs.require_time_type(schema, feed.sequence_by[0], args.input)
+        inputs.require_fields(args.input, fmt, read)
+    else:
+        envelope = schema.field("payload").type if "payload" in schema.names and "op" not in schema.names else schema
+        if envelope.get_field_index("after") < 0 or envelope.get_field_index("op") < 0:
+            raise CliError(f"{args.input} holds no Debezium envelopes (op, before, after); it has {', '.join(schema.names)}")
+        feed.columns([f.name for f in envelope.field("after").type])
+    if args.runtime == "spark":
+        inputs.require_readable(args.input, fmt, schema)
+    args.checkpoint = args.checkpoint or args.into.rstrip("/") + ".checkpoint"
+    tables = {"scd1": args.scd1, "scd2": args.scd2}
+    written = [args.into, args.scd1, args.scd2] + ([args.checkpoint] if args.stream else [])
+    started = time.perf_counter()
+    with _removed_on_failure(*written), _one_line(args.input):
+        if args.stream:
+            rows, updates, reasons = _feed_stream(feed, args, fmt, schema, tables)
+        elif args.runtime == "spark":
+            from statemachines.spark import run_feed_batch
+            from statemachines.spark.inputs import read_frame
+
+            frame = read_frame(spark_session(args), args.input, fmt, schema)
+            done = run_feed_batch(feed, frame, into=args.into, start=args.start_column, end=args.end_column, **tables)
+            updates, reasons = done.result.counts()
+            rows = frame.count()
+        else:
+            table = inputs.read_table(args.input, fmt, schema)
+            done = run_feed(feed, table, into=args.into, start=args.start_column, end=args.end_column, **tables)
+            rows, updates = table.num_rows, len(done.result.updates)
+            reasons = Counter(r.reason.value for r in done.result.rejected)
+        kept = "".join(f"; SCD type {name[-1]} table {path}" for name, path in tables.items() if path)
+        print(f"{rows:,} rows in, {counts_line(updates, reasons)}; into {args.into}{kept}; {time.perf_counter() - started:.1f}s")
+
+
+def _feed_stream(feed: ChangeFeed, args: argparse.Namespace, fmt: str, schema: Any, tables: dict[str, Any]) -> tuple[int, int, Any]:
+    """The files now in the input directory through the feed, as micro-batches; then stop."""
+    from statemachines.spark import flush_progress, run_feed_stream
+    from statemachines.spark.inputs import read_frame
+
+    spark = spark_session(args)
+    frame = read_frame(spark, args.input, fmt, schema, streaming=True)
+    before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
+    query, _ = run_feed_stream(
+        feed, frame, into=args.into, checkpoint=args.checkpoint, start=args.start_column, end=args.end_column,
+        delay=parse_time(args.delay) or 0, trigger={"availableNow": True},
+        progress=lambda batch: print(batch, file=sys.stderr, flush=True), **tables,
+    )
+    query.awaitTermination()
+    flush_progress(query)
+    after = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
+    return after["events"] - before["events"], after["updates"] - before["updates"], read_rejected_reasons(spark, args.into)
+
+
+def _names(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]
+
+
+def parse_markers(items: list[str]) -> dict[str, list[Any]]:
+    """``--delete-when op=d,D`` (repeatable) as ``{"op": ["d", "D"]}``; each value JSON or text.
+
+    >>> parse_markers(["op=d,D", "deleted=true"])
+    {'op': ['d', 'D'], 'deleted': [True]}
+    """
+    markers: dict[str, list[Any]] = {}
+    for item in items:
+        column, sep, values = item.partition("=")
+        if not sep or not column.strip() or not values:
+            raise CliError(f"--delete-when takes COLUMN=VALUE[,VALUE...], got {item!r}")
+        markers.setdefault(column.strip(), []).extend(_symbol(v.strip()) for v in values.split(","))
+    return markers
+
+
 def command_show(args: argparse.Namespace) -> None:
     arr = PersistedArrangement.open(args.arrangement, version=args.version)
     keep = (lambda key: str(key) == args.key) if args.key is not None else (lambda key: True)
@@ -393,12 +472,24 @@ def command_show(args: argparse.Namespace) -> None:
     elif args.changes:
         lower, _, upper = args.changes.partition(":")
         header = ["key", "value", "time", "diff"]
-        changes = arr.changes(parse_time(lower or None), parse_time(upper or None))
+        changes = arr.changes(arrangement_time(arr, lower or None, "--changes"), arrangement_time(arr, upper or None, "--changes"))
         rows = [[d[0], d[1], t, n] for d, t, n in changes if keep(d[0])]
     else:
         header = ["key", "value", "count"]
-        rows = [[d[0], d[1], n] for d, n in arr.snapshot(parse_time(args.as_of)) if keep(d[0])]
+        rows = [[d[0], d[1], n] for d, n in arr.snapshot(arrangement_time(arr, args.as_of, "--as-of")) if keep(d[0])]
     write_rows(header, rows, args.output)
+
+
+def arrangement_time(arr: PersistedArrangement, text: str | None, option: str) -> Any:
+    """A time from the command line, of the kind the arrangement's times are."""
+    wanted = parse_time(text)
+    known = arr.upper
+    if wanted is not None and known is not None and time_kind(wanted) != time_kind(known):
+        raise CliError(
+            f"{option} {text} is a {time_kind(wanted)} time; {arr.path}'s times are {time_kind(known)} "
+            f"times (its upper is {show_time(known)})"
+        )
+    return wanted
 
 
 def write_rows(header: list[str], rows: list[list[Any]], fmt: str) -> None:
@@ -577,6 +668,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--time", default="time", help="the column holding the event time (a number, ISO date or datetime)")
     run.add_argument("--order", default=None, help="the column ranking the events of one key and time (without it they are ranked by symbol)")
     run.add_argument("--format", choices=FORMATS, help="the input format (default: from the file name)")
+    run.add_argument("--schema", help=SCHEMA_HELP)
     run.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a machine parameter, JSON or text (repeatable)")
     run.add_argument("--runtime", choices=("local", "spark"), default="local", help="where to run")
     run.add_argument("--master", help="Spark master URL (default: local[*])")
@@ -595,6 +687,33 @@ def parser() -> argparse.ArgumentParser:
         help=f"draw a progress bar on standard error (auto: as ${ENVIRONMENT} says, else on a terminal)",
     )
     run.set_defaults(handler=command_run)
+
+    feed = command("feed", "read a change feed (flat rows or Debezium envelopes) into an arrangement and SCD tables")
+    feed.add_argument("input", help="a Parquet, CSV or JSON Lines file (with --stream: a directory of them)")
+    feed.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
+    feed.add_argument("--keys", required=True, help="the key column(s), comma-separated")
+    feed.add_argument("--sequence-by", required=True, help="the column(s) ordering a key's changes, comma-separated; the highest wins (Debezium: paths such as source.lsn)")
+    feed.add_argument("--values", help="the value column(s), comma-separated (default: every other column)")
+    feed.add_argument("--except-columns", help="columns left out of the default values, comma-separated")
+    feed.add_argument(
+        "--delete-when", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
+        help="a row whose column holds one of the values is a delete (repeatable: all must hold); nothing else deletes",
+    )
+    feed.add_argument("--envelope", choices=("flat", "debezium"), default="flat", help="the rows' shape")
+    feed.add_argument("--scd1", help="keep an SCD type 1 table (current values) here")
+    feed.add_argument("--scd2", help="keep an SCD type 2 table (history) here")
+    feed.add_argument("--start-column", default="__START_AT", help="the SCD type 2 table's interval start column")
+    feed.add_argument("--end-column", default="__END_AT", help="the SCD type 2 table's interval end column (null while a value holds)")
+    feed.add_argument("--format", choices=FORMATS, help="the input format (default: from the file name)")
+    feed.add_argument("--schema", help=SCHEMA_HELP)
+    feed.add_argument("--runtime", choices=("local", "spark"), default="local", help="where to run")
+    feed.add_argument("--master", help="Spark master URL (default: local[*])")
+    feed.add_argument("--remote", help="Spark Connect URL (sc://host:15002); needs the connect extra")
+    feed.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    feed.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
+    feed.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
+    feed.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest sequence")
+    feed.set_defaults(handler=command_feed, py_files=[])
 
     show = command("show", "read an arrangement: the latest snapshot, a past one, changes or history")
     show.add_argument("arrangement", help="the arrangement directory")

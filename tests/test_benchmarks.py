@@ -60,3 +60,27 @@ def test_the_cep_benchmark_prints_its_table():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "run_local(Detector)" in done.stdout and "hand-written detector (floor)" in done.stdout
+
+
+@pytest.mark.spark
+def test_the_spark_sql_scd2_floor_gives_the_scd2_table_of_the_model(spark, tmp_path):
+    """The feeds benchmark's floor is only a floor if it computes the same table."""
+    import feeds
+    import pyarrow.parquet as pq
+
+    from tests.feed_models import scd2
+
+    rows = feeds.feed_rows(3000, 200)
+    feeds.scd2_floor_sql(spark, spark.createDataFrame(rows, "id long, name string, city string, lsn long, op string"), str(tmp_path / "floor"))
+    found = sorted(tuple(r.values()) for r in pq.read_table(tmp_path / "floor").to_pylist())
+    assert found == sorted(scd2(rows))
+
+
+def test_the_feeds_benchmark_checks_and_prints_its_table():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "feeds.py"), "--n", "5000", "--k", "500", "--runs", "1", "--skip-spark"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "checked: every SCD type 2 table equals" in done.stdout
+    assert "run_feed local + SCD2" in done.stdout

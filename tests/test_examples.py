@@ -40,13 +40,20 @@ def test_quickstart_prints_the_update_tables():
 
 
 @pytest.mark.spark
-def test_customers_cdc_main_job_matches_the_local_runtime():
+def test_customers_cdc_main_job_matches_the_local_runtime(tmp_path):
     import customers_cdc
 
+    from statemachines.library import run_feed
+
     out = run_example("customers_cdc.py")  # the README's main job: leaves nothing behind
-    expected = run_local(Upsert(), customers_cdc.FEED)
-    assert format_table(expected.updates) in out
-    assert "lsn=106 reason=null_key" in out
+    columns = ["id", "name", "city", "lsn", "offset", "op"]
+    rows = [dict(zip(columns, row, strict=True)) for row in customers_cdc.ROWS]
+    expected = run_feed(customers_cdc.FEED, rows, into=tmp_path / "arr", scd2=tmp_path / "scd2")
+    assert format_table(expected.result.updates) in out
+    for rejected in expected.result.rejected:
+        assert f"lsn={rejected.event.time} reason={rejected.reason.value}: {rejected.detail}" in out
+    history = expected.scd2.read()
+    assert customers_cdc.show_rows(history.column_names, [tuple(r.values()) for r in history.to_pylist()]) in out
 
 
 @pytest.mark.spark

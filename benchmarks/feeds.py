@@ -1,0 +1,173 @@
+"""Benchmark: a change feed into an arrangement and its SCD type 2 table, against Spark SQL.
+
+Usage:
+    python benchmarks/feeds.py [--n N] [--k K] [--runs R] [--skip-spark]
+
+Feed: N rows ``id, name, city, lsn, op`` over K keys (10 % deletes), in log order
+shuffled within windows of 1,000 rows, as a database's feed arrives through a
+partitioned transport.
+
+Approaches, measured warm and interleaved (A B C ... A B C ...) in one session:
+
+- ``run_feed`` locally into an arrangement, SCD type 2 off and on;
+- ``run_feed_batch`` on a local Spark session (Parquet in), SCD type 2 off and on;
+- the floor: Spark SQL window functions computing the same SCD type 2 table from
+  the feed (``lag`` to drop repeats, ``lead`` for the end) and writing it as Parquet.
+
+Each SCD type 2 table is checked equal to the floor's, and each run's number of
+updates equal to the local run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from statemachines.library import ChangeFeed, run_feed  # noqa: E402
+
+FEED = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
+NAMES = [f"name{i}" for i in range(50)]
+CITIES = [f"city{i}" for i in range(20)]
+
+
+def feed_rows(n: int, k: int, seed: int = 3) -> list[dict]:
+    """The feed: lsn = position in the log; shuffled within windows of 1,000 rows."""
+    rnd = random.Random(seed)
+    rows = []
+    for lsn in range(n):
+        op = "d" if rnd.random() < 0.1 else rnd.choice("cu")
+        rows.append({"id": rnd.randrange(k), "name": rnd.choice(NAMES), "city": rnd.choice(CITIES), "lsn": lsn, "op": op})
+    for start in range(0, n, 1000):
+        window = rows[start : start + 1000]
+        rnd.shuffle(window)
+        rows[start : start + 1000] = window
+    return rows
+
+
+def scd2_floor_sql(spark, feed, out: str) -> None:
+    """SCD type 2 with window functions: per key in lsn order, a row starts an
+    interval when its value differs from the row before; the interval ends at the
+    next interval's start; delete rows start none."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_key = Window.partitionBy("id").orderBy("lsn")
+    value = F.when(F.col("op") != "d", F.struct("name", "city"))
+    changes = (
+        feed.select("id", "lsn", value.alias("value"))
+        .withColumn("before", F.lag("value").over(by_key))
+        .where(~F.col("value").eqNullSafe(F.col("before")))
+        .withColumn("end", F.lead("lsn").over(by_key))
+        .where(F.col("value").isNotNull())
+        .select("id", "value.name", "value.city", F.col("lsn").alias("__START_AT"), F.col("end").alias("__END_AT"))
+    )
+    changes.write.mode("overwrite").parquet(out)
+
+
+def sorted_table(table):
+    return table.sort_by([("id", "ascending"), ("__START_AT", "ascending")])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--skip-spark", action="store_true")
+    args = parser.parse_args()
+    rows = feed_rows(args.n, args.k)
+    work = tempfile.mkdtemp(prefix="feeds-bench-")
+    try:
+        measure(rows, args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(rows: list[dict], args: argparse.Namespace, work: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    counter = iter(range(10**6))
+
+    def fresh(name: str) -> str:
+        return os.path.join(work, f"{name}-{next(counter)}")
+
+    outputs: dict[str, object] = {}
+
+    def local(scd: bool):
+        def run():
+            target = fresh("local")
+            done = run_feed(FEED, rows, into=target, scd2=target + "-scd2" if scd else None)
+            outputs["local updates"] = len(done.result.updates)
+            if scd:
+                outputs["local scd2"] = sorted_table(done.scd2.read())
+        return run
+
+    approaches = {"run_feed local": local(False), "run_feed local + SCD2": local(True)}
+    spark = None
+    if not args.skip_spark:
+        from statemachines.spark import local_session, run_feed_batch
+
+        spark = local_session(shuffle_partitions=4)
+        source = os.path.join(work, "feed.parquet")
+        pq.write_table(pa.Table.from_pylist(rows), source)
+
+        def batch(scd: bool):
+            def run():
+                target = fresh("spark")
+                frame = spark.read.parquet(source)
+                done = run_feed_batch(FEED, frame, into=target, scd2=target + "-scd2" if scd else None)
+                outputs["spark updates"] = done.result.updates.count()
+                if scd:
+                    outputs["spark scd2"] = sorted_table(done.scd2.read())
+            return run
+
+        def floor():
+            target = fresh("floor")
+            scd2_floor_sql(spark, spark.read.parquet(source), target)
+            outputs["floor scd2"] = sorted_table(pq.read_table(target))
+
+        approaches = {
+            "Spark SQL window functions (floor)": floor,
+            **approaches,
+            "run_feed_batch": batch(False),
+            "run_feed_batch + SCD2": batch(True),
+        }
+    times: dict[str, list[float]] = {name: [] for name in approaches}
+    for _ in range(args.runs + 1):  # the first round warms up
+        for name, run in approaches.items():
+            started = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - started)
+    check(outputs)
+    print(f"{args.n:,} feed rows, {args.k:,} keys; median of {args.runs} warm interleaved runs")
+    base = statistics.median(times[next(iter(times))][1:])
+    for name, taken in times.items():
+        median = statistics.median(taken[1:])
+        print(f"  {name:<36} {median:7.2f} s  {median / base:5.2f}x  ({len(rows) / median:,.0f} rows/s)")
+
+
+def check(outputs: dict) -> None:
+    """Every SCD type 2 table equals the floor's (or the local one's without Spark)."""
+    reference = outputs.get("floor scd2") or outputs["local scd2"]
+    names = list(reference.column_names)
+    for name in ("local scd2", "spark scd2"):
+        if name in outputs:
+            table = outputs[name].select(names).cast(reference.schema)
+            assert table.equals(reference), f"{name} differs from the floor"
+    if "spark updates" in outputs:
+        assert outputs["spark updates"] == outputs["local updates"], "run_feed_batch's updates differ"
+    print("checked: every SCD type 2 table equals the floor's; Spark's updates count the local run's")
+
+
+if __name__ == "__main__":
+    main()

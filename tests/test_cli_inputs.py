@@ -1,0 +1,165 @@
+"""The command line reads files one way on both runtimes: the feed command's results
+equal the models, and every bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from statemachines.scd import ScdTable
+from tests.feed_models import debezium, flat_feed, last_write_wins, scd2
+
+FEED_ARGS = ["--keys", "id", "--sequence-by", "lsn", "--delete-when", "op=d"]
+
+
+def cli(*argv, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "statemachines.library.cli", *map(str, argv)],
+        capture_output=True, text=True, cwd=cwd, timeout=600,
+    )
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def scd_rows(path, scd_type=2):
+    return [tuple(r.values()) for r in ScdTable(path, ["id"], ["name", "city"], scd_type=scd_type).read().to_pylist()]
+
+
+def test_the_feed_command_keeps_the_scd_tables_of_the_models(tmp_path):
+    rows = flat_feed(5)
+    source = write_jsonl(tmp_path / "feed.jsonl", rows)
+    done = cli("feed", source, "--into", tmp_path / "arr", *FEED_ARGS, "--scd1", tmp_path / "s1", "--scd2", tmp_path / "s2")
+    assert done.returncode == 0, done.stderr
+    rejected = sum(r["id"] is None or r["lsn"] is None or r["op"] is None for r in rows)
+    assert done.stdout.startswith(f"{len(rows)} rows in") and f"{rejected} rejected" in done.stdout
+    assert scd_rows(tmp_path / "s2") == scd2(rows)
+    assert {r[0]: r[1:] for r in scd_rows(tmp_path / "s1", 1)} == last_write_wins(rows)
+
+
+def test_the_feed_command_reads_debezium_envelopes(tmp_path):
+    rows = flat_feed(6)
+    source = write_jsonl(tmp_path / "dbz.jsonl", [debezium(r, wrapped=True) for r in rows])
+    done = cli(
+        "feed", source, "--into", tmp_path / "arr", "--keys", "id", "--sequence-by", "source.lsn",
+        "--values", "name,city", "--envelope", "debezium", "--scd2", tmp_path / "s2",
+    )
+    assert done.returncode == 0, done.stderr
+    assert scd_rows(tmp_path / "s2") == scd2(rows)
+
+
+@pytest.mark.spark
+def test_the_feed_command_on_spark_batch_and_stream(tmp_path):
+    rows = flat_feed(8, bad=False)
+    source = tmp_path / "in"
+    source.mkdir()
+    ordered = sorted(rows, key=lambda r: r["lsn"])
+    for i in range(3):  # files in log order, each shuffled within
+        path = write_jsonl(source / f"{i}.jsonl", ordered[i * 20 : (i + 1) * 20][::-1])
+        os.utime(path, (1_700_000_000 + i,) * 2)
+    batch = cli("feed", source, "--into", tmp_path / "arr", *FEED_ARGS, "--scd2", tmp_path / "s2", "--runtime", "spark")
+    assert batch.returncode == 0, batch.stderr
+    assert scd_rows(tmp_path / "s2") == scd2(rows)
+    stream = cli(
+        "feed", source, "--into", tmp_path / "sarr", *FEED_ARGS, "--scd2", tmp_path / "ss2",
+        "--runtime", "spark", "--stream",
+    )
+    assert stream.returncode == 0, stream.stderr
+    from statemachines.persisted import read_state
+
+    frontier = read_state(tmp_path / "sarr")["upper"]
+    assert scd_rows(tmp_path / "ss2") == scd2([r for r in rows if r["lsn"] < frontier])
+
+
+def _bad_inputs(tmp_path):
+    """name -> (file, extra arguments, what the one line says)."""
+    cases = {}
+
+    def case(name, path, message, *extra):
+        cases[name] = (path, list(extra), message)
+
+    case("no such file", tmp_path / "none.jsonl", "no such input")
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    case("empty Parquet", tmp_path / "empty.parquet", "cannot read")
+    (tmp_path / "corrupt.parquet").write_bytes(b"PAR1 not really")
+    case("corrupt Parquet", tmp_path / "corrupt.parquet", "cannot read")
+    (tmp_path / "header.csv").write_text("key,symbol,tme\n")
+    case("header-only CSV, misspelt column", tmp_path / "header.csv", "no column(s) time")
+    pq.write_table(pa.table({"key": pa.array([], pa.int64()), "symbol": pa.array([], pa.string()), "tme": pa.array([], pa.int64())}), tmp_path / "zero.parquet")
+    case("zero-row Parquet, misspelt column", tmp_path / "zero.parquet", "no column(s) time")
+    write_jsonl(tmp_path / "array.jsonl", [{"key": 1, "symbol": "a", "time": 1}, [1, 2]])
+    case("a JSON line that is not an object", tmp_path / "array.jsonl", "line 2 is not a JSON object")
+    write_jsonl(tmp_path / "mixed.jsonl", [{"key": 1, "symbol": "a", "time": 1}, {"key": 2, "symbol": "b", "time": "noon"}])
+    case("mixed times in JSON Lines", tmp_path / "mixed.jsonl", "cannot read")
+    write_jsonl(tmp_path / "words.jsonl", [{"key": 1, "symbol": "a", "time": "noon"}])
+    case("text times", tmp_path / "words.jsonl", "times are numbers, dates or timestamps")
+    write_jsonl(tmp_path / "nosymbol.jsonl", [{"key": 1, "symbol": "a", "time": 1}, {"key": 1, "time": 2}])
+    case("a JSON line without the symbol", tmp_path / "nosymbol.jsonl", "line 2 has no field symbol")
+    (tmp_path / "half.csv").write_text("key,symbol,time\n1,a,2.5\n")
+    case("a time not of --schema's type", tmp_path / "half.csv", "cannot read", "--schema", "key:int64,symbol:string,time:int64")
+    case("a --schema that is not one", tmp_path / "half.csv", "--schema takes", "--schema", "key:int64,symbol")
+    return cases
+
+
+@pytest.mark.parametrize("runtime", ["local", "spark"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "no such file", "empty Parquet", "corrupt Parquet", "header-only CSV, misspelt column",
+        "zero-row Parquet, misspelt column", "a JSON line that is not an object", "mixed times in JSON Lines",
+        "text times", "a JSON line without the symbol", "a time not of --schema's type", "a --schema that is not one",
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written_on_both_runtimes(tmp_path, runtime, name):
+    path, extra, message = _bad_inputs(tmp_path)[name]
+    done = cli("run", "upsert", path, "--into", tmp_path / "arr", "--runtime", runtime, *extra)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "arr").exists()
+
+
+@pytest.mark.spark
+def test_a_row_spark_cannot_read_with_the_schema_is_one_line_and_nothing_written(tmp_path):
+    """The schema comes from the first file; a later file's row does not fit it."""
+    source = tmp_path / "in"
+    source.mkdir()
+    write_jsonl(source / "a.jsonl", [{"key": 1, "symbol": "a", "time": 1}])
+    write_jsonl(source / "b.jsonl", [{"key": 2, "symbol": "b", "time": "noon"}])
+    for runtime in ("local", "spark"):
+        done = cli("run", "upsert", source, "--into", tmp_path / "arr", "--runtime", runtime, "--format", "jsonl")
+        assert done.returncode == 2, done.stderr
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("WARNING")]
+        assert len(lines) == 1, lines
+        assert "b.jsonl" in lines[0] or "does not fit its schema" in lines[0], lines
+        assert not (tmp_path / "arr").exists()
+
+
+def test_show_at_a_time_of_another_kind_is_one_line(tmp_path):
+    write_jsonl(tmp_path / "f.jsonl", [{"key": 1, "symbol": "a", "time": 1}])
+    assert cli("run", "upsert", tmp_path / "f.jsonl", "--into", tmp_path / "arr").returncode == 0
+    done = cli("show", tmp_path / "arr", "--as-of", "2024-01-01")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "are number times" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--keys", "id", "--sequence-by", "lsm"], "no column(s) lsm"),
+        (["--keys", "id", "--sequence-by", "lsn", "--delete-when", "op"], "--delete-when takes"),
+        (["--keys", "id", "--sequence-by", "lsn", "--values", "name", "--except-columns", "city"], "not both"),
+        (["--keys", "id", "--sequence-by", "source.lsn", "--envelope", "debezium"], "no Debezium envelopes"),
+    ],
+)
+def test_a_feed_command_given_wrongly_is_one_line_and_nothing_written(tmp_path, argv, message):
+    source = write_jsonl(tmp_path / "feed.jsonl", flat_feed(1, n=5, bad=False))
+    done = cli("feed", source, "--into", tmp_path / "arr", "--scd2", tmp_path / "s2", *argv)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "arr").exists() and not (tmp_path / "s2").exists()
