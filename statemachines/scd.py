@@ -23,7 +23,6 @@ number read it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -120,35 +119,77 @@ class ScdTable:
 
     # -- building the source of a merge ------------------------------------------
 
-    def _source(self, updates: list[tuple[Any, Any, Any, int]], schema: Any) -> Any:
-        """The rows to merge: per key, the intervals the new updates open and close."""
+    def _source(self, updates: Any, schema: Any) -> Any:
+        """The rows to merge (columns, vectorised): per key, sorted by time with
+        removals first, each addition opens an interval that the key's next row (its
+        removal) ends; a key's first row, if a removal, ends the stored interval::
+
+            key  value  time  diff        source rows
+            1    Ada    104   -1          close 1 at 104
+            1    Rome   104   +1          open  1 Rome [104, 107)
+            1    Rome   107   -1
+        """
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        rows: list[dict[str, Any]] = []
-        for key, changes in _by_key(updates):
-            keyed = dict(zip(self.keys, _fields(key, len(self.keys), "key"), strict=True))
-            closes, intervals, current = _intervals(key, changes)
-            if self.scd_type == 2:
-                if closes is not None:
-                    rows.append({**keyed, self.end: closes, ACTION: "close"})
-                for value, start, end in intervals:
-                    rows.append({**keyed, **self._valued(value), self.start: start, self.end: end, ACTION: "open"})
-            elif current is not None or closes is not None or intervals:
-                present = current is not None
-                rows.append({**keyed, **self._valued(current[0] if present else None), ACTION: present})
-        return pa.Table.from_pylist(rows, schema=self._arrow_schema(schema))
-
-    def _valued(self, value: Any) -> dict[str, Any]:
-        cells = [None] * len(self.values) if value is None else _fields(value, len(self.values), "value")
-        return dict(zip(self.values, cells, strict=True))
+        target = self._arrow_schema(schema)
+        if updates.num_rows == 0:
+            return target.empty_table()
+        keys = _spread(self.keys, updates.column("key"))
+        values = _spread(self.values, updates.column("value"))
+        order = pc.sort_indices(
+            pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "time": updates.column("time"), "diff": updates.column("diff")}),
+            sort_keys=[*((f"k{i}", "ascending") for i in range(len(keys))), ("time", "ascending"), ("diff", "ascending")],
+        )
+        keys = [k.take(order) for k in keys]
+        values = [v.take(order) for v in values]
+        time, diff = (updates.column(c).combine_chunks().take(order) for c in ("time", "diff"))
+        n = len(diff)
+        same_next = _same_as_next(keys, n)
+        same_prev = pa.concat_arrays([pa.array([False]), same_next[: n - 1]])
+        next_diff, prev_diff = pc.fill_null(_shifted(diff), 0), pc.fill_null(_shifted(diff, back=True), 0)
+        added, removed = pc.equal(diff, 1), pc.equal(diff, -1)
+        several = pc.or_(
+            pc.invert(pc.or_(added, removed)),
+            pc.or_(
+                pc.and_(pc.and_(added, same_next), pc.not_equal(next_diff, -1)),
+                pc.and_(pc.and_(removed, same_prev), pc.not_equal(prev_diff, 1)),
+            ),
+        )
+        if pc.any(several).as_py():
+            at = pc.index(several, True).as_py()
+            raise InvalidArgument(
+                f"key {keys[0][at]!r} has several values at once (update at {time[at]!r}, diff {diff[at]!r}); "
+                f"an SCD table is of a collection with one value per key, as Upsert keeps"
+            )
+        if self.scd_type == 1:
+            last = pc.invert(same_next)
+            present = pc.and_(last, added)
+            rows = pc.or_(present, pc.and_(last, removed))
+            kept = [*(k.filter(rows) for k in keys), *(pc.if_else(present, v, pa.nulls(n, v.type)).filter(rows) for v in values)]
+            return pa.Table.from_arrays([*kept, present.filter(rows)], schema=target)
+        ends = pc.if_else(pc.and_(same_next, pc.equal(next_diff, -1)), _shifted(time), pa.nulls(n, time.type))
+        closes = pc.and_(removed, pc.invert(same_prev))
+        m = pc.sum(closes).as_py() or 0
+        opened = pa.Table.from_arrays(
+            [*(k.filter(added) for k in keys), *(v.filter(added) for v in values), time.filter(added),
+             ends.filter(added), pa.array(["open"] * (pc.sum(added).as_py() or 0), pa.string())],
+            schema=target,
+        )
+        closed = pa.Table.from_arrays(
+            [*(k.filter(closes) for k in keys), *(pa.nulls(m, v.type) for v in values), pa.nulls(m, time.type),
+             time.filter(closes), pa.array(["close"] * m, pa.string())],
+            schema=target,
+        )
+        return pa.concat_tables([closed, opened])
 
     def _arrow_schema(self, arrangement: Any) -> Any:
         import pyarrow as pa
 
         def spread(names: tuple[str, ...], field: Any) -> list[Any]:
-            if len(names) == 1 and not (pa.types.is_struct(field.type) and field.type.num_fields == 1):
+            if not _is_record(names, field.type):
                 return [pa.field(names[0], field.type)]
-            if not pa.types.is_struct(field.type) or field.type.num_fields != len(names):
+            if field.type.num_fields != len(names):
                 raise InvalidArgument(
                     f"the arrangement's {field.name} ({field.type}) does not have the {len(names)} "
                     f"field(s) {', '.join(names)}"
@@ -206,8 +247,8 @@ class ScdTable:
         merge.execute()
 
 
-def _updates_from(loc: Any, snapshot: Any, lower: Any) -> list[tuple[Any, Any, Any, int]]:
-    """The arrangement's updates at or after ``lower`` (all of them when ``None``)."""
+def _updates_from(loc: Any, snapshot: Any, lower: Any) -> Any:
+    """The arrangement's updates at or after ``lower`` (all of them when ``None``), a table."""
     import pyarrow.dataset as ds
 
     files = [
@@ -216,62 +257,42 @@ def _updates_from(loc: Any, snapshot: Any, lower: Any) -> list[tuple[Any, Any, A
         if lower is None or batch["upper"] is None or decode_time(batch["upper"]) > lower
         for f in batch["files"]
     ]
-    if not files:
-        return []
     data = ds.dataset(files, schema=snapshot.schema, filesystem=loc.filesystem, format="parquet")
-    found = data.to_table(filter=None if lower is None else ds.field("time") >= lower)
-    columns = [found.column(c).to_pylist() for c in ("key", "value", "time", "diff")]
-    return list(zip(*columns, strict=True))
+    return data.to_table(
+        columns=["key", "value", "time", "diff"], filter=None if lower is None else ds.field("time") >= lower
+    )
 
 
-def _by_key(updates: list[tuple[Any, Any, Any, int]]) -> Iterable[tuple[Any, list[tuple[Any, Any, int]]]]:
-    """Updates grouped by key, each key's in time order, removals before additions."""
-    keyed = sorted(((_hashable(k), v, t, d) for k, v, t, d in updates), key=lambda u: (u[0], u[2], u[3]))
-    start = 0
-    for i in range(1, len(keyed) + 1):
-        if i == len(keyed) or keyed[i][0] != keyed[start][0]:
-            yield keyed[start][0], [(v, t, d) for _, v, t, d in keyed[start:i]]
-            start = i
+def _is_record(names: tuple[str, ...], kind: Any) -> bool:
+    """Whether a key or value of this type spreads over the columns ``names`` (a struct),
+    or fills the one column (a struct only if it is not one field for one name)."""
+    import pyarrow as pa
+
+    return pa.types.is_struct(kind) and not (len(names) == 1 and kind.num_fields != 1)
 
 
-def _intervals(key: Any, changes: list[tuple[Any, Any, int]]) -> tuple[Any, list[tuple[Any, Any, Any]], Any]:
-    """A key's new updates as: when its stored value ends (or ``None``), the intervals
-    of the values they add (``end`` ``None`` while held), and the value it holds after
-    them (a 1-tuple, or ``None`` for none)."""
-    closes, held = None, None  # held: (value, start) added by these updates
-    intervals: list[tuple[Any, Any, Any]] = []
-    for value, time, diff in changes:
-        if diff == -1 and held is not None and held[0] == value:
-            intervals.append((value, held[1], time))
-            held = None
-        elif diff == -1 and held is None and closes is None and not intervals:
-            closes = time
-        elif diff == 1 and held is None:
-            held = (value, time)
-        else:
-            raise InvalidArgument(
-                f"key {key!r} has several values at once (update {value!r} {time!r} {diff:+d}); "
-                f"an SCD table is of a collection with one value per key, as Upsert keeps"
-            )
-    if held is not None:
-        intervals.append((held[0], held[1], None))
-    return closes, intervals, None if held is None else (held[0],)
+def _spread(names: tuple[str, ...], column: Any) -> list[Any]:
+    """A key or value column as one array per name."""
+    array = column.combine_chunks()
+    if not _is_record(names, array.type):
+        return [array]
+    return [array.field(i) for i in range(array.type.num_fields)]
 
 
-def _hashable(cell: Any) -> Any:
-    if isinstance(cell, dict):  # a struct read from Parquet
-        return tuple(_hashable(v) for v in cell.values())
-    if isinstance(cell, list):
-        return tuple(_hashable(v) for v in cell)
-    return cell
+def _same_as_next(columns: list[Any], n: int) -> Any:
+    """For each row, whether the next row has the same values in ``columns`` (the last: no)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    same = pa.array([True] * (n - 1), pa.bool_())
+    for column in columns:
+        same = pc.and_(same, pc.fill_null(pc.equal(column[:-1], column[1:]), False))
+    return pa.concat_arrays([same, pa.array([False])])
 
 
-def _fields(cell: Any, n: int, what: str) -> list[Any]:
-    """A key's or value's cells, one per column."""
-    if isinstance(cell, dict):
-        cell = tuple(cell.values())
-    if n == 1 and not (isinstance(cell, tuple) and len(cell) == 1):
-        return [cell]
-    if not isinstance(cell, tuple) or len(cell) != n:
-        raise InvalidArgument(f"the {what} {cell!r} does not have {n} fields")
-    return list(cell)
+def _shifted(array: Any, back: bool = False) -> Any:
+    """Each row's next row's value (``back``: the previous row's), null past the end."""
+    import pyarrow as pa
+
+    edge = pa.nulls(1, array.type)
+    return pa.concat_arrays([edge, array[:-1]]) if back else pa.concat_arrays([array[1:], edge])

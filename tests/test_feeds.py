@@ -158,3 +158,27 @@ def test_debezium_envelopes_give_what_the_flat_feed_gives(tmp_path_factory, seed
 def test_a_debezium_envelope_that_cannot_be_applied_is_refused(envelope, reason, detail):
     (found,) = DEBEZIUM.events([envelope], DEBEZIUM.columns(["id", "name", "city"]))
     assert found.reason == reason and detail in found.detail
+
+
+def test_scd_tables_of_several_key_and_value_columns(tmp_path):
+    rows = [
+        {"region": "eu", "id": 1, "name": "Ada", "lsn": 3, "op": "u"},
+        {"region": "eu", "id": 1, "name": "Ada L.", "lsn": 1, "op": "c"},
+        {"region": "us", "id": 1, "name": "Bo", "lsn": 2, "op": "c"},
+        {"region": "eu", "id": 1, "name": None, "lsn": 5, "op": "d"},
+    ]
+    feed = ChangeFeed(keys=["region", "id"], sequence_by=["lsn"], delete_when={"op": "d"})
+    run = run_feed(feed, rows, into=tmp_path / "arr", scd1=tmp_path / "s1", scd2=tmp_path / "s2")
+    assert _scd_rows(run.scd2) == [("eu", 1, "Ada L.", 1, 3), ("eu", 1, "Ada", 3, 5), ("us", 1, "Bo", 2, None)]
+    assert _scd_rows(run.scd1) == [("us", 1, "Bo")]
+
+
+def test_an_scd_table_is_of_a_collection_with_one_value_per_key(tmp_path):
+    from statemachines import LocalRuntime, PersistedArrangement
+    from tests.machines import Tags
+
+    runtime = LocalRuntime(Tags(), into=PersistedArrangement(tmp_path / "arr"))
+    runtime.feed([("doc", ("add", "x"), 1), ("doc", ("add", "y"), 2)])
+    runtime.finish()
+    with pytest.raises(InvalidArgument, match="several values at once"):
+        ScdTable(tmp_path / "s2", ["doc"], ["tag"]).refresh(tmp_path / "arr")
