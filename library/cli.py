@@ -273,7 +273,7 @@ def input_schema(args: argparse.Namespace, fmt: str, columns: list[str], time: s
     schema = inputs.parse_schema(args.schema) if args.schema else inputs.infer_schema(args.input, fmt)
     inputs.require_columns(schema, columns, args.input)
     inputs.require_time_type(schema, time, args.input)
-    inputs.require_fields(args.input, fmt, columns)
+    inputs.require_fields(args.input, fmt, columns, time)
     if args.runtime == "spark":
         inputs.require_readable(args.input, fmt, schema)
     return schema
@@ -393,7 +393,7 @@ def command_feed(args: argparse.Namespace) -> None:
     if feed.envelope == "flat":
         read = feed.columns(schema.names).read
         inputs.require_time_type(schema, feed.sequence_by[0], args.input)
-        inputs.require_fields(args.input, fmt, read)
+        inputs.require_fields(args.input, fmt, read, feed.sequence_by[0])
     else:
         envelope = schema.field("payload").type if "payload" in schema.names and "op" not in schema.names else schema
         if envelope.get_field_index("after") < 0 or envelope.get_field_index("op") < 0:

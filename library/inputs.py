@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from statemachines import InvalidArgument, MissingDependency
+from statemachines.intake import INT64_MAX, INT64_MIN, INT64_RANGE
 
 __all__ = [
     "FORMATS",
@@ -179,11 +180,13 @@ def _require_objects(path: str) -> None:
                 raise InvalidArgument(f"{path} line {number} is not a JSON object; JSON Lines hold one object per line")
 
 
-def require_fields(path: str, fmt: str, names: Iterable[str]) -> None:
-    """Every line of a JSON Lines input has the top-level fields ``names``.
+def require_fields(path: str, fmt: str, names: Iterable[str], time: str | None = None) -> None:
+    """Every line of a JSON Lines input has the top-level fields ``names``, and its
+    ``time``, if an integer, is one a 64-bit column holds.
 
     A field that is absent would read as null, and a null may mean something (an
-    ``Upsert`` symbol of null is a delete): an absent field is an error instead.
+    ``Upsert`` symbol of null is a delete): an absent field is an error instead. An
+    integer beyond 64 bits would read as an inexact float.
     """
     if fmt != "jsonl":
         return
@@ -204,6 +207,11 @@ def require_fields(path: str, fmt: str, names: Iterable[str]) -> None:
                     raise InvalidArgument(
                         f"{file} line {number} has no field {', '.join(missing)}; every line needs it "
                         f"(write null for a null cell)"
+                    )
+                cell = row.get(time) if time is not None else None
+                if type(cell) is int and not INT64_MIN <= cell < INT64_MAX:
+                    raise InvalidArgument(
+                        f"{file} line {number}: time {cell} is outside the 64-bit integer range {INT64_RANGE}"
                     )
 
 

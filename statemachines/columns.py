@@ -121,8 +121,15 @@ def _int_range(t: Any) -> tuple[int, int]:
 def _struct_fits(t: Any) -> Fits:
     names = [t.field(i).name for i in range(t.num_fields)]
     fields = [_fits(t.field(i).type) for i in range(t.num_fields)]
+    exact = [_exact_type(t.field(i).type) for i in range(t.num_fields)]
+    none = type(None)
 
     def fits(v: Any) -> bool:
+        if (  # the common case: plain fields, one look each
+            type(v) is tuple and len(v) == len(exact)
+            and all(type(x) is k or type(x) is none for x, k in zip(v, exact, strict=True))
+        ):
+            return True
         if isinstance(v, dict):
             return set(v) <= set(names) and all(
                 f(v.get(name)) for name, f in zip(names, fields, strict=True)
@@ -209,7 +216,12 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
     import pyarrow as pa
 
     try:
-        nested = any(issubclass(kind, tuple | list) for kind in set(map(type, items)))
+        present = set(map(type, items))
+        if tuple in present and present <= {tuple, type(None)}:
+            struct = _struct_array(items, arrow_type)
+            if struct is not None:
+                return struct
+        nested = any(issubclass(kind, tuple | list) for kind in present)
         converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
             array = pa.array(converted)
@@ -222,6 +234,30 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
         raise InvalidArgument(
             f"{len(items):,} items of type {', '.join(kinds)} do not fit {wanted}: {exc}"
         ) from exc
+
+
+def _struct_array(items: list[Any], arrow_type: Any) -> Any:
+    """Plain tuples (or ``None``) of one length as a struct array built field by field
+    (as :func:`to_arrow_python` would name and type them), or ``None`` where they differ."""
+    import pyarrow as pa
+
+    width = len(next(x for x in items if x is not None))
+    if any(x is not None and len(x) != width for x in items) or width == 0:
+        return None
+    if arrow_type is not None and not (pa.types.is_struct(arrow_type) and arrow_type.num_fields == width):
+        return None
+    missing = [x is None for x in items]
+    fields = list(zip(*(((None,) * width) if x is None else x for x in items), strict=True))
+    if arrow_type is None:
+        names, types = [f"_{i}" for i in range(1, width + 1)], [None] * width
+    else:
+        names = [arrow_type.field(i).name for i in range(width)]
+        types = [arrow_type.field(i).type for i in range(width)]
+    arrays = [arrow_array(list(column), kind) for column, kind in zip(fields, types, strict=True)]
+    mask = pa.array(missing) if any(missing) else None
+    if arrow_type is not None:
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow_type), mask=mask)
+    return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
 
 
 def column_to_python(column: Any) -> list[Any]:

@@ -103,6 +103,8 @@ def _bad_inputs(tmp_path):
     case("text times", tmp_path / "words.jsonl", "times are numbers, dates or timestamps")
     write_jsonl(tmp_path / "nosymbol.jsonl", [{"key": 1, "symbol": "a", "time": 1}, {"key": 1, "time": 2}])
     case("a JSON line without the symbol", tmp_path / "nosymbol.jsonl", "line 2 has no field symbol")
+    write_jsonl(tmp_path / "big.jsonl", [{"key": 1, "symbol": "a", "time": 1}, {"key": 2, "symbol": "b", "time": 2**64}])
+    case("a time above int64", tmp_path / "big.jsonl", "outside the 64-bit integer range")
     (tmp_path / "half.csv").write_text("key,symbol,time\n1,a,2.5\n")
     case("a time not of --schema's type", tmp_path / "half.csv", "cannot read", "--schema", "key:int64,symbol:string,time:int64")
     case("a --schema that is not one", tmp_path / "half.csv", "--schema takes", "--schema", "key:int64,symbol")
@@ -115,7 +117,7 @@ def _bad_inputs(tmp_path):
     [
         "no such file", "empty Parquet", "corrupt Parquet", "header-only CSV, misspelt column",
         "zero-row Parquet, misspelt column", "a JSON line that is not an object", "mixed times in JSON Lines",
-        "text times", "a JSON line without the symbol", "a time not of --schema's type", "a --schema that is not one",
+        "text times", "a JSON line without the symbol", "a time above int64", "a time not of --schema's type", "a --schema that is not one",
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written_on_both_runtimes(tmp_path, runtime, name):
@@ -163,3 +165,13 @@ def test_a_feed_command_given_wrongly_is_one_line_and_nothing_written(tmp_path, 
     done = cli("feed", source, "--into", tmp_path / "arr", "--scd2", tmp_path / "s2", *argv)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert not (tmp_path / "arr").exists() and not (tmp_path / "s2").exists()
+
+
+def test_dates_round_trip_through_cdc_export_and_import(tmp_path):
+    (tmp_path / "f.csv").write_text("key,symbol,time\n1,a,2024-01-01\n1,b,2024-01-03\n")
+    assert cli("run", "upsert", tmp_path / "f.csv", "--into", tmp_path / "arr").returncode == 0
+    assert cli("cdc", "export", tmp_path / "arr", tmp_path / "out.jsonl").returncode == 0
+    assert cli("cdc", "import", tmp_path / "out.jsonl", tmp_path / "copy").returncode == 0
+    from statemachines import PersistedArrangement
+
+    assert PersistedArrangement(tmp_path / "copy").updates() == PersistedArrangement(tmp_path / "arr").updates()

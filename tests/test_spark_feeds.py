@@ -115,3 +115,25 @@ def test_a_feed_stream_keeps_its_scd_tables_micro_batch_by_micro_batch(spark, tm
     assert _scd_rows(spark, run.scd2) == _model_rows(final)
     assert {r[0]: r[1:] for r in _scd_rows(spark, run.scd1)} == last_write_wins(final)
     assert _rejected_rows(read_rejected(spark, into).collect()) == _local_rejected(run_feed(FEED, rows).result)
+
+
+def test_a_debezium_feed_stream_equals_the_models(spark, tmp_path):
+    rows = flat_feed(13, n=60, bad=False)
+    ordered = sorted(rows, key=lambda r: r["lsn"])
+    source = tmp_path / "in"
+    source.mkdir()
+    for i in range(3):
+        path = source / f"{i}.json"
+        path.write_text("".join(json.dumps(debezium(r)) + "\n" for r in ordered[i * 20 : (i + 1) * 20][::-1]))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    schema = spark.read.json(str(source)).schema
+    frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
+    into = str(tmp_path / "arr")
+    query, run = run_feed_stream(
+        feed, frame, into=into, checkpoint=str(tmp_path / "cp"), scd2=tmp_path / "scd2",
+        trigger={"availableNow": True}, progress=None,
+    )
+    query.awaitTermination()
+    frontier = read_state(into)["upper"]
+    assert _scd_rows(spark, run.scd2) == _model_rows([r for r in rows if r["lsn"] < frontier])
