@@ -57,7 +57,11 @@ def test_the_feed_command_reads_debezium_envelopes(tmp_path):
 
 
 @pytest.mark.spark
-def test_the_feed_command_on_spark_batch_and_stream(tmp_path):
+def test_the_feed_command_on_spark_batch_and_stream(spark, tmp_path, capsys):
+    """In this process, on the tests' session (the command takes the active one)."""
+    from statemachines.library.cli import main
+    from statemachines.persisted import read_state
+
     rows = flat_feed(8, bad=False)
     source = tmp_path / "in"
     source.mkdir()
@@ -65,18 +69,19 @@ def test_the_feed_command_on_spark_batch_and_stream(tmp_path):
     for i in range(3):  # files in log order, each shuffled within
         path = write_jsonl(source / f"{i}.jsonl", ordered[i * 20 : (i + 1) * 20][::-1])
         os.utime(path, (1_700_000_000 + i,) * 2)
-    batch = cli("feed", source, "--into", tmp_path / "arr", *FEED_ARGS, "--scd2", tmp_path / "s2", "--runtime", "spark")
-    assert batch.returncode == 0, batch.stderr
+    argv = [str(source), *FEED_ARGS, "--runtime", "spark"]
+    assert main(["feed", *argv, "--into", str(tmp_path / "arr"), "--scd2", str(tmp_path / "s2")]) == 0
     assert scd_rows(tmp_path / "s2") == scd2(rows)
-    stream = cli(
-        "feed", source, "--into", tmp_path / "sarr", *FEED_ARGS, "--scd2", tmp_path / "ss2",
-        "--runtime", "spark", "--stream",
-    )
-    assert stream.returncode == 0, stream.stderr
-    from statemachines.persisted import read_state
-
+    assert main(["feed", *argv, "--into", str(tmp_path / "sarr"), "--scd2", str(tmp_path / "ss2"), "--stream"]) == 0
     frontier = read_state(tmp_path / "sarr")["upper"]
     assert scd_rows(tmp_path / "ss2") == scd2([r for r in rows if r["lsn"] < frontier])
+    assert f"{len(rows)} rows in" in capsys.readouterr().out
+    envelopes = write_jsonl(tmp_path / "dbz.jsonl", [debezium(r, wrapped=True) for r in rows])
+    assert main([
+        "feed", str(envelopes), "--into", str(tmp_path / "darr"), "--keys", "id", "--sequence-by", "source.lsn",
+        "--values", "name,city", "--envelope", "debezium", "--scd2", str(tmp_path / "ds2"), "--runtime", "spark",
+    ]) == 0
+    assert scd_rows(tmp_path / "ds2") == scd2(rows)
 
 
 def _bad_inputs(tmp_path):
@@ -120,11 +125,14 @@ def _bad_inputs(tmp_path):
         "text times", "a JSON line without the symbol", "a time above int64", "a time not of --schema's type", "a --schema that is not one",
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_nothing_written_on_both_runtimes(tmp_path, runtime, name):
+def test_bad_input_is_one_line_exit_2_and_nothing_written_on_both_runtimes(tmp_path, capsys, runtime, name):
+    """Each bad input is refused before a Spark session starts; in this process."""
+    from statemachines.library.cli import main
+
     path, extra, message = _bad_inputs(tmp_path)[name]
-    done = cli("run", "upsert", path, "--into", tmp_path / "arr", "--runtime", runtime, *extra)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert main(["run", "upsert", str(path), "--into", str(tmp_path / "arr"), "--runtime", runtime, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "arr").exists()
 
 

@@ -27,7 +27,7 @@ def _scd_rows(table: ScdTable) -> list[tuple]:
     return [tuple(r.values()) for r in table.read().to_pylist()]
 
 
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(st.integers(0, 10_000))
 def test_a_shuffled_feed_gives_last_write_wins_and_the_scd2_history(tmp_path_factory, seed):
     rows = flat_feed(seed)
@@ -41,7 +41,7 @@ def test_a_shuffled_feed_gives_last_write_wins_and_the_scd2_history(tmp_path_fac
     )
 
 
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(st.integers(0, 10_000), st.integers(1, 4))
 def test_scd_tables_kept_run_after_run_equal_one_run_over_the_whole_feed(tmp_path_factory, seed, parts):
     """Each run takes a later stretch of the log (shuffled within it); the SCD tables
@@ -133,7 +133,7 @@ def test_a_column_the_feed_names_must_exist_even_with_no_rows():
         run_feed(feed, [{"id": 1, "lsn": 2, "name": "x"}])
 
 
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(st.integers(0, 10_000), st.booleans())
 def test_debezium_envelopes_give_what_the_flat_feed_gives(tmp_path_factory, seed, wrapped):
     rows = flat_feed(seed)
