@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 
 from statemachines import delta
+from statemachines._gc import gc_paused
 from statemachines.errors import InvalidArgument
 from statemachines.times import decode_time
 
@@ -103,7 +104,8 @@ class ScdTable:
                 f"{self.path} shows; remove {self.path} and refresh to rebuild it"
             )
         updates = _updates_from(loc, latest, lower)
-        source = self._source(updates, latest.schema)
+        with gc_paused():  # Arrow work with few Python objects, beside a caller's large heap
+            source = self._source(updates, latest.schema)
         if table is None:
             table = self._create(source.schema)
         self._merge(table, source, latest.version)
@@ -173,12 +175,12 @@ class ScdTable:
         m = pc.sum(closes).as_py() or 0
         opened = pa.Table.from_arrays(
             [*(k.filter(added) for k in keys), *(v.filter(added) for v in values), time.filter(added),
-             ends.filter(added), pa.array(["open"] * (pc.sum(added).as_py() or 0), pa.string())],
+             ends.filter(added), pa.repeat("open", pc.sum(added).as_py() or 0)],
             schema=target,
         )
         closed = pa.Table.from_arrays(
             [*(k.filter(closes) for k in keys), *(pa.nulls(m, v.type) for v in values), pa.nulls(m, time.type),
-             time.filter(closes), pa.array(["close"] * m, pa.string())],
+             time.filter(closes), pa.repeat("close", m)],
             schema=target,
         )
         return pa.concat_tables([closed, opened])
@@ -284,7 +286,7 @@ def _same_as_next(columns: list[Any], n: int) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    same = pa.array([True] * (n - 1), pa.bool_())
+    same = pa.repeat(True, n - 1)
     for column in columns:
         same = pc.and_(same, pc.fill_null(pc.equal(column[:-1], column[1:]), False))
     return pa.concat_arrays([same, pa.array([False])])
