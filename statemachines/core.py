@@ -8,13 +8,14 @@ is the only place where events become updates.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import MachineError
 from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
-from statemachines.updates import Update
+from statemachines.updates import Update, total_order_key
 
 __all__ = ["ValueCheck", "advance_key", "apply_transition", "run_key"]
 
@@ -22,6 +23,7 @@ ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
 
 _NEW = tuple.__new__
+_DATA = itemgetter(0)
 
 
 def apply_transition(
@@ -110,8 +112,9 @@ def advance_key(
             whose new value fails it is rejected (see :func:`apply_transition`).
 
     Returns:
-        ``(values after, updates, rejected events)``; the updates are consolidated
-        apart from findings, each of which is one ``+1``.
+        ``(values after, updates, rejected events)``; the updates are in ``(time,
+        value)`` order and consolidated apart from findings, each of which is one
+        ``+1``.
 
     Raises:
         MachineError: a deadline did not lie after the time of the change that set
@@ -146,6 +149,7 @@ def advance_key(
                     found.extend(new)
                 position += 1
             i += 1
+        start = len(updates)
         if after != values:
             for v in values - after:
                 updates.append(_NEW(Update, ((key, v), now, -1)))
@@ -154,6 +158,8 @@ def advance_key(
             values = after
         for v in found:
             updates.append(_NEW(Update, ((key, v), now, 1)))
+        if len(updates) - start > 1:
+            _order_by_value(updates, start)
         due = wake(key, values) if wake is not None and values else None
         if due is not None and due <= now:
             raise MachineError(
@@ -161,6 +167,23 @@ def advance_key(
                 f"at time {now!r}; a deadline must lie strictly after the change that sets it"
             )
     return values, updates, rejected
+
+
+def _order_by_value(updates: list[Update], start: int) -> None:
+    """Put ``updates[start:]`` (one key's changes at one time) in value order."""
+    if len(updates) - start == 2:  # the common case: one value left, another arrived
+        try:
+            if updates[start + 1][0] < updates[start][0]:
+                updates[start], updates[start + 1] = updates[start + 1], updates[start]
+            return
+        except TypeError:
+            pass
+    changes = updates[start:]
+    try:
+        changes.sort(key=_DATA)
+    except TypeError:
+        changes.sort(key=lambda u: total_order_key(u[0][1]))
+    updates[start:] = changes
 
 
 def _fire_deadline(

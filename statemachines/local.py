@@ -35,7 +35,7 @@ from statemachines.machine import Machine
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import time_after, time_kind
-from statemachines.updates import Update, sort_updates
+from statemachines.updates import Update, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -394,7 +394,7 @@ class LocalRuntime:
 
     def _step(self, upto: Any) -> RunResult:
         ready = self._pending.take(upto)
-        updates: list[Update] = []
+        updates: dict[Any, list[Update]] = {}  # key -> its updates, in (time, value) order
         rejected, self._rejected = self._rejected, []
         ordered = self._pending.ordered
         work: Iterable[tuple[Any, frozenset[Any], list[Event]]] = (
@@ -406,11 +406,12 @@ class LocalRuntime:
             self._commit(key, values, outcome, updates, rejected)
         self._wake_due_keys(upto, updates, rejected)
         self._evict()
-        self._updates_out += len(updates)
+        ordered_updates = sort_key_runs(updates)
+        self._updates_out += len(ordered_updates)
         self._rejected_out += len(rejected)
         if self._progress is not None:
             self._report(self.waiting()[0], 0, 0)
-        return RunResult(sort_updates(updates), rejected, upto)
+        return RunResult(ordered_updates, rejected, upto)
 
     def _report(self, waiting: int, updates: int, rejected: int) -> None:
         """Call the progress callback; ``updates`` and ``rejected``: this step's so far."""
@@ -420,7 +421,10 @@ class LocalRuntime:
         )
 
     def _reporting(
-        self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], updates: list[Update], rejected: list[Rejected]
+        self,
+        work: Iterable[tuple[Any, frozenset[Any], list[Event]]],
+        updates: dict[Any, list[Update]],
+        rejected: list[Rejected],
     ) -> Iterable[tuple[Any, frozenset[Any], list[Event]]]:
         """``work`` as it is, calling the progress callback every few thousand keys."""
         items = list(work)
@@ -428,7 +432,7 @@ class LocalRuntime:
         for n, item in enumerate(items, 1):
             waiting -= len(item[2])
             if n % PROGRESS_EVERY_KEYS == 0:
-                self._report(waiting, len(updates), len(rejected))
+                self._report(waiting, sum(map(len, updates.values())), len(rejected))
             yield item
 
     def _run(self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], upto: Any) -> Iterable[Any]:
@@ -478,7 +482,7 @@ class LocalRuntime:
         values: frozenset[Any],
         events: list[Event],
         upto: Any,
-        updates: list[Update],
+        updates: dict[Any, list[Update]],
         rejected: list[Rejected],
     ) -> None:
         outcome = advance_key(self.machine, key, values, events, upto, self._check)
@@ -489,7 +493,7 @@ class LocalRuntime:
         key: Any,
         values: frozenset[Any],
         outcome: tuple[frozenset[Any], list[Update], list[Rejected]],
-        updates: list[Update],
+        updates: dict[Any, list[Update]],
         rejected: list[Rejected],
     ) -> None:
         after, key_updates, key_rejected = outcome
@@ -498,13 +502,15 @@ class LocalRuntime:
                 self._values[key] = after
             elif values:
                 del self._values[key]
-        updates.extend(key_updates)
+        if key_updates:
+            assert key not in updates, "a key is advanced once per step"
+            updates[key] = key_updates
         if key_rejected:
             rejected.extend(key_rejected)
         if self.machine.spec.has_deadlines:
             self._deadlines.arm(key, after)
 
-    def _wake_due_keys(self, upto: Any, updates: list[Update], rejected: list[Rejected]) -> None:
+    def _wake_due_keys(self, upto: Any, updates: dict[Any, list[Update]], rejected: list[Rejected]) -> None:
         """Run the keys that had no events but whose deadline is before ``upto``.
 
         A key that had events was already run up to ``upto``, deadlines included, so
