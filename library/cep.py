@@ -114,8 +114,10 @@ class Detector(Machine):
     def deadline(self, key: Any, values: frozenset[Any]) -> Any:
         """When the oldest partial match's window closes (``None`` without ``within``)."""
         window = self.pattern.window
-        starts = [v[2][0][1] for v in values if v[0] == PARTIAL]  # held matches wait for events
-        return min(starts) + window if window is not None and starts else None
+        if window is None:
+            return None
+        start = min((v[2][0][1] for v in values if v[0] == PARTIAL), default=None)  # held ones wait
+        return None if start is None else start + window
 
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
         """The partial matches left when the windows closing at ``time`` have closed,
@@ -124,10 +126,11 @@ class Detector(Machine):
 
     def transition(
         self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0
-    ) -> Emit:
+    ) -> Emit | frozenset[Any]:
         """The partial matches after one event, and the matches it completes; the
         event is the ``position``-th (from 0) the key applies at ``time``."""
-        return Emit(*self._on_event(values, symbol, time, position))
+        after, found = self._on_event(values, symbol, time, position)
+        return Emit(after, found) if found else after
 
     def diagram(self) -> Diagram:
         """The compiled NFA: one state per ``step#count`` position, edges that take events."""
@@ -174,27 +177,32 @@ class Detector(Machine):
     ) -> tuple[frozenset[Any], list[Any]]:
         """The key's values after one event, and the matches it releases."""
         nfa = self._nfa
-        states, iterative = nfa.states, nfa.iterative
+        states = nfa.states
         kept: set[Any] = set()
         completed: list[Any] = []
+        made: dict[str, tuple[Any, ...]] = {}  # the event as each step takes it, made once
         asked = yes = 0  # the conditions asked about this event and those that said yes, as bits
-        for value in (None, *values):  # None: every event may begin a new match
-            if value is None:
-                state, taken = nfa.start, ()
-            elif value[0] == PARTIAL:
-                state, taken = states.get(value[1]) or nfa.state(value[1]), value[2]
-            else:  # a held match waits as it is
-                kept.add(value)
-                continue
+        iterative = nfa.iterative
+        state, value, taken = nfa.start, None, ()  # first the start: every event may begin a match
+        for value in (None, *values):
+            if value is not None:
+                if value[0] != PARTIAL:  # a held match waits as it is
+                    kept.add(value)
+                    continue
+                taken = value[2]
+                state = states.get(value[1]) or nfa.state(value[1])
             if iterative:  # conditions that read the partial match are asked for each
-                _, said = nfa.ask(state, symbol, matched_of(taken), 0, 0)
-                outcome = nfa.outcome(state, said)
+                said = nfa.ask(state, symbol, matched_of(taken), 0, 0)[1]
             else:
                 if state.mask & ~asked:
                     asked, yes = nfa.ask(state, symbol, None, asked, yes)
-                outcome = nfa.outcome(state, yes)
+                said = yes
+            outcome = state.outcomes.get(said & state.mask) or nfa.outcome(state, said)
             for name, after, completes in outcome.takes:
-                events = (*taken, (name, time, seq, symbol))
+                event = made.get(name)
+                if event is None:
+                    event = made[name] = (name, time, seq, symbol)
+                events = (*taken, event)
                 if completes:
                     completed.append((MATCH, "", events))
                 if after is not None:
@@ -202,6 +210,8 @@ class Detector(Machine):
             stay = outcome.stay
             if stay is not None:
                 kept.add(value if stay == state.text else (PARTIAL, stay, taken))
+        if self.pattern.skip == Skip.NO_SKIP:
+            return frozenset(kept), sorted(completed, key=_order) if len(completed) > 1 else completed
         return self._release(kept, completed)
 
     def _expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:

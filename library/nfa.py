@@ -1,7 +1,8 @@
 """A pattern compiled to an NFA whose states decide each event by table lookup.
 
 A partial match sits in a *state*: a position ``(step, count)`` in the pattern, whether
-it is *fresh* (no event skipped since its last one: strict contiguity needs that), and
+it is *fresh* (no event skipped since its last one: strict contiguity and ``not_next``
+need that, so a state tracks it only while one of them is open), and
 the continuations it has *blocked* (a negation met, an event a relaxed step had to
 take, ``until`` inside a loop). A state's text, ``step#count`` then ``~`` if not fresh
 then ``!`` and the blocked steps, is what partial-match values and timeouts carry.
@@ -237,8 +238,23 @@ class Nfa:
         stay = None
         if surviving or pending:
             lost = {c.target for c in live if c not in surviving}
-            stay = state_text(position, False, blocked | newly | lost)
+            left = blocked | newly | lost
+            stay = state_text(position, not self.minds_skips(position, left), left)
         return Outcome(tuple(taken), stay)
+
+    def minds_skips(self, position: Position, blocked: frozenset[int]) -> bool:
+        """Whether a partial match here acts differently once an event has passed it by:
+        a strict continuation, or a ``not_next`` (its own or a trailing one), is still
+        open. Where none is, a skipped event leaves the state as it was (no ``~``)."""
+        for cont in position.conts:
+            if cont.target not in blocked and (
+                cont.contiguity == Contiguity.STRICT or any(g.kind == "not_next" for g in cont.guards)
+            ):
+                return True
+        return (
+            position.accepting and ACCEPT not in blocked
+            and any(g.kind == "not_next" for g in self.trailing)
+        )
 
     def _stops(self, cont: Cont, said: dict[int, bool], fresh: bool) -> bool:
         """Whether this event closes ``cont`` for good: a negation it meets, or ``until``

@@ -132,7 +132,25 @@ def test_partial_matches_time_out_at_the_end_of_their_window():
     pattern = a_then_b("followed_by").within(2)
     result = run_local(Detector(pattern), [("k", s, t) for t, s in enumerate(["a1", "c", "b1", "a2", "b2"])])
     assert [([e[3] for e in m.events], m.time) for m in matches(result.updates)] == [(["a2", "b2"], 4)]
-    assert [(m.state, [e[3] for e in m.events], m.time) for m in timeouts(result.updates)] == [("0#1~", ["a1"], 2)]
+    assert [(m.state, [e[3] for e in m.events], m.time) for m in timeouts(result.updates)] == [("0#1", ["a1"], 2)]
+
+
+def test_a_state_notes_skipped_events_only_where_a_strict_step_or_not_next_is_open():
+    events = [("k", s, t) for t, s in enumerate(["a1", "c"])]
+    relaxed = run_local(Detector(a_then_b("followed_by").within(5)), events)
+    strict = run_local(Detector(a_then_b("next").within(5)), events)
+    # "c" passes the relaxed partial match by without changing it; the strict one ends
+    assert [(u.data[1][1], u.time, u.diff) for u in relaxed.updates if u.data[1][0] == "partial"] == [
+        ("0#1", 0, 1), ("0#1", 5, -1)  # until its window closes
+    ]
+    assert [(u.data[1][1], u.time, u.diff) for u in strict.updates if u.data[1][0] == "partial"] == [
+        ("0#1", 0, 1), ("0#1", 1, -1)
+    ]
+    guarded = Pattern.begin("a").where(kind("a")).not_next("x").where(kind("x")).followed_by("b").where(kind("b"))
+    updates = run_local(Detector(guarded.within(5)), events).updates
+    assert [(u.data[1][1], u.time, u.diff) for u in updates if u.data[1][0] == "partial"] == [
+        ("0#1", 0, 1), ("0#1", 1, -1), ("0#1~", 1, 1), ("0#1~", 5, -1)  # past "c", an "x" no longer ends it
+    ]
 
 
 def test_a_timeout_fires_without_any_later_event_for_its_key():
