@@ -277,7 +277,7 @@ def column_to_python(column: Any) -> list[Any]:
         return rows
     items = column.to_pylist()
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return [hashable(x) for x in items]
+        return [hashable(x) if x else None if x is None else () for x in items]
     return items
 
 
