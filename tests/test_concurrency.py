@@ -205,7 +205,7 @@ def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries
     from statemachines.persisted import check
     from tests.arrangement_writer import history
 
-    steps, kills = 300, 0
+    steps, kills = 600, 0  # more steps than 55 kills can interrupt, however fast the writer
     updates = history(steps)
     rnd = random.Random(23)
     uppers = []
