@@ -1,9 +1,10 @@
-"""Spark's grouped stateful processing, one reference runtime per key bucket.
+"""Spark's grouped stateful processing, the reference runtime's step per key bucket.
 
-Keys are hashed into a fixed number of buckets. Each bucket's state is one
-:class:`~statemachines.LocalRuntime` (its keys' values, buffered events and armed
-deadlines), checkpointed in Spark's state store. Python is called once per bucket
-per micro-batch, never once per key::
+Keys are hashed into a fixed number of buckets. Each bucket's state (its keys'
+values and armed deadlines, its buffered events) is kept in parts as Arrow tables
+(:mod:`statemachines.spark.bucket_state`) in Spark's state store; a micro-batch
+runs a :class:`~statemachines.LocalRuntime` over the keys it touches only. Python is
+called once per bucket per micro-batch, never once per key::
     events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (payload)
 
 *Packing* turns each Arrow batch of events into one row per bucket whose ``payload``
@@ -18,24 +19,21 @@ each bucket with events or an expired timer:
 =====  ===================================================================
 step   what happens
 =====  ===================================================================
-1      restores its runtime from the state store
-2      advances it to ``W``: buffered events and deadlines below ``W`` apply
-3      feeds it the new events; those below ``W`` are rejected as late
-4      saves it, and sets one timer at the earliest time still waiting
+1      reads its state: the columns of every key, the values of the keys due
+2      advances to ``W``: buffered events and deadlines below ``W`` apply
+3      buffers the new events; those below ``W`` are rejected as late
+4      writes the parts that changed, and sets one timer at the earliest
+       time still waiting
 =====  ===================================================================
 
 A bucket with nothing new is not called until its timer fires. Its updates have
 times below ``W`` and at or above the previous watermark.
 
-Times map to Spark's milliseconds monotonically: numbers as milliseconds (floored),
-timestamps and dates by their distance from the epoch, all shifted by
-:data:`CLOCK_SHIFT_MS` so that times before the epoch (or negative numbers) still
-move Spark's watermark, which starts at 0.
+Times map to Spark's milliseconds as :mod:`statemachines.spark.clock` says.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import os
@@ -53,12 +51,13 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StatefulProcessor
 
-from statemachines import Event, InvalidArgument, LocalRuntime, Machine, Rejected
+from statemachines import Event, InvalidArgument, Machine, Rejected
 from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
-from statemachines.intake import INT64_MAX
 from statemachines.persisted import read_state
 from statemachines.spark.batch import checks_values, resolve_value_type
+from statemachines.spark.bucket_state import PARTS, BucketState, BucketTypes, advance
+from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
 from statemachines.spark.output import OutputRows, output_schema
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
@@ -82,71 +81,8 @@ BUCKET_OUTPUT = (
     "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string"
 )
 
-CLOCK_SHIFT_MS = 2**41  # about 70 years
-DAY_MS = 86_400_000
-_EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_EPOCH_DATE = _dt.date(1970, 1, 1)
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
-
-
-def delay_ms(delay: Any) -> float:
-    """The delay in clock milliseconds: a number as is, a ``timedelta`` in milliseconds."""
-    if isinstance(delay, _dt.timedelta):
-        return delay / _dt.timedelta(milliseconds=1)
-    return delay
-
-
-def _ms_of(time: Any) -> float:
-    """A single time in (unshifted) milliseconds, exactly enough to floor."""
-    if isinstance(time, _dt.datetime):
-        since = time - (_EPOCH_UTC if time.tzinfo is not None else _EPOCH)
-        return since // _dt.timedelta(microseconds=1) / 1000
-    if isinstance(time, _dt.date):
-        return (time - _EPOCH_DATE).days * DAY_MS
-    return time
-
-
-def frontier_of(watermark_ms: int, kind: str) -> Any:
-    """The frontier (a time of ``kind``) that Spark's watermark stands for.
-
-    ``None`` while Spark has no watermark yet (0). Every time below the frontier
-    maps below the watermark, and none at or above it does.
-    """
-    if watermark_ms <= 0:
-        return None
-    ms = watermark_ms - CLOCK_SHIFT_MS
-    if kind == "number":
-        return ms
-    if kind == "date":
-        return _EPOCH_DATE + _dt.timedelta(days=-(-ms // DAY_MS))
-    epoch = _EPOCH_UTC if kind == "datetime_tz" else _EPOCH
-    return epoch + _dt.timedelta(milliseconds=ms)
-
-
-def timer_ms(time: Any) -> int:
-    """The smallest watermark whose frontier lies above ``time``."""
-    return math.floor(_ms_of(time)) + 1 + CLOCK_SHIFT_MS
-
-
-def _latest_ms(times: Any) -> float | None:
-    """The latest valid time of an Arrow column, in (unshifted) milliseconds; times
-    the intake rejects (NaN, infinities, the greatest long) do not count."""
-    kind = times.type
-    if pa.types.is_floating(kind):
-        times = pc.filter(times, pc.is_finite(times))
-    elif pa.types.is_int64(kind):
-        times = pc.filter(times, pc.not_equal(times, INT64_MAX))
-    if pa.types.is_timestamp(kind):
-        per_ms = {"s": 1e-3, "ms": 1, "us": 1e3, "ns": 1e6}[kind.unit]
-        latest = pc.max(times.cast(pa.int64())).as_py()
-        return None if latest is None else latest / per_ms
-    if pa.types.is_date32(kind):
-        latest = pc.max(times.cast(pa.int32())).as_py()
-        return None if latest is None else latest * DAY_MS
-    if pa.types.is_date64(kind):
-        return pc.max(times.cast(pa.int64())).as_py()
-    return pc.max(times).as_py()
+LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalRuntime
 
 
 def encode_payload(batch: Any) -> bytes:
@@ -200,7 +136,7 @@ def pack_events(delay: float, clock_type: Any):
             times = batch.column(3)
             if batch.num_columns > 5:  # a refused row's time moves no clock
                 times = pc.filter(times, pc.is_null(batch.column(5)))
-            latest = _latest_ms(times)
+            latest = latest_ms(times)
             clock = None if latest is None else math.floor(latest - delay) + CLOCK_SHIFT_MS
             ids.append(CLOCK_ROWS)
             payloads.append(None)
@@ -214,18 +150,20 @@ def pack_events(delay: float, clock_type: Any):
 
 
 class Bucket:
-    """One bucket's work in a micro-batch: one :class:`LocalRuntime` (see the module).
+    """One bucket's work in a micro-batch (see the module), over its state in parts
+    (:class:`~statemachines.spark.bucket_state.BucketState`).
 
     Built on an executor by the processor of :func:`bucket_processor`, from the
-    processor's state handle and its pickled ``(machine, kind, arrow_schema, floor,
-    check_values)``.
+    processor's state handle, its state variables by part name, and its pickled
+    ``(machine, kind, arrow_schema, floor, check_values)``.
     """
 
-    def __init__(self, config: bytes, handle: Any, state: Any) -> None:
+    def __init__(self, config: bytes, handle: Any, states: dict[str, Any]) -> None:
         self.machine, self.kind, self.arrow_schema, self.floor, check_values = pickle.loads(config)
         # floor: the arrangement's upper when the query started (earlier times are late)
         self.handle = handle
-        self.state = state
+        self.states = states
+        self.types = BucketTypes.of(self.arrow_schema)
         self.check = value_check_for(self.arrow_schema.field("value").type) if check_values else None
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
@@ -250,62 +188,61 @@ class Bucket:
         for payload in initialState["payload"]:
             table = decode_payload(payload)
             pairs.extend(python_rows(table.select([0, 1])))
-        runtime = LocalRuntime(self.machine, value_check=self.check)
-        runtime.seed(pairs, self.floor)
-        self._save(runtime)
+        self._save(BucketState.seeded(self.types, self.machine, pairs, self.floor))
 
     # -- one bucket, one micro-batch -------------------------------------------------
 
-    def _load(self) -> LocalRuntime:
-        stored = self.state.get()
-        if stored is not None:
-            return LocalRuntime.restore(self.machine, pickle.loads(stored[0]), value_check=self.check)
-        runtime = LocalRuntime(self.machine, value_check=self.check)
-        if self.floor is not None:
-            runtime.seed([], self.floor)
-        return runtime
+    def _load(self) -> BucketState:
+        legacy = self.states[LEGACY].get()
+        if legacy is not None:  # one pickled runtime, as versions before format 1 kept it
+            checkpoint = pickle.loads(legacy[0])
+            self.states[LEGACY].clear()
+            return BucketState.of_runtime(self.types, self.machine, checkpoint)
+        stored = {name: self.states[name].get() for name in PARTS}
+        if stored["record"] is None:
+            return BucketState.fresh(self.types, self.floor)
+        return BucketState.decode(self.types, {name: value and value[0] for name, value in stored.items()})
 
-    def _save(self, runtime: LocalRuntime, watermark_ms: int | None = None) -> None:
-        waiting = runtime.earliest_waiting()
-        wanted = None if waiting is None else timer_ms(waiting)
+    def _save(self, state: BucketState, watermark_ms: int | None = None) -> None:
+        wanted = state.earliest_wake()
         armed = set(self.handle.listTimers())
         for timer in armed - {wanted}:
             if watermark_ms is None or timer > watermark_ms:  # Spark removes expired ones itself
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
-        state = runtime.checkpoint()
-        if state["values"] or waiting is not None:
-            self.state.update((pickle.dumps(state, protocol=5),))
-        else:
-            self.state.clear()  # nothing left: the bucket is fresh again
+        if state.is_empty():  # nothing left: the bucket is fresh again
+            for name in PARTS:
+                self.states[name].clear()
+            return
+        for name, data in state.parts().items():
+            self.states[name].update((data,))
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
-        runtime = self._load()
-        out = OutputRows(self.arrow_schema)
+        state = self._load()
         watermark_ms = timer_values.getCurrentWatermarkInMs()
-        frontier = frontier_of(watermark_ms, self.kind)
-        if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
-            step = runtime.advance_to(frontier)
-            out.add(step.updates)
-            rejected = step.rejected
-        else:
-            rejected = []
-        runtime.feed(events)
-        out.add(rejected=[*rejected, *runtime.take_rejected()])
-        self._save(runtime, watermark_ms)
+        updates, rejected = advance(state, self.machine, events, watermark_ms, self.kind, self.check)
+        self._save(state, watermark_ms)
+        out = OutputRows(self.arrow_schema)
+        out.add(updates, rejected)
         payload = encode_payload(out.take()) if len(out) else None
-        waiting, earliest = runtime.waiting()
         return pd.DataFrame(
             {
                 "bucket": [bucket],
                 "payload": [payload],
                 "events": [len(events)],
                 "watermark": [watermark_ms],
-                "waiting": [waiting],
-                "waiting_for": [None if earliest is None else json.dumps(encode_time(earliest))],
+                "waiting": [state.pending.num_rows],
+                "waiting_for": [_earliest_pending(state)],
             }
         )
+
+
+def _earliest_pending(state: BucketState) -> str | None:
+    """The earliest time of a bucket's pending events, as JSON (``encode_time``)."""
+    if state.pending.num_rows == 0:
+        return None
+    return json.dumps(encode_time(pc.min(state.pending["time"]).as_py()))
 
 
 def _refused_or_event(row: tuple[Any, ...]) -> Any:
@@ -332,6 +269,7 @@ def bucket_processor(
     """
 
     config = cloudpickle.dumps((machine, kind, arrow_schema, floor, check_values))
+    parts, legacy = PARTS, LEGACY  # constants of the shell, which imports nothing of the project
 
     class BucketProcessor(StatefulProcessor):
         def __init__(self) -> None:
@@ -349,7 +287,9 @@ def bucket_processor(
 
         def init(self, handle: Any) -> None:
             self.handle = handle
-            self.state = handle.getValueState("runtime", "runtime binary")
+            # the parts of a bucket's state, and the one pickled runtime of earlier versions
+            self.states = {name: handle.getValueState(name, "data binary") for name in parts}
+            self.states[legacy] = handle.getValueState(legacy, "runtime binary")
             self.bucket: Any = None
 
         def _bucket(self) -> Any:
@@ -358,7 +298,7 @@ def bucket_processor(
                     load()
                 from statemachines.spark.buckets import Bucket
 
-                self.bucket = Bucket(config, self.handle, self.state)
+                self.bucket = Bucket(config, self.handle, self.states)
             return self.bucket
 
         def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:

@@ -6,7 +6,7 @@ micro-batch that Spark replays after a failure finds ``b`` published and changes
 nothing:
 
 - **Buckets** (every machine whose keys are independent): Spark's grouped stateful
-  processing, one reference runtime per key bucket checkpointed in Spark's state
+  processing, the reference runtime's step per key bucket, checkpointed in Spark's state
   store, the event-time watermark as the frontier, timers for waiting events and
   deadlines (:mod:`statemachines.spark.buckets`). :class:`BucketSink` publishes.
 - **Arrangement as state** (machines with a waterline, whose rule reads across
@@ -48,7 +48,8 @@ from statemachines.spark.batch import (
     split_refused,
     time_kind_of,
 )
-from statemachines.spark.buckets import bucketed_output, decode_payload, frontier_of
+from statemachines.spark.buckets import bucketed_output, decode_payload
+from statemachines.spark.clock import frontier_of
 from statemachines.spark.output import (
     PENDING,
     REJECTED,
@@ -351,7 +352,7 @@ def run_stream(
     """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
 
     The machine runs in Spark's grouped stateful processing
-    (``transformWithStateInPandas``), one reference runtime per key bucket
+    (``transformWithStateInPandas``), the reference runtime's step per key bucket
     (:mod:`statemachines.spark.buckets`); the event-time watermark is the frontier. A
     machine whose rules read across keys (a waterline, as in
     :class:`~statemachines.library.UpsertWithLateness`) runs micro-batch by micro-batch with the

@@ -7,7 +7,7 @@ import datetime as dt
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statemachines.spark.buckets import CLOCK_SHIFT_MS, DAY_MS, frontier_of, timer_ms
+from statemachines.spark.clock import CLOCK_SHIFT_MS, DAY_MS, frontier_of, timer_ms
 
 UTC = dt.UTC
 kinds = {

@@ -193,7 +193,8 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from statemachines.events import Reason, Rejected
     from statemachines.spark import BucketSink
     from statemachines.spark.batch import prepare_events
-    from statemachines.spark.buckets import BUCKET_OUTPUT, CLOCK_SHIFT_MS, encode_payload
+    from statemachines.spark.buckets import BUCKET_OUTPUT, encode_payload
+    from statemachines.spark.clock import CLOCK_SHIFT_MS
     from statemachines.spark.output import OutputRows, output_schema
 
     events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
@@ -326,3 +327,80 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
         (key, reason) for key, _, reason in rejected
     ]
     assert {(key, reason) for key, _, reason in rejected} == {("b", "late"), ("c", "null_time")}
+
+
+def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values=True):
+    """The bucket processor of versions before the state in parts: each bucket's state
+    is one pickled LocalRuntime checkpoint in the value state ``runtime``."""
+    import pickle
+
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    from statemachines.spark.buckets import CLOCK_ROWS, decode_payload, encode_payload
+    from statemachines.spark.clock import frontier_of, timer_ms
+    from statemachines.spark.output import OutputRows
+
+    class Legacy(StatefulProcessor):
+        def init(self, handle):
+            self.handle = handle
+            self.state = handle.getValueState("runtime", "runtime binary")
+
+        def handleInputRows(self, key, rows, timerValues):
+            if key[0] != CLOCK_ROWS:
+                events = [tuple(r) for f in rows for p in f["payload"] for r in decode_payload(p).to_pylist() for r in [r.values()]]
+                yield self._step(key[0], events, timerValues)
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            yield self._step(key[0], [], timerValues)
+
+        def _step(self, bucket, events, timer_values):
+            stored = self.state.get()
+            runtime = LocalRuntime.restore(machine, pickle.loads(stored[0])) if stored else LocalRuntime(machine)
+            watermark = timer_values.getCurrentWatermarkInMs()
+            frontier, out = frontier_of(watermark, kind), OutputRows(arrow_schema)
+            if frontier is not None and (runtime.frontier is None or frontier > runtime.frontier):
+                step = runtime.advance_to(frontier)
+                out.add(step.updates, step.rejected)
+            runtime.feed(events)
+            out.add(rejected=runtime.take_rejected())
+            waiting = runtime.earliest_waiting()
+            for timer in self.handle.listTimers():
+                if timer > watermark:
+                    self.handle.deleteTimer(timer)
+            if waiting is not None:
+                self.handle.registerTimer(timer_ms(waiting))
+            self.state.update((pickle.dumps(runtime.checkpoint()),))
+            n_waiting, earliest = runtime.waiting()
+            return pd.DataFrame({
+                "bucket": [bucket], "payload": [encode_payload(out.take()) if len(out) else None],
+                "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
+                "waiting_for": [None if earliest is None else str(earliest)],
+            })
+
+        def close(self):
+            pass
+
+    return Legacy()
+
+
+def test_a_checkpoint_of_the_earlier_state_format_is_read_and_continued(spark, tmp_path, monkeypatch):
+    """A query that ran with one pickled runtime per bucket continues on the state in
+    parts: its waiting events and values carry over, the result is the uninterrupted one."""
+    from statemachines.spark import buckets
+
+    source = tmp_path / "in"
+    source.mkdir()
+    files = make_files(source, n_files=4)
+    first = tmp_path / "first"
+    first.mkdir()
+    for name in ("part-0.parquet", "part-1.parquet"):  # the earlier version saw two files
+        os.link(source / name, first / name)
+    with monkeypatch.context() as patch:
+        patch.setattr(buckets, "bucket_processor", legacy_processor)
+        stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
+    assert read_state(tmp_path / "arr")["stream"]["waiting"]  # events were left waiting
+    for name in ("part-2.parquet", "part-3.parquet"):
+        os.link(source / name, first / name)
+    stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
+    assert published(spark, tmp_path / "arr") == local_reference(files)

@@ -1,0 +1,346 @@
+"""One key bucket's streaming state as Arrow tables, read and rewritten in parts.
+
+A bucket holds what one :class:`~statemachines.LocalRuntime` would hold for its keys:
+each key's values and armed deadline, the events not yet final, the frontier. Kept
+as one pickled runtime, every micro-batch would read and rewrite every live key of
+the bucket. Kept as these tables, a micro-batch reads whole columns (vectorised, no
+Python object per key) but converts, runs and rewrites only the keys whose events or
+deadlines are due:
+
+=======  ======================================  =====================================
+table    rows                                    rewritten
+=======  ======================================  =====================================
+base     ``key, values, wake``: live keys        when ``recent`` outgrows a quarter of it
+recent   the same, for keys changed since the    in each micro-batch that changes a key
+         base was written (no values: gone)
+pending  ``key, symbol, time, order, wake``:     in each micro-batch that buffers or
+         the events not yet final                takes events
+=======  ======================================  =====================================
+
+beside a small record of the frontier and the run's time and order kinds. ``wake``
+is the least watermark (Spark clock milliseconds, :func:`~statemachines.spark.clock.timer_ms`)
+at which a key's armed deadline, or a pending event, is due: a micro-batch whose
+watermark is ``W`` takes the keys whose wake is at most ``W``. A key of ``recent``
+hides the same key in ``base``.
+
+Each part is stored as Arrow IPC bytes (:func:`encode_table`); :meth:`BucketState.parts`
+names the parts that changed, so a micro-batch writes only those.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statemachines import Event, LocalRuntime, Machine, Rejected, Update
+from statemachines.columns import column_to_python
+from statemachines.spark.clock import frontier_of, timer_ms
+from statemachines.times import decode_time, encode_time, time_kind
+
+__all__ = ["FORMAT", "PARTS", "BucketState", "BucketTypes", "advance", "decode_table", "encode_table"]
+
+FORMAT = 1  # the record's "format"
+PARTS = ("record", "base", "recent", "pending")
+MERGE_FRACTION = 4  # recent merges into base once it has more than base / 4 rows ...
+MERGE_AT_LEAST = 1_024  # ... and more than this many
+
+
+def encode_table(table: Any) -> bytes:
+    """A table as Arrow IPC stream bytes."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_table(data: bytes) -> Any:
+    """The table :func:`encode_table` wrote."""
+    return pa.ipc.open_stream(data).read_all()
+
+
+@attrs.frozen
+class BucketTypes:
+    """The Arrow types of a run's keys, values, symbols, times and orders."""
+
+    key: Any
+    value: Any
+    symbol: Any
+    time: Any
+    order: Any
+
+    @classmethod
+    def of(cls, output_schema: Any) -> BucketTypes:
+        """The types of the output schema of :func:`~statemachines.spark.output.output_schema`."""
+        field = output_schema.field
+        return cls(field("key").type, field("value").type, field("symbol").type, field("time").type, field("order").type)
+
+    def keyed(self) -> Any:
+        return pa.schema([("key", self.key), ("values", pa.list_(self.value)), ("wake", pa.int64())])
+
+    def events(self) -> Any:
+        return pa.schema(
+            [("key", self.key), ("symbol", self.symbol), ("time", self.time), ("order", self.order), ("wake", pa.int64())]
+        )
+
+
+class BucketState:
+    """The state of one key bucket; see the module documentation."""
+
+    def __init__(self, types: BucketTypes, record: dict[str, Any], base: Any, recent: Any, pending: Any) -> None:
+        self.types = types
+        self.record = record
+        self.base, self.recent, self.pending = base, recent, pending
+        self._changed: set[str] = set()
+        self._live_rows: Any = None
+
+    @classmethod
+    def fresh(cls, types: BucketTypes, frontier: Any = None) -> BucketState:
+        """An empty bucket whose frontier is ``frontier`` (earlier events are late)."""
+        kind = None if frontier is None else time_kind(frontier)
+        record = {"format": FORMAT, "frontier": encode_time(frontier), "kind": kind, "order_kind": None}
+        empty = types.keyed().empty_table()
+        state = cls(types, record, empty, empty, types.events().empty_table())
+        state._changed.update(PARTS)
+        return state
+
+    @classmethod
+    def decode(cls, types: BucketTypes, parts: dict[str, bytes | None]) -> BucketState:
+        """A bucket from its stored parts (as :meth:`parts` gave them)."""
+        record = json.loads(parts["record"] or b"{}")
+        if record.get("format") != FORMAT:
+            raise ValueError(f"a bucket state of format {record.get('format')!r}; this version reads {FORMAT}")
+
+        def table(name: str, schema: Any) -> Any:
+            data = parts.get(name)
+            return decode_table(data) if data else schema.empty_table()
+
+        return cls(
+            types, record, table("base", types.keyed()), table("recent", types.keyed()), table("pending", types.events())
+        )
+
+    @classmethod
+    def seeded(cls, types: BucketTypes, machine: Machine, pairs: Iterable[tuple[Any, Any]], frontier: Any) -> BucketState:
+        """A bucket whose keys start with the values of ``pairs`` ``(key, value)``, at ``frontier``."""
+        by_key: dict[Any, set[Any]] = {}
+        for key, value in pairs:
+            by_key.setdefault(key, set()).add(value)
+        state = cls.fresh(types, frontier)
+        deadline = machine.deadline if machine.spec.has_deadlines else None
+        rows = []
+        for key, vs in by_key.items():
+            due = deadline(key, frozenset(vs)) if deadline is not None else None
+            rows.append((key, vs, None if due is None else timer_ms(due)))
+        state.base = _keyed_table(types, rows)
+        return state
+
+    @classmethod
+    def of_runtime(cls, types: BucketTypes, machine: Machine, checkpoint: dict[str, Any]) -> BucketState:
+        """A bucket holding what a :meth:`LocalRuntime.checkpoint` holds (the earlier
+        format of streaming state, one pickled runtime per bucket)."""
+        state = cls.fresh(types, checkpoint["frontier"])
+        state.record.update(kind=checkpoint["kind"], order_kind=checkpoint.get("order_kind"))
+        wakes = {key: timer_ms(time) for key, time in checkpoint["due"].items()}
+        state.base = _keyed_table(types, ((key, vs, wakes.get(key)) for key, vs in checkpoint["values"].items()))
+        state.pending = _events_table(types, _buffered(checkpoint["pending"]))
+        return state
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def frontier(self) -> Any:
+        return decode_time(self.record["frontier"])
+
+    def __len__(self) -> int:
+        """Live keys (those of ``base`` hidden by a removal in ``recent`` included)."""
+        return self._live().num_rows
+
+    def due_keys(self, watermark_ms: int) -> list[Any]:
+        """The keys with a pending event or an armed deadline due at ``watermark_ms``."""
+        live = self._live()
+        keys = [
+            live.filter(pc.less_equal(live["wake"], watermark_ms))["key"],
+            self.pending.filter(pc.less_equal(self.pending["wake"], watermark_ms))["key"],
+        ]
+        return list(dict.fromkeys(k for column in keys for k in column_to_python(column)))
+
+    def values(self, keys: list[Any]) -> dict[Any, frozenset[Any]]:
+        """The values of ``keys`` that have any (looked up in ``recent``, then ``base``)."""
+        found: dict[Any, frozenset[Any]] = {}
+        rest = keys
+        for table in (self.recent, self.base):
+            if not rest or table.num_rows == 0:
+                continue
+            rows = _rows_of(table["key"], pa.array(rest, self.types.key))
+            hit = [(key, row) for key, row in zip(rest, rows, strict=True) if row is not None]
+            if hit:
+                taken = table.take(pa.array([row for _, row in hit], pa.int64()))
+                for (key, _), values in zip(hit, column_to_python(taken["values"]), strict=True):
+                    found[key] = frozenset(values)  # empty: removed since the base was written
+            rest = [key for key, row in zip(rest, rows, strict=True) if row is None]
+        return {key: values for key, values in found.items() if values}
+
+    def runtime(self, machine: Machine, keys: list[Any], value_check: Any = None) -> LocalRuntime:
+        """A runtime at this bucket's frontier holding the values and armed deadlines of
+        ``keys`` (a :meth:`LocalRuntime.checkpoint` of format 2, built from the tables)."""
+        values = self.values(keys)
+        due = {}
+        if machine.spec.has_deadlines:
+            for key, vs in values.items():
+                time = machine.deadline(key, vs)
+                if time is not None:
+                    due[key] = time
+        checkpoint = {
+            "format": 2, "values": values, "pending": {}, "rejected": [], "frontier": self.frontier,
+            "finished": False, "kind": self.record["kind"], "order_kind": self.record["order_kind"],
+            "due": due, "evicted": 0, "evicted_at": None, "high": None,
+        }
+        return LocalRuntime.restore(machine, checkpoint, value_check=value_check)
+
+    def take_due_events(self, watermark_ms: int) -> list[Event]:
+        """Remove and return the pending events due at ``watermark_ms``."""
+        due = pc.less_equal(self.pending["wake"], watermark_ms)
+        taken = self.pending.filter(due)
+        if taken.num_rows == 0:
+            return []
+        self.pending = self.pending.filter(pc.invert(due))
+        self._changed.add("pending")
+        columns = [column_to_python(taken[name]) for name in ("key", "symbol", "time", "order")]
+        return [Event(*row) for row in zip(*columns, strict=True)]
+
+    def earliest_wake(self) -> int | None:
+        """The least watermark at which anything of this bucket is due, or ``None``."""
+        wakes = [pc.min(self._live()["wake"]).as_py(), pc.min(self.pending["wake"]).as_py()]
+        return min((w for w in wakes if w is not None), default=None)
+
+    def is_empty(self) -> bool:
+        return self.pending.num_rows == 0 and len(self) == 0
+
+    # -- writing -----------------------------------------------------------------------
+
+    def put(self, runtime: LocalRuntime, keys: Iterable[Any]) -> None:
+        """Keep what ``runtime`` (run over some of this bucket's keys) holds now: the
+        values and deadlines of ``keys``, its buffered events, its frontier and kinds."""
+        checkpoint = runtime.checkpoint()
+        values, due = checkpoint["values"], checkpoint["due"]
+        changed = [
+            (key, values.get(key, ()), timer_ms(due[key]) if key in due else None) for key in keys
+        ]
+        if changed:
+            self._replace(_keyed_table(self.types, changed))
+        buffered = list(_buffered(checkpoint["pending"]))
+        if buffered:
+            self.pending = pa.concat_tables([self.pending, _events_table(self.types, buffered)])
+            self._changed.add("pending")
+        self.record.update(
+            frontier=encode_time(checkpoint["frontier"]), kind=checkpoint["kind"], order_kind=checkpoint["order_kind"]
+        )
+        self._changed.add("record")
+
+    def parts(self) -> dict[str, bytes]:
+        """The parts changed since this state was read, encoded for storing."""
+        tables = {"base": self.base, "recent": self.recent, "pending": self.pending}
+        out = {}
+        for name in PARTS:
+            if name in self._changed:
+                out[name] = json.dumps(self.record).encode() if name == "record" else encode_table(tables[name])
+        return out
+
+    def _replace(self, rows: Any) -> None:
+        """``rows`` (keyed) replace the rows of their keys; ``recent`` merges into ``base``
+        when it has grown large enough."""
+        kept = self.recent.filter(pc.invert(_member(self.recent["key"], rows["key"])))
+        self.recent = pa.concat_tables([kept, rows])
+        self._live_rows = None
+        self._changed.add("recent")
+        if self.recent.num_rows > max(MERGE_AT_LEAST, self.base.num_rows // MERGE_FRACTION):
+            self.base = self._live()
+            self.recent = self.types.keyed().empty_table()
+            self._changed.add("base")
+
+    def _live(self) -> Any:
+        """Every live key's row: ``base`` without the keys of ``recent``, then ``recent``'s
+        keys that have values."""
+        if self._live_rows is None:
+            if self.recent.num_rows == 0:
+                self._live_rows = self.base
+            else:
+                older = self.base.filter(pc.invert(_member(self.base["key"], self.recent["key"])))
+                newer = self.recent.filter(pc.greater(pc.list_value_length(self.recent["values"]), 0))
+                self._live_rows = pa.concat_tables([older, newer])
+        return self._live_rows
+
+
+def advance(
+    state: BucketState, machine: Machine, events: list[Any], watermark_ms: int, kind: str, value_check: Any = None
+) -> tuple[list[Update], list[Rejected]]:
+    """One micro-batch of a bucket: what its runtime would do, over the keys it touches.
+
+    As :class:`LocalRuntime` would: advance to the frontier the watermark stands for
+    (the pending events and deadlines due apply), then buffer ``events`` (those
+    below the frontier are late). Only the due keys are read and rewritten.
+
+    Returns:
+        The updates and the rejected events of the micro-batch.
+    """
+    frontier = frontier_of(watermark_ms, kind)
+    advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
+    keys = state.due_keys(watermark_ms) if advancing else []
+    runtime = state.runtime(machine, keys, value_check)
+    updates: list[Update] = []
+    rejected: list[Rejected] = []
+    if advancing:
+        runtime.feed(state.take_due_events(watermark_ms))
+        step = runtime.advance_to(frontier)
+        updates, rejected = step.updates, list(step.rejected)
+    runtime.feed(events)
+    rejected += runtime.take_rejected()
+    state.put(runtime, keys)
+    return updates, rejected
+
+
+def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], int | None]]) -> Any:
+    keys, values, wakes = [], [], []
+    for key, vs, wake in rows:
+        keys.append(key)
+        values.append(list(vs))
+        wakes.append(wake)
+    schema = types.keyed()
+    return pa.table([pa.array(c, f.type) for c, f in zip((keys, values, wakes), schema, strict=True)], schema=schema)
+
+
+def _events_table(types: BucketTypes, events: Iterable[Event]) -> Any:
+    schema = types.events()
+    events = list(events)
+    columns = [list(c) for c in zip(*events, strict=True)] if events else [[], [], [], []]
+    columns.append([timer_ms(time) for time in columns[2]])
+    return pa.table([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def _buffered(pending: dict[Any, dict[Any, Any]]) -> Iterable[Event]:
+    """The events of a runtime checkpoint's ``pending`` (key -> time -> event or list)."""
+    for by_time in pending.values():
+        for slot in by_time.values():
+            yield from slot if isinstance(slot, list) else (slot,)
+
+
+def _member(column: Any, keys: Any) -> Any:
+    """Whether each item of ``column`` is among ``keys`` (a boolean array)."""
+    try:
+        return pc.is_in(column, value_set=keys)
+    except pa.ArrowNotImplementedError:  # a struct key: looked up in Python
+        wanted = set(column_to_python(keys))
+        return pa.array([key in wanted for key in column_to_python(column)], pa.bool_())
+
+
+def _rows_of(column: Any, keys: Any) -> list[int | None]:
+    """The row of each of ``keys`` in ``column`` (``None`` where it is absent)."""
+    try:
+        return pc.index_in(keys, value_set=column).to_pylist()
+    except pa.ArrowNotImplementedError:  # a struct key: looked up in Python
+        rows = {key: row for row, key in enumerate(column_to_python(column))}
+        return [rows.get(key) for key in column_to_python(keys)]
