@@ -13,15 +13,16 @@ table    rows                                    rewritten
 base     ``key, values, wake``: live keys        when ``recent`` outgrows a quarter of it
 recent   the same, for keys changed since the    in each micro-batch that changes a key
          base was written (no values: gone)
-pending  ``key, symbol, time, order, wake``:     in each micro-batch that buffers or
-         the events not yet final                takes events
+pending  ``key, symbol, time, order, wake,      in each micro-batch that buffers or
+         arrived``: the events not yet final     takes events
 =======  ======================================  =====================================
 
 beside a small record of the frontier and the run's time and order kinds. ``wake``
 is the least watermark (Spark clock milliseconds, :func:`~statemachines.spark.clock.timer_ms`)
 at which a key's armed deadline, or a pending event, is due: a micro-batch whose
 watermark is ``W`` takes the keys whose wake is at most ``W``. A key of ``recent``
-hides the same key in ``base``.
+hides the same key in ``base``. ``arrived`` is when the bucket took the event (Unix
+milliseconds), for the stream's latency.
 
 Each part is stored as Arrow IPC bytes (:func:`encode_table`); :meth:`BucketState.parts`
 names the parts that changed, so a micro-batch writes only those.
@@ -84,7 +85,10 @@ class BucketTypes:
 
     def events(self) -> Any:
         return pa.schema(
-            [("key", self.key), ("symbol", self.symbol), ("time", self.time), ("order", self.order), ("wake", pa.int64())]
+            [
+                ("key", self.key), ("symbol", self.symbol), ("time", self.time), ("order", self.order),
+                ("wake", pa.int64()), ("arrived", pa.int64()),
+            ]
         )
 
 
@@ -146,7 +150,7 @@ class BucketState:
         state.record.update(kind=checkpoint["kind"], order_kind=checkpoint.get("order_kind"))
         wakes = {key: timer_ms(time) for key, time in checkpoint["due"].items()}
         state.base = _keyed_table(types, ((key, vs, wakes.get(key)) for key, vs in checkpoint["values"].items()))
-        state.pending = _events_table(types, _buffered(checkpoint["pending"]))
+        state.pending = _events_table(types, _buffered(checkpoint["pending"]), None)  # arrival unknown
         return state
 
     # -- reading -----------------------------------------------------------------------
@@ -201,16 +205,17 @@ class BucketState:
         }
         return LocalRuntime.restore(machine, checkpoint, value_check=value_check)
 
-    def take_due_events(self, watermark_ms: int) -> list[Event]:
-        """Remove and return the pending events due at ``watermark_ms``."""
+    def take_due_events(self, watermark_ms: int) -> tuple[list[Event], int | None]:
+        """Remove and return the pending events due at ``watermark_ms``, and when the
+        earliest of them arrived (Unix milliseconds; ``None``: none, or not known)."""
         due = pc.less_equal(self.pending["wake"], watermark_ms)
         taken = self.pending.filter(due)
         if taken.num_rows == 0:
-            return []
+            return [], None
         self.pending = self.pending.filter(pc.invert(due))
         self._changed.add("pending")
         columns = [column_to_python(taken[name]) for name in ("key", "symbol", "time", "order")]
-        return [Event(*row) for row in zip(*columns, strict=True)]
+        return [Event(*row) for row in zip(*columns, strict=True)], pc.min(taken["arrived"]).as_py()
 
     def earliest_wake(self) -> int | None:
         """The least watermark at which anything of this bucket is due, or ``None``."""
@@ -222,9 +227,10 @@ class BucketState:
 
     # -- writing -----------------------------------------------------------------------
 
-    def put(self, runtime: LocalRuntime, keys: Iterable[Any]) -> None:
+    def put(self, runtime: LocalRuntime, keys: Iterable[Any], now_ms: int | None = None) -> None:
         """Keep what ``runtime`` (run over some of this bucket's keys) holds now: the
-        values and deadlines of ``keys``, its buffered events, its frontier and kinds."""
+        values and deadlines of ``keys``, its buffered events (arrived at ``now_ms``),
+        its frontier and kinds."""
         checkpoint = runtime.checkpoint()
         values, due = checkpoint["values"], checkpoint["due"]
         changed = [
@@ -234,7 +240,7 @@ class BucketState:
             self._replace(_keyed_table(self.types, changed))
         buffered = list(_buffered(checkpoint["pending"]))
         if buffered:
-            self.pending = pa.concat_tables([self.pending, _events_table(self.types, buffered)])
+            self.pending = pa.concat_tables([self.pending, _events_table(self.types, buffered, now_ms)])
             self._changed.add("pending")
         self.record.update(
             frontier=encode_time(checkpoint["frontier"]), kind=checkpoint["kind"], order_kind=checkpoint["order_kind"]
@@ -276,8 +282,14 @@ class BucketState:
 
 
 def advance(
-    state: BucketState, machine: Machine, events: list[Any], watermark_ms: int, kind: str, value_check: Any = None
-) -> tuple[list[Update], list[Rejected]]:
+    state: BucketState,
+    machine: Machine,
+    events: list[Any],
+    watermark_ms: int,
+    kind: str,
+    value_check: Any = None,
+    now_ms: int | None = None,
+) -> tuple[list[Update], list[Rejected], int | None]:
     """One micro-batch of a bucket: what its runtime would do, over the keys it touches.
 
     As :class:`LocalRuntime` would: advance to the frontier the watermark stands for
@@ -285,7 +297,8 @@ def advance(
     below the frontier are late). Only the due keys are read and rewritten.
 
     Returns:
-        The updates and the rejected events of the micro-batch.
+        The updates and the rejected events of the micro-batch, and when the earliest
+        event it applied arrived (``now_ms`` of the micro-batch that buffered it).
     """
     frontier = frontier_of(watermark_ms, kind)
     advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
@@ -293,14 +306,16 @@ def advance(
     runtime = state.runtime(machine, keys, value_check)
     updates: list[Update] = []
     rejected: list[Rejected] = []
+    arrived = None
     if advancing:
-        runtime.feed(state.take_due_events(watermark_ms))
+        due, arrived = state.take_due_events(watermark_ms)
+        runtime.feed(due)
         step = runtime.advance_to(frontier)
         updates, rejected = step.updates, list(step.rejected)
     runtime.feed(events)
     rejected += runtime.take_rejected()
-    state.put(runtime, keys)
-    return updates, rejected
+    state.put(runtime, keys, now_ms)
+    return updates, rejected, arrived
 
 
 def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], int | None]]) -> Any:
@@ -313,11 +328,12 @@ def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], in
     return pa.table([pa.array(c, f.type) for c, f in zip((keys, values, wakes), schema, strict=True)], schema=schema)
 
 
-def _events_table(types: BucketTypes, events: Iterable[Event]) -> Any:
+def _events_table(types: BucketTypes, events: Iterable[Event], arrived: int | None) -> Any:
     schema = types.events()
     events = list(events)
     columns = [list(c) for c in zip(*events, strict=True)] if events else [[], [], [], []]
     columns.append([timer_ms(time) for time in columns[2]])
+    columns.append([arrived] * len(events))
     return pa.table([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 

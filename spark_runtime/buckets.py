@@ -39,6 +39,7 @@ import math
 import os
 import pickle
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,12 +74,12 @@ __all__ = [
     "frontier_of",
 ]
 
-# what each bucket call returns: its output rows in Arrow IPC form (or null), how
-# many events it took, and the watermark it advanced to
-# per bucket and micro-batch: its output rows, the events it took, the watermark, and
-# the events still waiting with the earliest of their times (JSON, as encode_time)
+# per bucket and micro-batch: its output rows in Arrow IPC form (or null), the events
+# it took, the watermark, the events still waiting with the earliest of their times
+# (JSON, as encode_time), and when the earliest event it applied arrived (Unix ms)
 BUCKET_OUTPUT = (
-    "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string"
+    "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string, "
+    "arrived long"
 )
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
@@ -221,7 +222,10 @@ class Bucket:
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
         state = self._load()
         watermark_ms = timer_values.getCurrentWatermarkInMs()
-        updates, rejected = advance(state, self.machine, events, watermark_ms, self.kind, self.check)
+        now_ms = round(time.time() * 1000)
+        updates, rejected, arrived = advance(
+            state, self.machine, events, watermark_ms, self.kind, self.check, now_ms
+        )
         self._save(state, watermark_ms)
         out = OutputRows(self.arrow_schema)
         out.add(updates, rejected)
@@ -234,6 +238,7 @@ class Bucket:
                 "watermark": [watermark_ms],
                 "waiting": [state.pending.num_rows],
                 "waiting_for": [_earliest_pending(state)],
+                "arrived": [arrived],
             }
         )
 
@@ -337,9 +342,11 @@ def bucketed_output(
     checkpoint: str,
     delay: Any,
     value_type: Any,
-    buckets: int,
-) -> tuple[Any, Any]:
-    """The streaming DataFrame of bucket outputs, and the Arrow schema of their rows.
+    buckets: int | None,
+) -> tuple[Any, Any, int]:
+    """The streaming DataFrame of bucket outputs, the Arrow schema of their rows, and
+    how many buckets hold the state (``buckets``, or when ``None`` the count the query
+    kept, or :func:`default_buckets` for a new one).
 
     ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
     ``into`` holds values and the query has not started yet, they are the buckets'
@@ -354,11 +361,14 @@ def bucketed_output(
             f"spark.sql.streaming.stateStore.providerClass={ROCKSDB} when building the "
             f"session (statemachines.spark.session() does)"
         )
+    state = read_state(into)
+    kept = (state.get("stream") or {}).get("buckets")
+    started = _started(checkpoint)
+    if buckets is None:
+        buckets = kept if kept is not None and started else default_buckets(spark)
     if not isinstance(buckets, int) or buckets < 1:
         raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
-    state = read_state(into)
-    kept = (state.get("stream") or {}).get("buckets", buckets)
-    if kept != buckets and _started(checkpoint):
+    if kept is not None and kept != buckets and started:
         raise InvalidArgument(
             f"the query's state is held in {kept} buckets; restart it with buckets={kept}. "
             f"A new checkpoint would start from the arrangement's values, without the "
@@ -382,7 +392,19 @@ def bucketed_output(
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )
-    return output, arrow_schema
+    return output, arrow_schema, buckets
+
+
+def default_buckets(spark: Any) -> int:
+    """How many key buckets a new query's state gets: four per shuffle partition (the
+    stateful operator's tasks, fixed by the checkpoint), so that the buckets even out
+    across tasks, and at least 16.
+
+    A bucket costs one Python call per micro-batch in which it has work, and its state
+    is read as whole columns: fewer, larger buckets cost fewer calls for the same
+    columns read. Many more buckets than tasks only add calls.
+    """
+    return max(16, 4 * int(spark.conf.get("spark.sql.shuffle.partitions")))
 
 
 def _started(checkpoint: str) -> bool:

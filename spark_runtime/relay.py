@@ -43,6 +43,9 @@ class MicroBatchReport:
     seconds: float
     replayed: bool = False
     waiting_for: Any = None  # the earliest time a waiting event has
+    # seconds from the arrival of the earliest event this micro-batch applied (when the
+    # micro-batch that took it started) to this micro-batch's publication
+    latency: float | None = None
 
     def __str__(self) -> str:
         if self.replayed:
@@ -52,7 +55,8 @@ class MicroBatchReport:
             f"{self.rejected:,} rejected, "
             + ("" if self.pending is None else f"{pending_note(self.pending, self.waiting_for)}, ")
             + f"frontier {show_time(self.frontier)}, "
-            f"{self.seconds:.1f}s"
+            + ("" if self.latency is None else f"applied within {self.latency:.1f}s of arrival, ")
+            + f"{self.seconds:.1f}s"
         )
 
     def to_json(self) -> dict[str, Any]:

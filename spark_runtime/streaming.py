@@ -34,6 +34,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
@@ -77,6 +78,7 @@ __all__ = [
 
 
 KEPT_REPORTS = 100  # the latest micro-batches' reports kept in the arrangement
+ARRIVED = "arrived"  # when the micro-batch that took an event ran (Unix milliseconds)
 
 
 def with_report(progress: dict[str, Any], stream: dict[str, Any], report: MicroBatchReport) -> dict[str, Any]:
@@ -150,10 +152,11 @@ class MicroBatchRunner:
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
         spark = batch.sparkSession
-        arrived, refused = split_refused(prepare_events(batch, self.columns))
+        taken, refused = split_refused(prepare_events(batch, self.columns))
+        taken = taken.withColumn(ARRIVED, F.lit(round(_time.time() * 1000)).cast("long"))
         lower = decode_time(state["upper"])
-        pending = self._pending(spark, stream, arrived)
-        events = arrived if pending is None else arrived.unionByName(pending)
+        pending = self._pending(spark, stream, taken)
+        events = taken if pending is None else taken.unionByName(pending)
 
         frontier = decode_time(stream.get("frontier"))
         latest, n_all = _latest_and_count(events)
@@ -172,6 +175,8 @@ class MicroBatchRunner:
             waiting = events.where(F.col("time").isNotNull() & (F.col("time") >= bound))
             due = events.where(F.col("time").isNull() | (F.col("time") < bound))
         notes: dict[str, Any] = {}
+        first_arrival = Observation(f"arrived-{uuid.uuid4().hex}")
+        due = due.observe(first_arrival, F.min(ARRIVED).alias(ARRIVED)).drop(ARRIVED)
         output = process_events(
             self.machine, due, lower=lower, upto=frontier, into=self.into,
             value_type=self.value_type, native=self.native, cache=False, notes=notes,
@@ -180,7 +185,7 @@ class MicroBatchRunner:
             output = output.unionByName(refused, allowMissingColumns=True)
         # updates (kind 0), rejected (1) and pending events (2): written in one job
         held = waiting.select(
-            F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order"
+            F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order", ARRIVED
         )
         name, counts = write_parts(output.unionByName(held, allowMissingColumns=True), self.into)
         output.unpersist()  # cached only when settling a waterline took several runs
@@ -194,9 +199,11 @@ class MicroBatchRunner:
         }
         n_events = n_all - stream.get("pending_count", 0)
         earliest = waiting.agg(F.min("time")).toArrow().column(0)[0].as_py() if n_pending else None
+        arrived = first_arrival.get[ARRIVED]
         report = MicroBatchReport(
             batch_id, n_events, n_updates, n_rejected, n_pending, frontier,
             _time.perf_counter() - started, waiting_for=earliest,
+            latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
         publish_micro_batch(
             self.into, name, lower, frontier, progress, stream, report, self.progress, notes=notes or None
@@ -206,6 +213,8 @@ class MicroBatchRunner:
         if not stream.get("pending"):
             return None
         stored = spark.read.parquet(os.path.join(self.into, stream["pending"]))
+        if ARRIVED not in stored.columns:  # held by an earlier version: arrival not known
+            stored = stored.withColumn(ARRIVED, F.lit(None).cast("long"))
         return stored.select(*(stored[c].cast(like.schema[c].dataType).alias(c) for c in like.columns))
 
 
@@ -259,9 +268,11 @@ class BucketSink:
             "buckets": self.buckets,
             "waiting": waiting,
         }
+        arrived = pc.min(table["arrived"]).as_py()
         report = MicroBatchReport(
             batch_id, n_events or 0, n_updates, n_rejected, n_waiting, upper,
             _time.perf_counter() - started, waiting_for=earliest,
+            latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
         publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress)
 
@@ -343,7 +354,7 @@ def run_stream(
     delay: Any = 0,
     value_type: Any = None,
     native: bool = True,
-    buckets: int = 64,
+    buckets: int | None = None,
     trigger: dict[str, Any] | None = None,
     progress: Callable[[MicroBatchReport], None] | None = print,
     refusal: str | None = None,
@@ -374,7 +385,9 @@ def run_stream(
             when they arrive are rejected as late.
         value_type: as for :func:`~statemachines.spark.batch.run_batch`.
         native: for the arrangement-state runner: use a native path if any.
-        buckets: how many key buckets hold the state (fixed for a checkpoint).
+        buckets: how many key buckets hold the state (fixed for a checkpoint; by
+            default four per shuffle partition, at least 16:
+            :func:`~statemachines.spark.buckets.default_buckets`).
         trigger: keyword arguments for ``DataStreamWriter.trigger`` (e.g.
             ``{"availableNow": True}``).
         progress: called with a :class:`MicroBatchReport` after each micro-batch
@@ -404,7 +417,7 @@ def run_stream(
         sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink, after_publish)
         writer = events.writeStream
     else:
-        output, arrow_schema = bucketed_output(
+        output, arrow_schema, buckets = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets
         )
         sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish)

@@ -60,8 +60,8 @@ def run_both(name, batches, frontiers, merge_at=None):
         reference.feed(events)
         expected_rejected += reference.take_rejected()
         w = watermark(frontier) if frontier is not None else 0
-        got = advance(state, machine, events, w, "number")
-        assert normal(*got) == normal(expected_updates, expected_rejected)
+        updates, rejected, _ = advance(state, machine, events, w, "number")
+        assert normal(updates, rejected) == normal(expected_updates, expected_rejected)
         state = stored_round_trip(state, stored)
         live = {key for key, vs in reference.checkpoint()["values"].items() if vs}
         assert len(state) == len(live)
@@ -103,8 +103,9 @@ def test_a_micro_batch_reads_and_rewrites_only_the_keys_it_touches(monkeypatch):
 
 def test_deadlines_wake_their_keys_without_events():
     state = BucketState.fresh(TYPES["session"])
-    advance(state, Session(3), [("a", "x", 1), ("b", "y", 4)], 0, "number")
-    updates, _ = advance(state, Session(3), [], watermark(5), "number")  # a's value set at 1 ends at 4
+    advance(state, Session(3), [("a", "x", 1), ("b", "y", 4)], 0, "number", now_ms=1_000)
+    updates, _, arrived = advance(state, Session(3), [], watermark(5), "number", now_ms=2_000)  # a's value set at 1 ends at 4
+    assert arrived == 1_000  # the events it applied were taken at 1,000 ms
     assert [(u.data[0], u.time, u.diff) for u in updates] == [("a", 1, 1), ("a", 4, -1), ("b", 4, 1)]
     assert state.earliest_wake() == watermark(8)  # b, set at 4, ends at 7: due once the frontier passes 7
     assert state.due_keys(watermark(7)) == [] and state.due_keys(watermark(8)) == ["b"]
@@ -120,5 +121,5 @@ def test_a_bucket_of_the_earlier_format_is_read():
     types = BucketTypes(pa.string(), runtime.machine.value_type(symbol, time), symbol, time, pa.int64())
     state = BucketState.of_runtime(types, runtime.machine, checkpoint)
     expected = runtime.advance_to(10)
-    updates, _ = advance(state, runtime.machine, [], watermark(10), "number")
+    updates, _, _ = advance(state, runtime.machine, [], watermark(10), "number")
     assert sort_updates(updates) == expected.updates and expected.updates

@@ -103,6 +103,10 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     query.awaitTermination()
     assert [r.batch_id for r in reports][:4] == [0, 1, 2, 3]  # then batches without data
     assert sum(r.events for r in reports) == sum(len(f) for f in files)
+    # a micro-batch applies what earlier ones took: its latency spans at least its own run
+    applied = [r for r in reports if r.updates]
+    assert applied and all(r.latency is not None and r.latency >= r.seconds for r in applied)
+    assert reports[0].latency is None  # the first applies nothing: its watermark is not set
     assert published(spark, tmp_path / "arr") == local_reference(files)
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
 
@@ -185,6 +189,9 @@ def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
     assert [r.replayed for r in reports] == [False, True]
     assert (reports[0].pending, reports[0].waiting_for) == (1, 9)  # ("k", "b", 9) waits
     assert PersistedArrangement(tmp_path).updates() == [(("k", "a"), 5, 1)]
+    assert 0 <= reports[0].latency <= reports[0].seconds + 1  # ("k", "a", 5) applied as it came
+    runner(spark.createDataFrame([("k", "c", 20, 0)], SCHEMA), 1)  # ("k", "b", 9) applies, held since 0
+    assert reports[-1].latency >= reports[-1].seconds
 
 
 def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
@@ -204,7 +211,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     rows.add([(("k", "a"), 5, 1)], [Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
     # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
     packed = spark.createDataFrame(
-        [(7, encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12")], BUCKET_OUTPUT
+        [(7, encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None)], BUCKET_OUTPUT
     )
     reports = []
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
@@ -238,8 +245,12 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
     for name in ("part-2.parquet", "part-3.parquet"):
         os.link(source / name, partial / name)
     frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(partial))
-    with pytest.raises(InvalidArgument, match="held in 64 buckets"):  # keys would move buckets
-        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", buckets=8)
+    from statemachines.spark.buckets import default_buckets
+
+    kept = default_buckets(spark)  # the first run's, by default: four per shuffle partition
+    assert read_state(tmp_path / "arr")["stream"]["buckets"] == kept
+    with pytest.raises(InvalidArgument, match=f"held in {kept} buckets"):  # keys would move buckets
+        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", buckets=kept + 1)
     second = []
     stream(spark, partial, tmp_path / "arr", tmp_path / "ckpt", second).awaitTermination()
 
@@ -375,7 +386,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
             return pd.DataFrame({
                 "bucket": [bucket], "payload": [encode_payload(out.take()) if len(out) else None],
                 "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
-                "waiting_for": [None if earliest is None else str(earliest)],
+                "waiting_for": [None if earliest is None else str(earliest)], "arrived": [None],
             })
 
         def close(self):
