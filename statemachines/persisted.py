@@ -477,7 +477,10 @@ class PersistedArrangement(Arrangement):
         """Stored batches merge in Arrow, file to file; others (or structs) in Python."""
         if all(isinstance(b, StoredBatch) and not b.loaded for b in batches):
             tables = [self._read_table(name) for b in batches for name in b.files]  # type: ignore[attr-defined]
-            merged = merge_tables(tables, self._since) if tables else None
+            # a spine's batches cover disjoint intervals; unless since moves some of their
+            # times, their union is already consolidated
+            disjoint = self._since is None or (batches[0].lower is not None and not batches[0].lower < self._since)
+            merged = merge_tables(tables, self._since, disjoint=disjoint) if tables else None
             if merged is not None:
                 name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
                 return self._stored([name], batches[0].lower, batches[-1].upper, self._since, merged.num_rows)

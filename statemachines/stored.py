@@ -177,17 +177,26 @@ class StoredBatch(Batch):
         return f"StoredBatch([{self.lower!r}, {self.upper!r}), since={self.since!r}, {self.count} updates, {state})"
 
 
-def merge_tables(tables: list[Any], since: Any) -> Any:
+def merge_tables(tables: list[Any], since: Any, *, disjoint: bool = False) -> Any:
     """The consolidated updates of ``tables`` (``key, value, time, diff``), sorted by key.
 
     Times below ``since`` become ``since``; equal ``(key, value, time)`` sum their
     diffs; zeros go. Vectorised in Arrow. ``None`` when Arrow cannot group the
     columns (structs, lists): the caller merges in Python instead.
+
+    ``disjoint`` says the tables are consolidated batches of disjoint time intervals,
+    none of whose times ``since`` advances: no two of their rows can consolidate, so
+    they are only sorted by key (the order within a key kept), several times faster.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = pa.concat_tables([t.select(COLUMNS) for t in tables], promote_options="permissive")
+    if disjoint:
+        try:
+            return table.sort_by([("key", "ascending")])
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return None
     if since is not None:
         bound = pa.scalar(since, type=table.schema.field("time").type)
         table = table.set_column(2, "time", pc.max_element_wise(table.column("time"), bound))

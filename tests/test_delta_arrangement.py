@@ -13,10 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
+from statemachines.stored import merge_tables
 from tests import strategies as sst
 from tests.delta_reader import delta_rs_updates
 from tests.machines import Tags
@@ -292,3 +294,51 @@ def test_check_reads_every_file_of_an_intact_arrangement(tmp_path):
         [sys.executable, "-m", "statemachines.library.cli", "check", str(tmp_path)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and "intact" in done.stdout, done.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(sst.text_keys, st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.sampled_from([-1, 1])), max_size=12), min_size=1, max_size=4))
+def test_merging_batches_of_disjoint_times_only_sorts_them(batches):
+    """The fast merge of a spine's batches (disjoint intervals, since not moving any
+    time) gives what consolidating them gives."""
+    tables = []
+    for i, rows in enumerate(batches):  # batch i holds times 10*i .. 10*i + 3
+        merged = consolidate(((k, v), 10 * i + t, d) for k, v, t, d in rows)
+        tables.append(pa.table({
+            "key": pa.array([u.data[0] for u in merged], pa.string()),
+            "value": pa.array([u.data[1] for u in merged], pa.string()),
+            "time": pa.array([u.time for u in merged], pa.int64()),
+            "diff": pa.array([u.diff for u in merged], pa.int64()),
+        }))
+    fast, slow = merge_tables(tables, 0, disjoint=True), merge_tables(tables, 0)
+    assert fast["key"].to_pylist() == sorted(fast["key"].to_pylist())
+    assert sorted(fast.to_pylist(), key=repr) == sorted(slow.to_pylist(), key=repr)
+
+
+def test_batches_another_writer_publishes_merge_to_the_same_updates(tmp_path, monkeypatch):
+    """Batches Spark writes and publishes merge file to file (the fast merge), then a
+    compaction moves times (the consolidating merge): the updates stay the model's."""
+    import statemachines.persisted as persisted
+    import statemachines.stored as stored
+    from statemachines.persisted import publish_batch
+
+    monkeypatch.setattr(stored, "SMALL_BATCH", 5)
+    monkeypatch.setattr(persisted, "SMALL_BATCH", 5)
+    used = []
+    real = stored.merge_tables
+    monkeypatch.setattr(persisted, "merge_tables", lambda *a, **k: used.append(k.get("disjoint")) or real(*a, **k))
+    PersistedArrangement(tmp_path).append([(("k0", "v"), 0, 1)], lower=0, upper=1)
+    updates = [(("k0", "v"), 0, 1)]
+    for step in range(1, 13):
+        batch = consolidate(((f"k{(step * 7 + i) % 13}", f"v{step % 3}"), step, 1) for i in range(8))
+        (tmp_path / f"b{step}").mkdir()
+        pq.write_table(pa.table({
+            "key": [u.data[0] for u in batch], "value": [u.data[1] for u in batch],
+            "time": pa.array([u.time for u in batch], pa.int64()), "diff": pa.array([u.diff for u in batch], pa.int64()),
+        }).sort_by("key"), tmp_path / f"b{step}" / "part-0.parquet")
+        publish_batch(tmp_path, f"b{step}", step, step + 1, len(batch))
+        updates += batch
+    assert True in used  # the spine's stored batches merged without consolidating
+    assert PersistedArrangement.open(tmp_path).updates() == consolidate(updates)
+    PersistedArrangement.open(tmp_path).compact(6)
+    assert PersistedArrangement.open(tmp_path).updates() == consolidate((d, max(t, 6), n) for d, t, n in updates)
