@@ -17,7 +17,9 @@ pending  ``key, symbol, time, order, wake,      in each micro-batch that buffers
          arrived``: the events not yet final     takes events
 =======  ======================================  =====================================
 
-beside a small record of the frontier and the run's time and order kinds. ``wake``
+beside a small record of the frontier, the run's time and order kinds, and an id of
+the base's contents (a worker that kept the base of an earlier micro-batch in memory
+does not read it again while the id is the same). ``wake``
 is the least watermark (Spark clock milliseconds, :func:`~statemachines.spark.clock.timer_ms`)
 at which a key's armed deadline, or a pending event, is due: a micro-batch whose
 watermark is ``W`` takes the keys whose wake is at most ``W``. A key of ``recent``
@@ -31,6 +33,7 @@ names the parts that changed, so a micro-batch writes only those.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -100,21 +103,25 @@ class BucketState:
         self.record = record
         self.base, self.recent, self.pending = base, recent, pending
         self._changed: set[str] = set()
-        self._live_rows: Any = None
+        self._shown_rows: Any = None  # rows of base not hidden by recent (None: all, or not known)
 
     @classmethod
     def fresh(cls, types: BucketTypes, frontier: Any = None) -> BucketState:
         """An empty bucket whose frontier is ``frontier`` (earlier events are late)."""
         kind = None if frontier is None else time_kind(frontier)
-        record = {"format": FORMAT, "frontier": encode_time(frontier), "kind": kind, "order_kind": None}
+        record = {
+            "format": FORMAT, "frontier": encode_time(frontier), "kind": kind, "order_kind": None, "base": _new_id(),
+        }
         empty = types.keyed().empty_table()
         state = cls(types, record, empty, empty, types.events().empty_table())
         state._changed.update(PARTS)
         return state
 
     @classmethod
-    def decode(cls, types: BucketTypes, parts: dict[str, bytes | None]) -> BucketState:
-        """A bucket from its stored parts (as :meth:`parts` gave them)."""
+    def decode(cls, types: BucketTypes, parts: dict[str, bytes | None], *, base: Any = None) -> BucketState:
+        """A bucket from its stored parts (as :meth:`parts` gave them); ``base``, if
+        given, is the table the record's ``base`` id names, already decoded (its part
+        is then not read)."""
         record = json.loads(parts["record"] or b"{}")
         if record.get("format") != FORMAT:
             raise ValueError(f"a bucket state of format {record.get('format')!r}; this version reads {FORMAT}")
@@ -123,9 +130,9 @@ class BucketState:
             data = parts.get(name)
             return decode_table(data) if data else schema.empty_table()
 
-        return cls(
-            types, record, table("base", types.keyed()), table("recent", types.keyed()), table("pending", types.events())
-        )
+        if base is None:
+            base = table("base", types.keyed())
+        return cls(types, record, base, table("recent", types.keyed()), table("pending", types.events()))
 
     @classmethod
     def seeded(cls, types: BucketTypes, machine: Machine, pairs: Iterable[tuple[Any, Any]], frontier: Any) -> BucketState:
@@ -140,6 +147,7 @@ class BucketState:
             due = deadline(key, frozenset(vs)) if deadline is not None else None
             rows.append((key, vs, None if due is None else timer_ms(due)))
         state.base = _keyed_table(types, rows)
+        state.record["base"] = _new_id()
         return state
 
     @classmethod
@@ -150,6 +158,7 @@ class BucketState:
         state.record.update(kind=checkpoint["kind"], order_kind=checkpoint.get("order_kind"))
         wakes = {key: timer_ms(time) for key, time in checkpoint["due"].items()}
         state.base = _keyed_table(types, ((key, vs, wakes.get(key)) for key, vs in checkpoint["values"].items()))
+        state.record["base"] = _new_id()
         state.pending = _events_table(types, _buffered(checkpoint["pending"]), None)  # arrival unknown
         return state
 
@@ -160,16 +169,19 @@ class BucketState:
         return decode_time(self.record["frontier"])
 
     def __len__(self) -> int:
-        """Live keys (those of ``base`` hidden by a removal in ``recent`` included)."""
-        return self._live().num_rows
+        """Live keys."""
+        shown = self._shown()
+        older = self.base.num_rows if shown is None else (pc.sum(shown).as_py() or 0)
+        return older + (pc.sum(pc.greater(pc.list_value_length(self.recent["values"]), 0)).as_py() or 0)
 
     def due_keys(self, watermark_ms: int) -> list[Any]:
         """The keys with a pending event or an armed deadline due at ``watermark_ms``."""
-        live = self._live()
-        keys = [
-            live.filter(pc.less_equal(live["wake"], watermark_ms))["key"],
-            self.pending.filter(pc.less_equal(self.pending["wake"], watermark_ms))["key"],
-        ]
+        keys = []
+        for table, shown in ((self.base, self._shown()), (self.recent, None), (self.pending, None)):
+            due = pc.less_equal(table["wake"], watermark_ms)
+            if not pc.any(due).as_py():  # no deadline (null) or none due: no copy of the table
+                continue
+            keys.append(table["key"].filter(due if shown is None else pc.and_(due, shown)))
         return list(dict.fromkeys(k for column in keys for k in column_to_python(column)))
 
     def values(self, keys: list[Any]) -> dict[Any, frozenset[Any]]:
@@ -179,13 +191,10 @@ class BucketState:
         for table in (self.recent, self.base):
             if not rest or table.num_rows == 0:
                 continue
-            rows = _rows_of(table["key"], pa.array(rest, self.types.key))
-            hit = [(key, row) for key, row in zip(rest, rows, strict=True) if row is not None]
-            if hit:
-                taken = table.take(pa.array([row for _, row in hit], pa.int64()))
-                for (key, _), values in zip(hit, column_to_python(taken["values"]), strict=True):
-                    found[key] = frozenset(values)  # empty: removed since the base was written
-            rest = [key for key, row in zip(rest, rows, strict=True) if row is None]
+            taken = table.filter(_member(table["key"], pa.array(rest, self.types.key)))
+            for key, values in zip(column_to_python(taken["key"]), column_to_python(taken["values"]), strict=True):
+                found[key] = frozenset(values)  # empty: removed since the base was written
+            rest = [key for key in rest if key not in found]
         return {key: values for key, values in found.items() if values}
 
     def runtime(self, machine: Machine, keys: list[Any], value_check: Any = None) -> LocalRuntime:
@@ -219,7 +228,11 @@ class BucketState:
 
     def earliest_wake(self) -> int | None:
         """The least watermark at which anything of this bucket is due, or ``None``."""
-        wakes = [pc.min(self._live()["wake"]).as_py(), pc.min(self.pending["wake"]).as_py()]
+        wakes = [pc.min(self.recent["wake"]).as_py(), pc.min(self.pending["wake"]).as_py()]
+        base = self.base["wake"]
+        if base.null_count < len(base):  # some key of the base has a deadline
+            shown = self._shown()
+            wakes.append(pc.min(base if shown is None else base.filter(shown)).as_py())
         return min((w for w in wakes if w is not None), default=None)
 
     def is_empty(self) -> bool:
@@ -261,24 +274,23 @@ class BucketState:
         when it has grown large enough."""
         kept = self.recent.filter(pc.invert(_member(self.recent["key"], rows["key"])))
         self.recent = pa.concat_tables([kept, rows])
-        self._live_rows = None
+        self._shown_rows = None
         self._changed.add("recent")
         if self.recent.num_rows > max(MERGE_AT_LEAST, self.base.num_rows // MERGE_FRACTION):
-            self.base = self._live()
+            shown = self._shown()
+            older = self.base if shown is None else self.base.filter(shown)
+            newer = self.recent.filter(pc.greater(pc.list_value_length(self.recent["values"]), 0))
+            self.base = pa.concat_tables([older, newer])
             self.recent = self.types.keyed().empty_table()
-            self._changed.add("base")
+            self._shown_rows = None
+            self.record["base"] = _new_id()
+            self._changed.update(("base", "record"))
 
-    def _live(self) -> Any:
-        """Every live key's row: ``base`` without the keys of ``recent``, then ``recent``'s
-        keys that have values."""
-        if self._live_rows is None:
-            if self.recent.num_rows == 0:
-                self._live_rows = self.base
-            else:
-                older = self.base.filter(pc.invert(_member(self.base["key"], self.recent["key"])))
-                newer = self.recent.filter(pc.greater(pc.list_value_length(self.recent["values"]), 0))
-                self._live_rows = pa.concat_tables([older, newer])
-        return self._live_rows
+    def _shown(self) -> Any:
+        """Which rows of ``base`` no row of ``recent`` hides (``None``: all of them)."""
+        if self._shown_rows is None and self.recent.num_rows:
+            self._shown_rows = pc.invert(_member(self.base["key"], self.recent["key"]))
+        return self._shown_rows
 
 
 def advance(
@@ -344,6 +356,11 @@ def _buffered(pending: dict[Any, dict[Any, Any]]) -> Iterable[Event]:
             yield from slot if isinstance(slot, list) else (slot,)
 
 
+def _new_id() -> str:
+    """A name for a base table's contents: a worker that holds it may skip reading it."""
+    return uuid.uuid4().hex
+
+
 def _member(column: Any, keys: Any) -> Any:
     """Whether each item of ``column`` is among ``keys`` (a boolean array)."""
     try:
@@ -351,12 +368,3 @@ def _member(column: Any, keys: Any) -> Any:
     except pa.ArrowNotImplementedError:  # a struct key: looked up in Python
         wanted = set(column_to_python(keys))
         return pa.array([key in wanted for key in column_to_python(column)], pa.bool_())
-
-
-def _rows_of(column: Any, keys: Any) -> list[int | None]:
-    """The row of each of ``keys`` in ``column`` (``None`` where it is absent)."""
-    try:
-        return pc.index_in(keys, value_set=column).to_pylist()
-    except pa.ArrowNotImplementedError:  # a struct key: looked up in Python
-        rows = {key: row for row, key in enumerate(column_to_python(column))}
-        return [rows.get(key) for key in column_to_python(keys)]

@@ -84,6 +84,9 @@ BUCKET_OUTPUT = (
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
 LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalRuntime
+# bucket -> (base id, base table): the bases this worker process read or wrote last; a
+# bucket whose record names the same base id needs no reading of it (it is the largest part)
+_BASES: dict[int, tuple[str, Any]] = {}
 
 
 def encode_payload(batch: Any) -> bytes:
@@ -189,22 +192,30 @@ class Bucket:
         for payload in initialState["payload"]:
             table = decode_payload(payload)
             pairs.extend(python_rows(table.select([0, 1])))
-        self._save(BucketState.seeded(self.types, self.machine, pairs, self.floor))
+        self._save(key[0], BucketState.seeded(self.types, self.machine, pairs, self.floor))
 
     # -- one bucket, one micro-batch -------------------------------------------------
 
-    def _load(self) -> BucketState:
+    def _load(self, bucket: int) -> BucketState:
         legacy = self.states[LEGACY].get()
         if legacy is not None:  # one pickled runtime, as versions before format 1 kept it
             checkpoint = pickle.loads(legacy[0])
             self.states[LEGACY].clear()
             return BucketState.of_runtime(self.types, self.machine, checkpoint)
-        stored = {name: self.states[name].get() for name in PARTS}
-        if stored["record"] is None:
+        record = self.states["record"].get()
+        if record is None:
             return BucketState.fresh(self.types, self.floor)
-        return BucketState.decode(self.types, {name: value and value[0] for name, value in stored.items()})
+        kept = _BASES.get(bucket)
+        if kept is not None and kept[0] == json.loads(record[0]).get("base"):  # this worker holds it
+            names, base = ("recent", "pending"), kept[1]
+        else:
+            names, base = ("base", "recent", "pending"), None
+        stored = {"record": record[0], **{name: (self.states[name].get() or (None,))[0] for name in names}}
+        state = BucketState.decode(self.types, stored, base=base)
+        _BASES[bucket] = (state.record["base"], state.base)
+        return state
 
-    def _save(self, state: BucketState, watermark_ms: int | None = None) -> None:
+    def _save(self, bucket: int, state: BucketState, watermark_ms: int | None = None) -> None:
         wanted = state.earliest_wake()
         armed = set(self.handle.listTimers())
         for timer in armed - {wanted}:
@@ -215,18 +226,20 @@ class Bucket:
         if state.is_empty():  # nothing left: the bucket is fresh again
             for name in PARTS:
                 self.states[name].clear()
+            _BASES.pop(bucket, None)
             return
         for name, data in state.parts().items():
             self.states[name].update((data,))
+        _BASES[bucket] = (state.record["base"], state.base)
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
-        state = self._load()
+        state = self._load(bucket)
         watermark_ms = timer_values.getCurrentWatermarkInMs()
         now_ms = round(time.time() * 1000)
         updates, rejected, arrived = advance(
             state, self.machine, events, watermark_ms, self.kind, self.check, now_ms
         )
-        self._save(state, watermark_ms)
+        self._save(bucket, state, watermark_ms)
         out = OutputRows(self.arrow_schema)
         out.add(updates, rejected)
         payload = encode_payload(out.take()) if len(out) else None
