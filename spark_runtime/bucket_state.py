@@ -135,18 +135,32 @@ class BucketState:
         return cls(types, record, base, table("recent", types.keyed()), table("pending", types.events()))
 
     @classmethod
-    def seeded(cls, types: BucketTypes, machine: Machine, pairs: Iterable[tuple[Any, Any]], frontier: Any) -> BucketState:
-        """A bucket whose keys start with the values of ``pairs`` ``(key, value)``, at ``frontier``."""
-        by_key: dict[Any, set[Any]] = {}
-        for key, value in pairs:
-            by_key.setdefault(key, set()).add(value)
+    def seeded(cls, types: BucketTypes, machine: Machine, pairs: Any, frontier: Any) -> BucketState:
+        """A bucket whose keys start with the values of ``pairs`` (a table ``key, value``
+        of distinct rows), at ``frontier``.
+
+        The values are grouped per key in Arrow; only a machine with deadlines needs
+        each key's values in Python (to ask when it wakes).
+        """
         state = cls.fresh(types, frontier)
-        deadline = machine.deadline if machine.spec.has_deadlines else None
-        rows = []
-        for key, vs in by_key.items():
-            due = deadline(key, frozenset(vs)) if deadline is not None else None
-            rows.append((key, vs, None if due is None else timer_ms(due)))
-        state.base = _keyed_table(types, rows)
+        pairs = pa.table([pairs.column(0).cast(types.key), pairs.column(1).cast(types.value)], names=["key", "value"])
+        try:
+            grouped = pairs.group_by("key", use_threads=False).aggregate([("value", "list")])
+        except pa.ArrowNotImplementedError:  # a key or value type Arrow cannot group: in Python
+            grouped = None
+        if grouped is None or machine.spec.has_deadlines:
+            by_key: dict[Any, set[Any]] = {}
+            for key, value in zip(column_to_python(pairs["key"]), column_to_python(pairs["value"]), strict=True):
+                by_key.setdefault(key, set()).add(value)
+            deadline = machine.deadline if machine.spec.has_deadlines else None
+            rows = []
+            for key, vs in by_key.items():
+                due = deadline(key, frozenset(vs)) if deadline is not None else None
+                rows.append((key, vs, None if due is None else timer_ms(due)))
+            state.base = _keyed_table(types, rows)
+        else:
+            values = grouped["value_list"].cast(pa.list_(types.value))
+            state.base = pa.table([grouped["key"], values, pa.nulls(grouped.num_rows, pa.int64())], schema=types.keyed())
         state.record["base"] = _new_id()
         return state
 

@@ -188,10 +188,8 @@ class Bucket:
         yield output
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
-        pairs = []
-        for payload in initialState["payload"]:
-            table = decode_payload(payload)
-            pairs.extend(python_rows(table.select([0, 1])))
+        tables = [decode_payload(payload).select([0, 1]) for payload in initialState["payload"]]
+        pairs = pa.concat_tables(tables) if tables else pa.table({"key": [], "value": []})
         self._save(key[0], BucketState.seeded(self.types, self.machine, pairs, self.floor))
 
     # -- one bucket, one micro-batch -------------------------------------------------

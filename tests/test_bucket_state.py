@@ -91,7 +91,8 @@ def test_micro_batches_over_the_parts_equal_one_runtime_over_every_key(name, dat
 def test_a_micro_batch_reads_and_rewrites_only_the_keys_it_touches(monkeypatch):
     """Many live keys, one event: the base is not rewritten, recent holds one key."""
     monkeypatch.setattr(bucket_state, "MERGE_AT_LEAST", 10)
-    state = BucketState.seeded(TYPES["upsert"], Upsert(), [(f"k{i}", f"v{i}") for i in range(1000)], 0)
+    pairs = pa.table({"key": [f"k{i}" for i in range(1000)], "value": [f"v{i}" for i in range(1000)]})
+    state = BucketState.seeded(TYPES["upsert"], Upsert(), pairs, 0)
     stored = {}
     state = stored_round_trip(state, stored)
     advance(state, Upsert(), [("k7", "new", 5)], watermark(1), "number")
@@ -123,3 +124,16 @@ def test_a_bucket_of_the_earlier_format_is_read():
     expected = runtime.advance_to(10)
     updates, _, _ = advance(state, runtime.machine, [], watermark(10), "number")
     assert sort_updates(updates) == expected.updates and expected.updates
+
+
+@pytest.mark.parametrize("name", ["upsert", "session"])  # values grouped in Arrow; deadlines in Python
+def test_a_bucket_seeded_from_an_arrangement_holds_its_values(name):
+    machine, types = MACHINES[name], TYPES[name]
+    held = {"upsert": {"k": {"a", "b"}, "j": {"a"}}, "session": {"k": {("a", 1)}, "j": {("b", 2)}}}[name]
+    pairs = [(key, value) for key, values in held.items() for value in sorted(values)]
+    table = pa.table({"key": [k for k, _ in pairs], "value": pa.array([v for _, v in pairs], types.value)})
+    state = BucketState.seeded(types, machine, table, 5)
+    assert state.values(["k", "j", "x"]) == {key: frozenset(values) for key, values in held.items()}
+    assert state.frontier == 5 and len(state) == 2
+    deadlines = [machine.deadline(key, frozenset(values)) for key, values in held.items()] if name == "session" else []
+    assert state.earliest_wake() == (min(watermark(d + 1) for d in deadlines) if deadlines else None)
