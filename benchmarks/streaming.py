@@ -12,8 +12,10 @@ first (the first also loads the initial state), median and slowest; the events'
 latency (from the start of the micro-batch that received them to the publication of
 the micro-batch that applied them, as the stream reports it); the peak memory of the
 Spark JVM heap and of the busiest Spark Python worker. Each stream's arrangement is
-checked against ``run_local`` over the same commands. Runs are interleaved (K1 K2 K1
-K2) in one session.
+checked against ``run_local`` over the same commands. Beside each stream, ``run_batch``
+(the generic path, Spark's cache cleared) takes one micro-batch's upserts into a copy
+of the same seeded arrangement: the stream's sustained throughput is given as a share
+of that batch throughput. Runs are interleaved (K1 K2 K1 K2) in one session.
 """
 
 from __future__ import annotations
@@ -108,6 +110,19 @@ def run_once(spark, work: str, k: int, seeded: str, tables: list[pa.Table], args
     }
 
 
+def batch_once(spark, work: str, k: int, seeded: str, tables: list[pa.Table]) -> float:
+    """Seconds of run_batch (generic path) over the first micro-batch's upserts."""
+    target = os.path.join(work, f"batch-{k}")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(seeded, target)
+    path = os.path.join(work, f"batch-{k}.parquet")
+    pq.write_table(tables[0], path)
+    spark.catalog.clearCache()
+    started = time.perf_counter()
+    run_batch(Upsert(), spark.read.parquet(path), order="order", into=target, native=False)
+    return time.perf_counter() - started
+
+
 def check(target: str, seeded: str, tables: list[pa.Table]) -> None:
     """The stream's arrangement equals run_local over the seed and the stream's commands."""
     seed = PersistedArrangement(seeded).updates()
@@ -138,6 +153,7 @@ def main() -> None:
         for round_ in range(args.runs):
             for k in sizes:
                 outcome = run_once(spark, work, k, *prepared[k], args)
+                outcome["batch"] = batch_once(spark, work, k, *prepared[k])
                 if round_ == 0 and not args.no_check:
                     check(outcome["target"], *prepared[k])
                 results[k].append(outcome)
@@ -145,7 +161,7 @@ def main() -> None:
         print(f"{args.batches} micro-batches of {args.batch:,} upserts on keys drawn from K live keys; "
               f"{buckets} buckets; {os.cpu_count()} cores; {args.runs} runs, interleaved")
         print(f"{'live keys':>10}{'first s':>9}{'median s':>10}{'slowest s':>11}{'events/s':>11}"
-              f"{'latency s':>11}{'JVM MB':>8}{'wkr MB':>8}")
+              f"{'latency s':>11}{'JVM MB':>8}{'wkr MB':>8}{'of batch':>10}")
         medians = {}
         for k in sizes:
             later = [d for r in results[k] for d in r["later"]]
@@ -154,7 +170,8 @@ def main() -> None:
             print(f"{k:>10,}{statistics.median(r['first'] for r in results[k]):>9.2f}{medians[k]:>10.2f}"
                   f"{max(later):>11.2f}{args.batch / medians[k]:>11,.0f}"
                   f"{(statistics.median(latency) if latency else float('nan')):>11.2f}"
-                  f"{max(r['jvm_mb'] for r in results[k]):>8,.0f}{max(r['worker_mb'] for r in results[k]):>8,.0f}")
+                  f"{max(r['jvm_mb'] for r in results[k]):>8,.0f}{max(r['worker_mb'] for r in results[k]):>8,.0f}"
+                  f"{statistics.median(r['batch'] for r in results[k]) / medians[k]:>9.0%}")
         if len(sizes) > 1:
             print(f"seconds per micro-batch at {sizes[-1]:,} keys / at {sizes[0]:,} keys: "
                   f"{medians[sizes[-1]] / medians[sizes[0]]:.2f}x")
