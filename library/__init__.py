@@ -1,6 +1,7 @@
 """Ready-made machines: upserts, upserts with lateness, pattern detectors, change feeds."""
 
 from statemachines.library.cep import Detector, Found, matches, timeouts
+from statemachines.library.expressions import Expression
 from statemachines.library.feeds import ChangeFeed, FeedResult, run_feed
 from statemachines.library.lateness import Late, UpsertWithLateness
 from statemachines.library.pattern import Contiguity, Pattern, Skip
@@ -10,6 +11,7 @@ __all__ = [
     "ChangeFeed",
     "Contiguity",
     "Detector",
+    "Expression",
     "FeedResult",
     "Found",
     "Late",

@@ -41,6 +41,7 @@ then too, but only as time advances; here the deadline makes it exact).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,12 +50,30 @@ import attrs
 from statemachines import Emit, Machine
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.library.nfa import Nfa, cap, matched_of
+from statemachines.events import Refused
+from statemachines.library.expressions import Expression
+from statemachines.library.nfa import (
+    EVALUATION_ERRORS,
+    Nfa,
+    answer_all,
+    answer_one,
+    cap,
+    matched_of,
+)
 from statemachines.library.pattern import Pattern, Skip
 
-__all__ = ["Detector", "Found", "matches", "timeouts"]
+__all__ = ["Detector", "Found", "Why", "matches", "timeouts"]
 
 PARTIAL, HELD, MATCH, TIMEOUT = "partial", "held", "match", "timeout"
+_ANSWERS_KEPT = 1 << 20  # distinct symbols whose expression answers are kept
+
+
+class Why(enum.StrEnum):
+    """Why a detector refuses an event (the ``reason`` of its rejected row)."""
+
+    CONDITION_FAILED = "condition_failed"
+    """An expression condition cannot be evaluated on it (a field missing, a type
+    it cannot compare)."""
 
 
 class Detector(Machine):
@@ -74,7 +93,7 @@ class Detector(Machine):
         if not isinstance(pattern, Pattern):
             raise InvalidArgument(f"Detector needs a Pattern, got {pattern!r}")
         self.pattern = pattern.compiled()
-        self._nfa = Nfa(self.pattern)
+        self._compile()
 
     def __repr__(self) -> str:
         return f"Detector({self.pattern!r})"
@@ -84,7 +103,15 @@ class Detector(Machine):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.pattern = state["pattern"]
+        self._compile()
+
+    def _compile(self) -> None:
         self._nfa = Nfa(self.pattern)
+        # expression conditions' answers by symbol, for symbols of one type (equal
+        # tuples of two types, a NamedTuple and a plain tuple, may not read alike)
+        self._answers: dict[Any, int] = {}
+        self._answers_kind: type | None = None
+        self._symbol_type: Any = None  # the symbols' Arrow type, once a runtime gave it
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Detector and other.pattern == self.pattern
@@ -110,6 +137,17 @@ class Detector(Machine):
     def validate_symbol(self, symbol: Any) -> None:
         """Symbols are kept in partial matches, which are values: they must be hashable."""
         hash(symbol)
+
+    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+        """Evaluate the expression conditions for a batch of events at once."""
+        if not self._nfa.expression_mask or not symbols:
+            return
+        if symbol_type is not None:
+            self._symbol_type = symbol_type
+        kind, answers = answer_all(self._nfa, symbols, self._symbol_type)
+        if kind is not self._answers_kind or len(self._answers) > _ANSWERS_KEPT:
+            self._answers, self._answers_kind = {}, kind
+        self._answers.update(answers)
 
     def deadline(self, key: Any, values: frozenset[Any]) -> Any:
         """When the oldest partial match's window closes (``None`` without ``within``)."""
@@ -144,6 +182,9 @@ class Detector(Machine):
                 target = (cont.target, cont.count)
                 name = nfa.steps[cont.target].name
                 label = f"{cont.contiguity.value}: {name}" if at != (0, 0) else f"begin: {name}"
+                condition = nfa.steps[cont.target].condition
+                if isinstance(condition, Expression):  # a data pattern shows what it tests
+                    label += f" where {condition.sql}"
                 if cont.guards:
                     label += " " + " ".join(f"[{g.kind} {g.name}]" for g in cont.guards)
                 if nfa.steps[cont.target].until is not None:  # never takes an event meeting it
@@ -181,8 +222,10 @@ class Detector(Machine):
         kept: set[Any] = set()
         completed: list[Any] = []
         made: dict[str, tuple[Any, ...]] = {}  # the event as each step takes it, made once
-        asked = yes = 0  # the conditions asked about this event and those that said yes, as bits
-        iterative = nfa.iterative
+        # the conditions asked about this event and those that said yes, as bits
+        asked = nfa.expression_mask
+        yes = self._expression_answers(symbol) if asked else 0
+        iterative, first = nfa.iterative, (asked, yes)
         state, value, taken = nfa.start, None, ()  # first the start: every event may begin a match
         for value in (None, *values):
             if value is not None:
@@ -192,7 +235,7 @@ class Detector(Machine):
                 taken = value[2]
                 state = states.get(value[1]) or nfa.state(value[1])
             if iterative:  # conditions that read the partial match are asked for each
-                said = nfa.ask(state, symbol, matched_of(taken), 0, 0)[1]
+                said = nfa.ask(state, symbol, matched_of(taken), *first)[1]
             else:
                 if state.mask & ~asked:
                     asked, yes = nfa.ask(state, symbol, None, asked, yes)
@@ -213,6 +256,20 @@ class Detector(Machine):
         if self.pattern.skip == Skip.NO_SKIP:
             return frozenset(kept), sorted(completed, key=_order) if len(completed) > 1 else completed
         return self._release(kept, completed)
+
+    def _expression_answers(self, symbol: Any) -> int:
+        """The expression conditions' answers for ``symbol``: prepared in bulk, else
+        worked out alone; a symbol they cannot read is refused, saying why."""
+        known = type(symbol) is self._answers_kind
+        yes = self._answers.get(symbol) if known else None
+        if yes is None:
+            try:
+                yes = answer_one(self._nfa, symbol, self._symbol_type)
+            except EVALUATION_ERRORS as error:
+                raise Refused(Why.CONDITION_FAILED, str(error)) from None
+            if known and len(self._answers) < _ANSWERS_KEPT:
+                self._answers[symbol] = yes
+        return yes
 
     def _expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""

@@ -16,7 +16,8 @@ and then looked up (answers as bits)::
     0#1     (False, False)         stay as 0#1~ (an event skipped)
 
 Conditions that read the partial match (``cond(event, matched)``) are asked per
-partial match; all others once per event.
+partial match; other functions once per event, when a state first reads them;
+expression conditions for a whole batch of events at once (:func:`answer_all`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 import attrs
 
+from statemachines.library.expressions import Expression, records_table
 from statemachines.library.pattern import (
     Contiguity,
     Negation,
@@ -36,9 +38,15 @@ from statemachines.library.pattern import (
     _OneArgument,
 )
 
-__all__ = ["ACCEPT", "Cont", "Nfa", "Outcome", "Position", "State", "cap", "matched_of", "state_text"]
+__all__ = [
+    "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "State", "answer_all", "answer_one", "cap", "matched_of",
+    "state_text",
+]
 
 ACCEPT = -1  # the "continuation" a trailing negation blocks
+# what evaluating expression conditions raises on events they cannot read (Arrow's
+# errors are also ValueError, TypeError, KeyError, IndexError or NotImplementedError)
+EVALUATION_ERRORS = (ArithmeticError, NotImplementedError, TypeError, ValueError, KeyError, IndexError)
 _NOTHING: dict[str, tuple[Any, ...]] = {}
 
 
@@ -124,6 +132,9 @@ class Nfa:
         for g in (*(g for s in self.steps for g in s.guards), *self.trailing):
             self.guard[id(g)] = self._index(g.condition)
         self.iterative = any(_reads_matched(c) for c in self.conditions)
+        # expression conditions are answered for a batch of events before the NFA runs
+        self.expressions = [(i, c) for i, c in enumerate(self.conditions) if isinstance(c, Expression)]
+        self.expression_mask = sum(1 << i for i, _ in self.expressions)
         self.states: dict[str, State] = {}
         self.start = self._compiled(State(None, self.positions[0, 0], True, frozenset()))
 
@@ -277,6 +288,54 @@ class Nfa:
         return asked | missing, yes
 
 
+def answer_all(nfa: Nfa, symbols: list[Any], symbol_type: Any) -> tuple[type | None, dict[Any, int]]:
+    """The expression conditions' answers (bit i: condition i holds) for each distinct
+    symbol, evaluated together, and the symbols' one type; ``(None, {})`` if they
+    cannot be (then each is answered alone)."""
+    distinct = list(dict.fromkeys(symbols))
+    kinds = {type(s) for s in distinct}
+    names = _field_names(distinct[0], symbol_type) if len(kinds) == 1 else None
+    if names is None:
+        return None, {}
+    try:
+        bits = _bits(nfa, records_table(distinct, names, symbol_type))
+    except EVALUATION_ERRORS:
+        return None, {}
+    return kinds.pop(), dict(zip(distinct, bits, strict=True))
+
+
+def answer_one(nfa: Nfa, symbol: Any, symbol_type: Any) -> int:
+    """The expression conditions' answers for one symbol; raises ``TypeError`` /
+    ``KeyError`` / an Arrow error when the symbol does not have what they read."""
+    names = _field_names(symbol, symbol_type)
+    if names is None:
+        raise TypeError(
+            f"expression conditions read fields by name; give events as NamedTuples (locally) or "
+            f"structs (on Spark), not {type(symbol).__name__} {symbol!r}"
+        )
+    return _bits(nfa, records_table([symbol], names, symbol_type))[0]
+
+
+def _field_names(symbol: Any, symbol_type: Any) -> tuple[str, ...] | None:
+    import pyarrow as pa
+
+    if symbol_type is not None and pa.types.is_struct(symbol_type):
+        return tuple(f.name for f in symbol_type)
+    names = getattr(symbol, "_fields", None)
+    return tuple(names) if names is not None and type(symbol) is not tuple else None
+
+
+def _bits(nfa: Nfa, table: Any) -> list[int]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bits = None
+    for i, expression in nfa.expressions:
+        answer = pc.shift_left(pc.cast(expression.evaluate(table), pa.int64()), i)
+        bits = answer if bits is None else pc.bit_wise_or(bits, answer)
+    return bits.to_pylist() if bits is not None else [0] * table.num_rows
+
+
 def matched_of(taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
     """The symbols a partial match took, per step (what ``cond(event, matched)`` sees)."""
     if not taken:
@@ -289,7 +348,7 @@ def matched_of(taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:
 
 def _reads_matched(condition: Any) -> bool:
     """Whether a condition looks at the events already matched (then they are built)."""
-    if isinstance(condition, _OneArgument):
+    if isinstance(condition, _OneArgument | Expression):
         return False
     if isinstance(condition, _All | _Any):
         return any(_reads_matched(part) for part in condition.parts)

@@ -34,7 +34,11 @@ then complete when the window closes without such an event).
 
 Conditions: ``where(cond)`` (and), ``or_where(cond)`` (or). ``cond(event)`` sees the
 event's symbol; ``cond(event, matched)`` also sees the events the partial match has
-taken so far, as ``{step name: (symbols...)}``.
+taken so far, as ``{step name: (symbols...)}``. A condition may also be SQL text
+over the event's fields, ``where("kind = 'fail' AND amount > 100")``: such
+conditions are evaluated for a whole batch of events at once (see
+:mod:`statemachines.library.expressions`), and a step's conditions are then all
+expressions.
 
 ``within(duration)``: the last event of a match is less than ``duration`` after its
 first. After a match, ``skip`` says which other partial matches to drop: see
@@ -46,15 +50,17 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 
 from statemachines.errors import DefinitionError
+from statemachines.library.expressions import Expression
 
 __all__ = ["Contiguity", "Negation", "Pattern", "Skip", "Step"]
 
-Condition = Callable[[Any, dict[str, tuple[Any, ...]]], bool]
+# a function of the event and the partial match so far, or SQL evaluated in bulk
+Condition: TypeAlias = Callable[[Any, dict[str, tuple[Any, ...]]], bool] | Expression
 
 
 class Contiguity(enum.StrEnum):
@@ -94,10 +100,15 @@ def _always(event: Any, matched: Any) -> bool:
     return True
 
 
-def _as_condition(cond: Callable[..., bool], what: str) -> Condition:
-    """``cond`` as a two-argument condition; one-argument conditions ignore ``matched``."""
+def _as_condition(cond: Callable[..., bool] | str, what: str) -> Condition:
+    """``cond`` as a two-argument condition (one-argument conditions ignore ``matched``),
+    or as an :class:`Expression` if it is SQL text."""
+    if isinstance(cond, str):
+        return Expression(cond)
+    if isinstance(cond, Expression):
+        return cond
     if not callable(cond):
-        raise DefinitionError(f"{what} needs a function, got {cond!r}")
+        raise DefinitionError(f"{what} needs a function or SQL text, got {cond!r}")
     try:
         params = [
             p
@@ -113,6 +124,18 @@ def _as_condition(cond: Callable[..., bool], what: str) -> Condition:
     raise DefinitionError(
         f"{what} takes cond(event) or cond(event, matched); {cond!r} takes {len(params)} arguments"
     )
+
+
+def _combined(old: Condition, new: Condition, how: str) -> Condition:
+    """Two conditions of one step joined by ``AND`` / ``OR``: an expression if both are."""
+    if isinstance(old, Expression) and isinstance(new, Expression):
+        return Expression(f"({old.sql}) {how} ({new.sql})")
+    if isinstance(old, Expression) or isinstance(new, Expression):
+        raise DefinitionError(
+            "a step's conditions are all SQL expressions or all functions: an expression is "
+            "evaluated for a whole batch of events at once, a function per event"
+        )
+    return _All((old, new)) if how == "AND" else _Any((old, new))
 
 
 @attrs.frozen
@@ -177,7 +200,7 @@ class Pattern:
     window: Any = None
     skip: Skip = Skip.NO_SKIP
     skip_step: str | None = None
-    _quantified: bool = False  # the last step had its quantifier set
+    _quantified: bool = attrs.field(default=False, eq=False)  # the last step had its quantifier set
     _pending: tuple[Negation, ...] = ()  # negations waiting for the next step
 
     # -- starting and chaining ---------------------------------------------------------
@@ -216,17 +239,17 @@ class Pattern:
 
     # -- conditions ----------------------------------------------------------------------
 
-    def where(self, cond: Callable[..., bool]) -> Pattern:
+    def where(self, cond: Callable[..., bool] | str) -> Pattern:
         """The current step also requires ``cond``."""
         condition = _as_condition(cond, "where")
-        return self._change(lambda old: condition if old is _always else _All((old, condition)))
+        return self._change(lambda old: condition if old is _always else _combined(old, condition, "AND"))
 
-    def or_where(self, cond: Callable[..., bool]) -> Pattern:
+    def or_where(self, cond: Callable[..., bool] | str) -> Pattern:
         """The current step accepts events meeting its condition so far or ``cond``."""
         condition = _as_condition(cond, "or_where")
         if self._condition() is _always:
             raise DefinitionError("or_where needs a where before it (an always-true step stays true)")
-        return self._change(lambda old: _Any((old, condition)))
+        return self._change(lambda old: _combined(old, condition, "OR"))
 
     # -- quantifiers ---------------------------------------------------------------------
 
@@ -263,7 +286,7 @@ class Pattern:
         """A looping step may skip events it could take (every combination)."""
         return self._looping("allow_combinations", lambda s: attrs.evolve(s, inner=Contiguity.ANY))
 
-    def until(self, cond: Callable[..., bool]) -> Pattern:
+    def until(self, cond: Callable[..., bool] | str) -> Pattern:
         """An event meeting ``cond`` ends the current looping step (it is not taken)."""
         condition = _as_condition(cond, "until")
         return self._looping("until", lambda s: attrs.evolve(s, until=condition))
@@ -277,6 +300,21 @@ class Pattern:
         if not positive:
             raise DefinitionError(f"within needs a positive duration, got {duration!r}")
         return attrs.evolve(self, window=duration)
+
+    # -- as data -------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        """This pattern as JSON (its conditions must be SQL); see :mod:`~statemachines.library.pattern_data`."""
+        from statemachines.library.pattern_data import pattern_to_json
+
+        return pattern_to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Pattern:
+        """The pattern a :meth:`to_json` document describes."""
+        from statemachines.library.pattern_data import pattern_from_json
+
+        return pattern_from_json(text)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -366,7 +404,7 @@ class Pattern:
             )
         if self.skip_step is not None and self.skip_step not in [s.name for s in steps]:
             raise DefinitionError(f"the skip strategy names {self.skip_step!r}, which is not a step")
-        return attrs.evolve(self, trailing=self._pending, pending=())
+        return attrs.evolve(self, trailing=(*self.trailing, *self._pending), pending=())
 
 
 def _name(name: str) -> str:

@@ -330,6 +330,7 @@ def advance(
     advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
     keys = state.due_keys(watermark_ms) if advancing else []
     runtime = state.runtime(machine, keys, value_check)
+    runtime.symbol_type = state.types.symbol
     updates: list[Update] = []
     rejected: list[Rejected] = []
     arrived = None

@@ -63,11 +63,15 @@ class LocalRuntime:
 
     ``progress``, if given, is called with a :class:`RunProgress` after each
     :meth:`feed`, every few thousand keys of a step, and at the end of each step.
+    ``symbol_type``: the symbols' Arrow type, where the caller knows it (a machine
+    that prepares symbols in bulk is given it).
 
     Memory: O(live keys + buffered events) (without ``into``; with it, the live
     values are the arrangement's); with a machine that reduces same-time events and
     an in-memory output, buffered events are O(distinct (key, time) pairs).
     """
+
+    symbol_type: Any = None  # runtimes pickled before it existed read as None
 
     def __init__(
         self,
@@ -76,6 +80,7 @@ class LocalRuntime:
         into: Arrangement | None = None,
         value_check: ValueCheck | None = None,
         progress: Progress | None = None,
+        symbol_type: Any = None,
     ) -> None:
         if not isinstance(machine, Machine):
             raise InvalidArgument(
@@ -98,6 +103,7 @@ class LocalRuntime:
         self._deadlines = Deadlines(machine.deadline)
         self._into = into
         self._progress = progress
+        self.symbol_type = symbol_type
         # for progress: events fed, updates produced and events refused, so far
         self._fed = self._updates_out = self._rejected_out = 0
         self._evicted = 0
@@ -394,6 +400,8 @@ class LocalRuntime:
 
     def _step(self, upto: Any) -> RunResult:
         ready = self._pending.take(upto)
+        if self.machine.spec.prepares_symbols and ready:
+            self.machine.prepare_symbols(_symbols(ready), self.symbol_type)
         updates: dict[Any, list[Update]] = {}  # key -> its updates, in (time, value) order
         rejected, self._rejected = self._rejected, []
         ordered = self._pending.ordered
@@ -553,3 +561,15 @@ def run_local(
         return runtime.finish()
     step = runtime.advance_to(frontier)
     return attrs.evolve(step, pending=runtime.pending_events())
+
+
+def _symbols(ready: dict[Any, dict[Any, Any]]) -> list[Any]:
+    """The symbols of the events :meth:`PendingEvents.take` returned."""
+    symbols: list[Any] = []
+    for by_time in ready.values():
+        for slot in by_time.values():
+            if isinstance(slot, list):
+                symbols.extend(event.symbol for event in slot)
+            else:
+                symbols.append(slot.symbol)
+    return symbols

@@ -50,6 +50,12 @@ Optional hooks, each with a default that does nothing special:
   construction: a runtime whose output column has that type skips checking each new
   value (a detector's partial matches are large, and checking them cost more than
   making them).
+- ``prepare_symbols(symbols, symbol_type)``: called by every runtime with the
+  symbols of the events it is about to apply (a batch, before their transitions), and
+  their Arrow type where the runtime has one (``None`` otherwise), so the machine can
+  work out what it needs of them in bulk (a detector evaluates its expression
+  conditions here). ``transition`` must give the same result whether or not it was
+  called: it is an optimisation, never a channel.
 - ``diagram()``: the machine's own drawing (default ``None``: explore it).
 
 A transition refuses an event by raising :class:`~statemachines.events.Refused` with
@@ -98,6 +104,7 @@ _SIGNATURES = {
     "with_waterline": ("waterline",),
     "forgets": ("key", "high"),
     "value_type": ("symbol_type", "time_type"),
+    "prepare_symbols": ("symbols", "symbol_type"),
     "diagram": (),
 }
 
@@ -142,6 +149,7 @@ class MachineSpec:
     declares_value_type: bool
     has_diagram: bool
     takes_position: bool  # transition accepts ``position``
+    prepares_symbols: bool  # prepare_symbols: the runtime hands over each batch's symbols
     values_fit_own_type: bool  # new values need no check against value_type's type
 
 
@@ -200,6 +208,9 @@ class Machine:
     def value_type(self, symbol_type: Any, time_type: Any) -> Any:
         """The Arrow type of the values, given the symbol's and time's (``None``: the symbol's)."""
         return None
+
+    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+        """Look at a batch of symbols before their transitions run (default: nothing)."""
 
     def diagram(self) -> Diagram | None:
         """The machine's own diagram (default ``None``: draw it by exploring)."""
@@ -288,6 +299,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         declares_value_type=_overrides(cls, "value_type"),
         has_diagram=_overrides(cls, "diagram"),
         takes_position=_accepts(cls.transition, "position"),
+        prepares_symbols=_overrides(cls, "prepare_symbols"),
         values_fit_own_type=bool(cls.values_fit_own_type),
     )
 

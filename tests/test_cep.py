@@ -400,3 +400,9 @@ def test_state_is_bounded_by_the_window():
             assert peak == 400  # every "a" waits for a "b" forever
         else:
             assert peak <= bound
+
+
+def test_a_compiled_pattern_compiles_to_itself():
+    pattern = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).within(5)
+    assert pattern.compiled().compiled() == pattern.compiled()
+    assert pattern.compiled().compiled().trailing  # the trailing negation is kept

@@ -13,6 +13,7 @@ from statemachines import (
     Event,
     InvalidArgument,
     LocalRuntime,
+    Machine,
     MachineError,
     Reason,
     collection_at,
@@ -285,3 +286,24 @@ def test_refused_events_can_be_taken_before_the_next_step():
     assert [r.reason for r in runtime.take_rejected()] == [Reason.NULL_KEY]
     step = runtime.advance_to(2)
     assert step.rejected == [] and [u.diff for u in step.updates] == [1]
+
+
+def test_a_step_hands_the_machine_its_events_symbols_at_once_before_their_transitions():
+    class Prepared(Machine):
+        def __init__(self):
+            self.batches, self.seen = [], []
+
+        def prepare_symbols(self, symbols, symbol_type):
+            self.batches.append((sorted(symbols), symbol_type))
+
+        def transition(self, key, values, symbol, time):
+            self.seen.append((len(self.batches), symbol))
+            return frozenset({symbol})
+
+    machine = Prepared()
+    runtime = LocalRuntime(machine)
+    runtime.feed([("a", "x", 1), ("b", "y", 2), ("a", "z", 5)])
+    runtime.advance_to(3)
+    runtime.finish()
+    assert machine.batches == [(["x", "y"], None), (["z"], None)]
+    assert sorted(machine.seen) == [(1, "x"), (1, "y"), (2, "z")]  # each after its batch was prepared

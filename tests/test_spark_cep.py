@@ -97,3 +97,38 @@ def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, sy
 
     streamed, rejected = stream_runner(Case(pattern.__name__, detector, events, []), tmp_path, spark)
     assert streamed == local and rejected == []
+
+
+def test_expression_conditions_on_struct_events_find_on_spark_what_they_find_locally(spark, tmp_path):
+    """A data pattern reads a struct column's fields by name on Spark (batch and
+    streaming) as it reads a NamedTuple's locally, NULLs included; a field the
+    struct lacks rejects each event, naming it."""
+    from statemachines.spark import run_batch
+    from tests.test_expressions import KINDS, Login
+
+    rnd = random.Random(11)
+    events = [
+        (f"u{rnd.randrange(6)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3)
+        for t in range(300)
+    ]
+    pattern = (
+        Pattern.begin("fail").where("kind = 'fail'").times(3)
+        .followed_by("ok").where("kind = 'ok' AND amount > 10")
+        .within(10)
+    )
+    detector = Detector(pattern)
+    local = run_local(detector, events).updates
+    assert matches(local) and timeouts(local)
+    schema = "key string, symbol struct<kind: string, amount: bigint>, time long, order long"
+
+    batch = run_batch(detector, spark.createDataFrame(events, schema), order="order")
+    assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
+    assert batch.rejected.count() == 0
+
+    streamed, rejected = stream_runner(Case("fraud as data", detector, events, [], schema=schema), tmp_path, spark)
+    assert streamed == local and rejected == []
+
+    unknown = Detector(Pattern.begin("a").where("status = 'locked'"))
+    refused = run_batch(unknown, spark.createDataFrame(events[:5], schema), order="order").rejected.collect()
+    assert [r.reason for r in refused] == ["condition_failed"] * 5
+    assert all("'status'" in r.detail for r in refused)

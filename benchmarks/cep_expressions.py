@@ -1,0 +1,149 @@
+"""Benchmark: the fraud pattern with SQL conditions against the same pattern with functions.
+
+Usage:
+    python benchmarks/cep_expressions.py [--n N] [--k K] [--runs R] [--skip-spark]
+
+Events are records ``Login(kind, amount)`` (a NamedTuple locally, a struct on Spark),
+``amount`` NULL in a fifth of them; the pattern is three ``kind = 'fail'`` then
+``kind = 'ok' AND amount > 10`` within 10, its conditions given once as SQL text
+(evaluated for a batch of events at once) and once as Python functions (per event).
+Measured warm and interleaved (A B A B ...) in one process, run_local and run_batch
+(Parquet in, output written as Parquet), every output checked against run_local
+with functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import NamedTuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from cep import findings_digest  # noqa: E402
+
+from statemachines import run_local  # noqa: E402
+from statemachines.library import Detector, Pattern  # noqa: E402
+
+
+class Login(NamedTuple):
+    kind: str
+    amount: int | None
+
+
+def patterns(window: int) -> dict[str, Pattern]:
+    return {
+        "functions": (
+            Pattern.begin("fail").where(lambda e: e.kind == "fail").times(3)
+            .followed_by("ok").where(lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10)
+            .within(window)
+        ),
+        "SQL": (
+            Pattern.begin("fail").where("kind = 'fail'").times(3)
+            .followed_by("ok").where("kind = 'ok' AND amount > 10")
+            .within(window)
+        ),
+    }
+
+
+def logins(n: int, k: int, window: int, seed: int = 5) -> list[tuple[str, Login, int]]:
+    """``(user, Login, time)``: a user has about 10 events per window."""
+    rnd = random.Random(seed)
+    kinds = ["fail"] * 5 + ["ok"] * 2 + ["view"] * 3
+    amounts = [None, 5, 20, 50, 500]
+    span = max(1, n * window // (10 * k))
+    return [(f"u{rnd.randrange(k)}", Login(rnd.choice(kinds), rnd.choice(amounts)), i * span // n) for i in range(n)]
+
+
+def spark_runs(detectors: dict[str, Detector], events, work: str):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statemachines.spark import local_session, run_batch
+
+    source = f"{work}/logins.parquet"
+    symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
+    pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
+    spark = local_session()
+
+    def runner(name: str, detector: Detector):
+        def run():
+            shutil.rmtree(f"{work}/{name}", ignore_errors=True)
+            result = run_batch(detector, spark.read.parquet(source))
+            result.updates.write.parquet(f"{work}/{name}")
+            result.unpersist()
+            return name
+
+        return run
+
+    def digest(name: str):
+        found = spark.read.parquet(f"{work}/{name}").where("value.kind != 'partial'").collect()
+
+        def plain(v):
+            return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
+
+        return findings_digest([((r.key, plain(r.value)), r.time, r.diff) for r in found])
+
+    return {name: (runner(name, d), digest) for name, d in detectors.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--skip-spark", action="store_true")
+    args = parser.parse_args()
+    events = logins(args.n, args.k, args.window)
+    detectors = {name: Detector(p) for name, p in patterns(args.window).items()}
+    expected = findings_digest(run_local(detectors["functions"], events).updates)
+
+    approaches = {
+        f"run_local, {name}": (lambda d=d: run_local(d, events).updates, findings_digest)
+        for name, d in detectors.items()
+    }
+    work = tempfile.mkdtemp(prefix="bench-cep-sql-")
+    if not args.skip_spark:
+        for name, runner in spark_runs(detectors, events, work).items():
+            approaches[f"run_batch, {name}"] = runner
+    try:
+        seconds: dict[str, list[float]] = {name: [] for name in approaches}
+        for round_ in range(args.runs + 1):  # round 0 warms up
+            for name, (run, digest) in approaches.items():
+                gc.collect()
+                started = time.perf_counter()
+                out = run()
+                elapsed = time.perf_counter() - started
+                if round_ in (0, args.runs) and digest(out) != expected:
+                    raise SystemExit(f"{name} found {digest(out)}, run_local with functions {expected}")
+                del out
+                if round_:
+                    seconds[name].append(elapsed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"N={args.n:,} events, K={args.k:,} users, within {args.window}; {os.cpu_count()} cores; "
+          f"median of {args.runs} interleaved runs, each checked against run_local with functions")
+    print(f"{expected[0]:,} matches, {expected[1]:,} timeouts")
+    print(f"{'approach':<28}{'seconds':>9}{'events/s':>12}{'SQL vs functions':>18}")
+    for runtime in ("run_local", "run_batch"):
+        if f"{runtime}, SQL" not in seconds:
+            continue
+        functions = statistics.median(seconds[f"{runtime}, functions"])
+        sql = statistics.median(seconds[f"{runtime}, SQL"])
+        print(f"{runtime + ', functions':<28}{functions:>9.2f}{args.n / functions:>12,.0f}")
+        print(f"{runtime + ', SQL':<28}{sql:>9.2f}{args.n / sql:>12,.0f}{functions / sql:>17.2f}x")
+
+
+if __name__ == "__main__":
+    main()

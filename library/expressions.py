@@ -1,0 +1,295 @@
+"""Conditions as SQL expressions over an event's fields, evaluated a column at a time.
+
+``Expression("kind = 'fail' AND amount > 100")`` is a condition a pattern step can
+use in place of a function. It reads the event's fields by name (a NamedTuple's
+fields locally, a struct's on Spark) and is evaluated for a whole batch of events at
+once with Arrow compute, the same evaluator on every runtime. SQL's three-valued
+logic holds: a comparison with NULL is NULL, ``AND`` / ``OR`` are Kleene's, and a
+condition that is NULL is not met::
+
+    event (kind, amount)    kind = 'fail' AND amount > 100    met
+    ('fail', 250.0)         TRUE                               yes
+    ('fail', None)          NULL                               no
+    ('ok', None)            FALSE                              no
+    (None, 250.0)           NULL                               no
+
+The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads the
+field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
+``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
+``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``+ - *``, unary minus, and
+``lower upper abs length coalesce``. Anything else is refused when the pattern is
+built, naming what is not supported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from statemachines.errors import DefinitionError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Expression", "records_table"]
+
+
+@attrs.frozen(eq=False)
+class Expression:
+    """A SQL condition over an event's fields; equal to another of the same text."""
+
+    sql: str
+    fields: tuple[str, ...] = attrs.field(init=False)  # the top-level fields it reads
+    _tree: Any = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        try:
+            import sqlglot
+            from sqlglot import exp
+        except ImportError:
+            raise DefinitionError(
+                "SQL conditions need sqlglot and pyarrow: pip install 'statemachines[sql]'"
+            ) from None
+
+        if not isinstance(self.sql, str) or not self.sql.strip():
+            raise DefinitionError(f"an expression condition needs SQL text, got {self.sql!r}")
+        try:
+            tree = sqlglot.parse_one(self.sql, read="spark")
+        except sqlglot.errors.ParseError as error:
+            why = error.errors[0].get("description") if error.errors else str(error)
+            raise DefinitionError(f"cannot parse the condition {self.sql!r}: {why}") from None
+        _check(tree, self.sql)
+        names = [(c.table or c.name) for c in tree.find_all(exp.Column)]
+        object.__setattr__(self, "fields", tuple(dict.fromkeys(names)))
+        object.__setattr__(self, "_tree", tree)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Expression and other.sql == self.sql
+
+    def __hash__(self) -> int:
+        return hash((Expression, self.sql))
+
+    def __getstate__(self) -> dict[str, str]:
+        return {"sql": self.sql}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        object.__setattr__(self, "sql", state["sql"])
+        self.__attrs_post_init__()
+
+    def evaluate(self, table: pa.Table) -> pa.BooleanArray:
+        """Whether each row meets the condition (NULL counts as not met)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for name in self.fields:
+            if name not in table.column_names:
+                raise ValueError(f"the condition {self.sql!r} reads {name!r}, which the events do not have "
+                               f"(their fields: {', '.join(table.column_names)})")
+        result = _Evaluator(table).value(self._tree)
+        if isinstance(result, pa.Scalar):
+            result = pa.repeat(result, table.num_rows)
+        if pa.types.is_null(result.type):
+            result = result.cast(pa.bool_())
+        if not pa.types.is_boolean(result.type):
+            raise TypeError(f"the condition {self.sql!r} is a {result.type}, not a boolean")
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        return pc.fill_null(result, False)
+
+
+def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any) -> pa.Table:
+    """Records (tuples in field order) as a table of their fields; ``arrow_type`` (a
+    struct) gives the fields' types, else Arrow infers them."""
+    import pyarrow as pa
+
+    if arrow_type is not None:
+        struct = pa.array(symbols, type=arrow_type)
+        return pa.Table.from_arrays(struct.flatten(), names=[f.name for f in arrow_type])
+    return pa.Table.from_arrays([pa.array([s[i] for s in symbols]) for i in range(len(names))], names=list(names))
+
+
+# -- checking the tree -----------------------------------------------------------------------
+
+
+def _supported() -> dict[type, str]:
+    from sqlglot import exp
+
+    return {
+        exp.Column: "field", exp.Identifier: "name", exp.Dot: "field", exp.Literal: "literal",
+        exp.Boolean: "literal", exp.Null: "literal", exp.Paren: "(...)",
+        exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+        exp.NullSafeEQ: "<=>", exp.And: "AND", exp.Or: "OR", exp.Not: "NOT", exp.Is: "IS",
+        exp.In: "IN", exp.Between: "BETWEEN", exp.Like: "LIKE", exp.ILike: "ILIKE",
+        exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Neg: "-",
+        exp.Lower: "lower", exp.Upper: "upper", exp.Abs: "abs", exp.Length: "length",
+        exp.Coalesce: "coalesce",
+    }
+
+
+def _check(tree: Any, sql: str) -> None:
+    from sqlglot import exp
+
+    supported = _supported()
+    for node in tree.walk():
+        kind = type(node)
+        if kind not in supported:
+            raise DefinitionError(
+                f"the condition {sql!r} uses {node.sql(dialect='spark')!r} ({kind.__name__}), which "
+                f"expression conditions do not support; write it as a function condition instead"
+            )
+        if kind is exp.Is and not isinstance(node.expression, exp.Null):
+            raise DefinitionError(f"the condition {sql!r}: IS takes NULL only ({node.sql(dialect='spark')!r})")
+        if kind in (exp.Like, exp.ILike) and not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
+            raise DefinitionError(f"the condition {sql!r}: LIKE needs a string literal pattern")
+
+
+# -- evaluating --------------------------------------------------------------------------------
+
+
+class _Evaluator:
+    """Evaluates a parsed expression over a table's columns."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.rows = table.num_rows
+        if not _COMPARISONS:
+            _tables()
+
+    def value(self, node: Any) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from sqlglot import exp
+
+        kind = type(node)
+        if kind is exp.Paren:
+            return self.value(node.this)
+        if kind is exp.Column:
+            return self._column(node)
+        if kind is exp.Literal:
+            text = node.this
+            if node.is_string:
+                return pa.scalar(text)
+            return pa.scalar(float(text) if any(c in text for c in ".eE") else int(text))
+        if kind is exp.Boolean:
+            return pa.scalar(bool(node.this))
+        if kind is exp.Null:
+            return pa.scalar(None, pa.null())
+        if kind in _COMPARISONS:
+            return _compare(_COMPARISONS[kind], self.value(node.this), self.value(node.expression), self.rows)
+        if kind is exp.NullSafeEQ:
+            left, right = self.value(node.this), self.value(node.expression)
+            both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
+            equal = pc.fill_null(_compare(pc.equal, left, right, self.rows), False)
+            return pc.or_(both_null, equal)
+        if kind is exp.And:
+            return pc.and_kleene(self._boolean(node.this), self._boolean(node.expression))
+        if kind is exp.Or:
+            return pc.or_kleene(self._boolean(node.this), self._boolean(node.expression))
+        if kind is exp.Not:
+            return pc.invert(self._boolean(node.this))
+        if kind is exp.Is:  # IS NULL (checked when built)
+            return _is_null(self.value(node.this), self.rows)
+        if kind is exp.In:
+            left = self.value(node.this)
+            result: Any = pa.scalar(False)
+            for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
+                result = pc.or_kleene(result, _compare(pc.equal, left, self.value(item), self.rows))
+            return result
+        if kind is exp.Between:
+            left = self.value(node.this)
+            low = _compare(pc.greater_equal, left, self.value(node.args["low"]), self.rows)
+            high = _compare(pc.less_equal, left, self.value(node.args["high"]), self.rows)
+            return pc.and_kleene(low, high)
+        if kind in (exp.Like, exp.ILike):
+            pattern = self.value(node.expression)  # a string literal (checked when built)
+            left = self.value(node.this)
+            if _is_null_type(left):
+                return _nulls(self.rows)
+            return pc.match_like(_array(left, self.rows), pattern.as_py(), ignore_case=kind is exp.ILike)
+        if kind in _ARITHMETIC:
+            left, right = self.value(node.this), self.value(node.expression)
+            if _is_null_type(left) or _is_null_type(right):
+                return pa.scalar(None, pa.null())
+            return _ARITHMETIC[kind](left, right)
+        if kind is exp.Neg or kind in _FUNCTIONS:
+            operand = self.value(node.this)
+            if _is_null_type(operand):  # a field that is NULL in every event
+                return operand
+            return pc.negate_checked(operand) if kind is exp.Neg else _FUNCTIONS[kind](operand)
+        if kind is exp.Coalesce:
+            given = [self.value(e) for e in (node.this, *node.expressions)]
+            typed = [v for v in given if not _is_null_type(v)]
+            return pc.coalesce(*typed) if typed else given[0]
+        raise AssertionError(f"not checked when built: {node.sql(dialect='spark')!r}")  # pragma: no cover
+
+    def _column(self, node: Any) -> Any:
+        import pyarrow.compute as pc
+
+        if node.table:  # a.b: the field b of the struct a
+            column = self.table.column(node.table)
+            return pc.struct_field(column, node.name)
+        return self.table.column(node.name)
+
+    def _boolean(self, node: Any) -> Any:
+        value = self.value(node)
+        if _is_null_type(value):
+            return _nulls(self.rows)
+        return value
+
+
+_COMPARISONS: dict[type, Callable[..., Any]] = {}
+_ARITHMETIC: dict[type, Callable[..., Any]] = {}
+_FUNCTIONS: dict[type, Callable[..., Any]] = {}
+
+
+def _tables() -> None:
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    _COMPARISONS.update({
+        exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
+        exp.GT: pc.greater, exp.GTE: pc.greater_equal,
+    })
+    _ARITHMETIC.update({exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked})
+    _FUNCTIONS.update({
+        exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
+    })
+
+
+
+def _is_null_type(value: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_null(value.type)
+
+
+def _nulls(rows: int) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.nulls(rows, pa.bool_())
+
+
+def _array(value: Any, rows: int) -> Any:
+    import pyarrow as pa
+
+    return pa.repeat(value, rows) if isinstance(value, pa.Scalar) else value
+
+
+def _is_null(value: Any, rows: int) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.is_null(_array(value, rows))
+
+
+def _compare(op: Callable[..., Any], left: Any, right: Any, rows: int) -> Any:
+    """``op`` of two values; NULL (of no type) on either side gives NULL."""
+    if _is_null_type(left) or _is_null_type(right):
+        return _nulls(rows)
+    import pyarrow as pa
+
+    try:
+        return op(left, right)
+    except pa.ArrowNotImplementedError:
+        raise TypeError(f"cannot compare {left.type} with {right.type}") from None

@@ -1,0 +1,197 @@
+"""Patterns as plain data: a pattern of expression conditions to JSON and back.
+
+A pattern whose conditions are all SQL expressions (see
+:mod:`statemachines.library.expressions`) is data: it can be stored, reviewed and
+versioned as JSON, and read back equal (``Pattern.from_json(p.to_json()) ==
+p.compiled()``). The document::
+
+    {"format": "statemachines.pattern/1",
+     "steps": [{"name": "fail", "contiguity": "relaxed", "where": "kind = 'fail'",
+                "min": 3, "max": 3, "optional": false, "inner": "relaxed",
+                "greedy": false, "until": null, "guards": []},
+               {"name": "ok", "contiguity": "relaxed", "where": "kind = 'ok'", ...}],
+     "trailing": [],
+     "within": 10,
+     "skip": "no_skip", "skip_step": null}
+
+``contiguity`` is the step's to the one before it (``strict`` for ``next``,
+``relaxed`` for ``followed_by``, ``any`` for ``followed_by_any``), ``inner`` between
+a loop's events (``strict``: ``consecutive()``, ``any``: ``allow_combinations()``);
+``max`` is ``null`` for no upper bound; ``where`` and ``until`` are SQL text or
+``null`` (every event); ``guards`` are the negations before the step and
+``trailing`` those at the end, each ``{"name", "kind": "not_next" |
+"not_followed_by", "where"}``; ``within`` is a number, ``{"microseconds": n}`` for a
+``timedelta``, or ``null``. Reading builds the pattern with the fluent methods, so a
+document describing a pattern they would refuse is refused with their message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+from statemachines.errors import DefinitionError
+from statemachines.library.expressions import Expression
+from statemachines.library.pattern import Contiguity, Negation, Pattern, Step, _always
+
+__all__ = ["FORMAT", "pattern_from_json", "pattern_to_json"]
+
+FORMAT = "statemachines.pattern/1"
+_STEP_KEYS = {"name", "contiguity", "where", "min", "max", "optional", "inner", "greedy", "until", "guards"}
+_NEGATION_KEYS = {"name", "kind", "where"}
+_TOP_KEYS = {"format", "steps", "trailing", "within", "skip", "skip_step"}
+
+
+def pattern_to_json(pattern: Pattern) -> str:
+    """``pattern`` (checked as a whole) as a JSON document; every condition must be SQL."""
+    pattern = pattern.compiled()
+    document = {
+        "format": FORMAT,
+        "steps": [_step(step) for step in pattern.steps],
+        "trailing": [_negation(g) for g in pattern.trailing],
+        "within": _window(pattern.window),
+        "skip": pattern.skip.value,
+        "skip_step": pattern.skip_step,
+    }
+    return json.dumps(document, indent=2)
+
+
+def pattern_from_json(text: str | bytes) -> Pattern:
+    """The pattern a :func:`pattern_to_json` document describes."""
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise DefinitionError(f"a pattern document must be JSON: {error}") from None
+    _keys(document, _TOP_KEYS, "the pattern document")
+    if document["format"] != FORMAT:
+        raise DefinitionError(f"unknown pattern format {document['format']!r}; this version reads {FORMAT!r}")
+    steps = document["steps"]
+    if not isinstance(steps, list) or not steps:
+        raise DefinitionError("a pattern document needs a non-empty list of steps")
+    first = steps[0]
+    _keys(first, _STEP_KEYS, "a step")
+    if first["guards"]:
+        raise DefinitionError(f"the first step {first['name']!r} cannot have negations before it")
+    pattern = Pattern.begin(first["name"], document["skip"], document["skip_step"])
+    pattern = _shaped(pattern, first)
+    for step in steps[1:]:
+        _keys(step, _STEP_KEYS, "a step")
+        for guard in step["guards"]:
+            pattern = _negated(pattern, guard)
+        begin = {"strict": pattern.next, "relaxed": pattern.followed_by, "any": pattern.followed_by_any}
+        if step["contiguity"] not in begin:
+            raise DefinitionError(f"step {step['name']!r}: contiguity must be one of {', '.join(begin)}")
+        pattern = _shaped(begin[step["contiguity"]](step["name"]), step)
+    for guard in document["trailing"]:
+        pattern = _negated(pattern, guard)
+    if document["within"] is not None:
+        pattern = pattern.within(_duration(document["within"]))
+    return pattern.compiled()
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _step(step: Step) -> dict[str, Any]:
+    return {
+        "name": step.name,
+        "contiguity": step.contiguity.value,
+        "where": _sql(step.condition, f"step {step.name!r}"),
+        "min": step.min,
+        "max": step.max,
+        "optional": step.optional,
+        "inner": step.inner.value,
+        "greedy": step.greedy,
+        "until": None if step.until is None else _sql(step.until, f"until of step {step.name!r}"),
+        "guards": [_negation(g) for g in step.guards],
+    }
+
+
+def _negation(negation: Negation) -> dict[str, Any]:
+    return {"name": negation.name, "kind": negation.kind, "where": _sql(negation.condition, repr(negation.name))}
+
+
+def _sql(condition: Any, where: str) -> str | None:
+    if condition is _always:
+        return None
+    if isinstance(condition, Expression):
+        return condition.sql
+    raise DefinitionError(
+        f"{where} has a function condition ({condition!r}); only patterns whose conditions are "
+        f"SQL expressions are data"
+    )
+
+
+def _window(window: Any) -> Any:
+    if window is None or type(window) in (int, float):
+        return window
+    if isinstance(window, datetime.timedelta):
+        return {"microseconds": window // datetime.timedelta(microseconds=1)}
+    raise DefinitionError(f"within({window!r}) cannot be written as JSON: give a number or a timedelta")
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _keys(item: Any, wanted: set[str], what: str) -> None:
+    if not isinstance(item, dict):
+        raise DefinitionError(f"{what} must be a JSON object, got {item!r}")
+    missing, unknown = wanted - item.keys(), item.keys() - wanted
+    if missing or unknown:
+        raise DefinitionError(
+            f"{what} {item.get('name', '')!r}: "
+            + "; ".join(
+                part for part in (
+                    f"missing {', '.join(sorted(missing))}" if missing else "",
+                    f"unknown {', '.join(sorted(unknown))}" if unknown else "",
+                ) if part
+            )
+        )
+
+
+def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
+    """``pattern`` with its last step given the document's conditions and quantifier."""
+    name = step["name"]
+    if step["where"] is not None:
+        pattern = pattern.where(_text(step["where"], name))
+    low, high = step["min"], step["max"]
+    if (low, high) != (1, 1):
+        pattern = pattern.times_or_more(low) if high is None else pattern.times(low, high)
+    if step["optional"]:
+        pattern = pattern.optional()
+    inner = Contiguity(step["inner"]) if step["inner"] in set(Contiguity) else None
+    if inner is None:
+        raise DefinitionError(f"step {name!r}: inner must be one of {', '.join(Contiguity)}")
+    if inner == Contiguity.STRICT:
+        pattern = pattern.consecutive()
+    elif inner == Contiguity.ANY:
+        pattern = pattern.allow_combinations()
+    if step["greedy"]:
+        pattern = pattern.greedy()
+    if step["until"] is not None:
+        pattern = pattern.until(_text(step["until"], name))
+    return pattern
+
+
+def _negated(pattern: Pattern, guard: Any) -> Pattern:
+    _keys(guard, _NEGATION_KEYS, "a negation")
+    kinds = {"not_next": pattern.not_next, "not_followed_by": pattern.not_followed_by}
+    if guard["kind"] not in kinds:
+        raise DefinitionError(f"negation {guard['name']!r}: kind must be one of {', '.join(kinds)}")
+    pattern = kinds[guard["kind"]](guard["name"])
+    return pattern if guard["where"] is None else pattern.where(_text(guard["where"], guard["name"]))
+
+
+def _text(sql: Any, name: str) -> str:
+    if not isinstance(sql, str):
+        raise DefinitionError(f"step {name!r}: a condition must be SQL text, got {sql!r}")
+    return sql
+
+
+def _duration(within: Any) -> Any:
+    if isinstance(within, dict) and within.keys() == {"microseconds"} and type(within["microseconds"]) is int:
+        return datetime.timedelta(microseconds=within["microseconds"])
+    if type(within) in (int, float):
+        return within
+    raise DefinitionError(f"within must be a number or {{\"microseconds\": n}}, got {within!r}")

@@ -1,0 +1,185 @@
+"""Expression conditions: SQL over an event's fields, evaluated in bulk, equal to functions.
+
+The model is SQL's three-valued logic written out by hand (``None`` is NULL); each
+expression is generated with its model, so the two are built independently.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import NamedTuple
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import DefinitionError, run_local
+from statemachines.library import Detector, Expression, Pattern, matches, timeouts
+from statemachines.library.expressions import records_table
+
+
+class Login(NamedTuple):
+    kind: str | None
+    amount: int | None
+
+
+KINDS = ["fail", "ok", "view", None]
+AMOUNTS = [None, 0, 5, 20, 150]
+
+logins = st.builds(Login, st.sampled_from(KINDS), st.sampled_from(AMOUNTS))
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    return None if a is None or b is None else False
+
+
+def _not(a):
+    return None if a is None else not a
+
+
+def _atoms():
+    """``(sql, model)`` pairs, the model a three-valued function of a Login."""
+
+    def cmp(field, op, literal, fn):
+        def model(e, field=field):
+            value = getattr(e, field)
+            return None if value is None else fn(value, literal)
+
+        text = f"'{literal}'" if isinstance(literal, str) else str(literal)
+        return st.just((f"{field} {op} {text}", model))
+
+    ops = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b}
+    kind_cmps = [cmp("kind", op, k, fn) for op, fn in ops.items() if op in ("=", "<>") for k in ("fail", "ok")]
+    amount_cmps = [cmp("amount", op, n, fn) for op, fn in ops.items() for n in (5, 20)]
+    return st.one_of(
+        *kind_cmps,
+        *amount_cmps,
+        st.just(("kind IS NULL", lambda e: e.kind is None)),
+        st.just(("amount IS NOT NULL", lambda e: e.amount is not None)),
+        st.just(("kind IN ('fail', 'view')", lambda e: None if e.kind is None else e.kind in ("fail", "view"))),
+        st.just(("kind IN ('ok', NULL)", lambda e: True if e.kind == "ok" else None)),
+        st.just(("amount BETWEEN 5 AND 20", lambda e: None if e.amount is None else 5 <= e.amount <= 20)),
+        st.just(("kind LIKE 'f%'", lambda e: None if e.kind is None else e.kind.startswith("f"))),
+        st.just(("amount * 2 > 30", lambda e: None if e.amount is None else e.amount * 2 > 30)),
+        st.just(("amount <=> NULL", lambda e: e.amount is None)),
+        st.just(("coalesce(amount, 0) = 0", lambda e: (e.amount or 0) == 0)),
+    )
+
+
+def _combine(children):
+    def join(pair):
+        (left, lm), (right, rm) = pair[1], pair[2]
+        if pair[0] == "AND":
+            return (f"({left}) AND ({right})", lambda e: _and(lm(e), rm(e)))
+        return (f"({left}) OR ({right})", lambda e: _or(lm(e), rm(e)))
+
+    def negate(child):
+        text, model = child
+        return (f"NOT ({text})", lambda e: _not(model(e)))
+
+    return st.one_of(
+        st.tuples(st.sampled_from(["AND", "OR"]), children, children).map(join),
+        children.map(negate),
+    )
+
+
+conditions = st.recursive(_atoms(), _combine, max_leaves=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(conditions, st.lists(logins, min_size=1, max_size=30))
+def test_an_expression_evaluates_as_sql_three_valued_logic_says(condition, events):
+    sql, model = condition
+    met = Expression(sql).evaluate(records_table(events, Login._fields, None)).to_pylist()
+    assert met == [model(e) is True for e in events]
+
+
+def fraud(fail, ok):
+    return Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10)
+
+
+def as_function(model):
+    return lambda e: model(e) is True
+
+
+@settings(max_examples=40, deadline=None)
+@given(conditions, conditions, st.integers(0, 2**32), st.integers(1, 200))
+def test_expression_and_function_conditions_find_the_same_matches(fail, ok, seed, n):
+    rnd = random.Random(seed)
+    events = [
+        (f"u{rnd.randrange(4)}", Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)), rnd.randrange(40)) for _ in range(n)
+    ]
+    by_sql = run_local(Detector(fraud(fail[0], ok[0])), events)
+    by_function = run_local(Detector(fraud(as_function(fail[1]), as_function(ok[1]))), events)
+    assert by_sql.updates == by_function.updates
+    assert by_sql.rejected == by_function.rejected == []
+
+
+def test_the_fraud_rule_as_sql_finds_what_the_function_rule_finds():
+    rnd = random.Random(7)
+    events = [(f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)), i // 3) for i in range(400)]
+    by_sql = run_local(Detector(fraud("kind = 'fail'", "kind = 'ok' AND amount > 10")), events).updates
+    by_function = run_local(
+        Detector(fraud(lambda e: e.kind == "fail", lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10)),
+        events,
+    ).updates
+    assert matches(by_sql) and timeouts(by_sql)  # the data exercises both
+    assert by_sql == by_function
+
+
+def test_an_event_an_expression_cannot_read_is_rejected_with_the_reason():
+    detector = Detector(fraud("kind = 'fail'", "kind = 'ok'"))
+    events = [("u", Login("fail", 1), 1), ("u", ("fail", 1), 2), ("u", Login("fail", 2), 3)]
+    result = run_local(detector, events)
+    [rejected] = result.rejected
+    assert rejected.event.symbol == ("fail", 1) and rejected.reason == "condition_failed"
+    assert "NamedTuple" in rejected.detail
+    # the others were applied: two fails are a partial match of two
+    assert any(v[1].startswith("0#2") for (_, v), _, d in result.updates if v[0] == "partial" and d == 1)
+
+
+def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
+    result = run_local(Detector(fraud("kind = 'fail'", "status = 'ok'")), [("u", Login("ok", 1), 1)])
+    [rejected] = result.rejected
+    assert rejected.reason == "condition_failed" and "'status'" in rejected.detail
+
+
+@pytest.mark.parametrize(
+    "sql, says",
+    [
+        ("kind = ", "cannot parse"),
+        ("rand() > 0.5", "do not support"),
+        ("amount / 2 > 1", "do not support"),
+        ("kind IS TRUE", "IS takes NULL only"),
+        ("kind LIKE kind", "string literal pattern"),
+        ("", "needs SQL text"),
+    ],
+)
+def test_an_expression_the_evaluator_cannot_run_is_refused_when_the_pattern_is_built(sql, says):
+    with pytest.raises(DefinitionError, match=says):
+        Pattern.begin("a").where(sql)
+
+
+def test_a_step_mixes_no_expressions_with_functions():
+    with pytest.raises(DefinitionError, match="all SQL expressions or all functions"):
+        Pattern.begin("a").where("kind = 'fail'").where(lambda e: True)
+    with pytest.raises(DefinitionError, match="all SQL expressions or all functions"):
+        Pattern.begin("a").where(lambda e: True).or_where("kind = 'ok'")
+
+
+def test_where_and_or_where_of_expressions_join_into_one_expression():
+    step = Pattern.begin("a").where("kind = 'fail'").where("amount > 5").or_where("amount IS NULL").steps[0]
+    assert step.condition == Expression("((kind = 'fail') AND (amount > 5)) OR (amount IS NULL)")
+
+
+def test_a_data_patterns_diagram_shows_its_conditions():
+    text = Detector(fraud("kind = 'fail'", "kind = 'ok'")).diagram().to_dot()
+    assert "fail where kind = 'fail'" in text and "ok where kind = 'ok'" in text

@@ -1,0 +1,124 @@
+"""Patterns as data: a pattern of SQL conditions to JSON and back, exactly."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import DefinitionError, run_local
+from statemachines.library import Detector, Pattern
+from tests.test_expressions import Login
+
+SQL = ["kind = 'fail'", "kind = 'ok'", "amount > 5", "kind IS NULL", "amount BETWEEN 1 AND 20"]
+
+
+@st.composite
+def patterns(draw):
+    """Random patterns built with the fluent methods, every condition SQL (some refused
+    as a whole by ``compiled``: those are skipped)."""
+    names = iter(f"s{i}" for i in range(100))
+    skip = draw(st.sampled_from(["no_skip", "skip_to_next", "skip_past_last_event", "skip_to_first", "skip_to_last"]))
+    n = draw(st.integers(1, 4))
+    first_name = next(names)
+    skip_step = first_name if skip in ("skip_to_first", "skip_to_last") else None
+    pattern = Pattern.begin(first_name, skip, skip_step)
+    for i in range(n):
+        if i > 0:
+            if draw(st.booleans()) and draw(st.booleans()):
+                pattern = draw(st.sampled_from([pattern.not_next, pattern.not_followed_by]))(next(names))
+                pattern = pattern.where(draw(st.sampled_from(SQL)))
+            pattern = draw(st.sampled_from([pattern.next, pattern.followed_by, pattern.followed_by_any]))(next(names))
+        if draw(st.booleans()):
+            pattern = pattern.where(draw(st.sampled_from(SQL)))
+            if draw(st.booleans()):
+                pattern = pattern.or_where(draw(st.sampled_from(SQL)))
+        quantifier = draw(st.sampled_from(["one", "times", "range", "or_more", "one_or_more"]))
+        if quantifier == "times":
+            pattern = pattern.times(draw(st.integers(1, 3)))
+        elif quantifier == "range":
+            low = draw(st.integers(1, 2))
+            pattern = pattern.times(low, low + draw(st.integers(0, 2)))
+        elif quantifier == "or_more":
+            pattern = pattern.times_or_more(draw(st.integers(1, 3)))
+        elif quantifier == "one_or_more":
+            pattern = pattern.one_or_more()
+        if draw(st.booleans()):
+            pattern = pattern.optional()
+        if pattern.steps[-1].loops:
+            for change in ("consecutive", "allow_combinations", "greedy"):
+                if draw(st.booleans()) and not (change == "allow_combinations" and pattern.steps[-1].inner != "relaxed"):
+                    pattern = getattr(pattern, change)()
+            if draw(st.booleans()):
+                pattern = pattern.until(draw(st.sampled_from(SQL)))
+    if draw(st.booleans()):
+        pattern = pattern.not_followed_by(next(names)).where(draw(st.sampled_from(SQL)))
+    within = draw(st.sampled_from([None, 10, 2.5, datetime.timedelta(seconds=3)]))
+    if within is not None or pattern._pending:
+        pattern = pattern.within(within if within is not None else 10)
+    try:
+        return pattern.compiled()
+    except DefinitionError:
+        return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(patterns())
+def test_a_pattern_reads_back_from_its_json_equal(pattern):
+    if pattern is None:
+        return
+    text = pattern.to_json()
+    again = Pattern.from_json(text)
+    assert again == pattern
+    assert again.to_json() == text
+    assert json.loads(text)["format"] == "statemachines.pattern/1"
+
+
+def test_a_pattern_read_from_json_detects_what_the_original_detects():
+    pattern = (
+        Pattern.begin("fail").where("kind = 'fail'").times(3)
+        .followed_by("ok").where("kind = 'ok' AND amount > 10")
+        .within(10)
+    )
+    events = [("u", Login(k, a), t) for t, (k, a) in enumerate([("fail", 1), ("fail", 2), ("view", 3), ("fail", 4), ("ok", 50)])]
+    assert run_local(Detector(Pattern.from_json(pattern.to_json())), events).updates == run_local(
+        Detector(pattern), events
+    ).updates
+
+
+def test_a_pattern_with_a_function_condition_is_not_data():
+    with pytest.raises(DefinitionError, match="function condition"):
+        Pattern.begin("a").where(lambda e: e.kind == "fail").to_json()
+
+
+def _document():
+    return json.loads(Pattern.begin("a").where("kind = 'fail'").followed_by("b").within(5).to_json())
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (lambda d: d.update(format="statemachines.pattern/9"), "unknown pattern format"),
+        (lambda d: d["steps"][0].update(colour="red"), "unknown colour"),
+        (lambda d: d["steps"][1].pop("min"), "missing min"),
+        (lambda d: d["steps"][1].update(contiguity="sometimes"), "contiguity must be one of"),
+        (lambda d: d["steps"][1].update(min=0), "times needs"),
+        (lambda d: d["steps"][0].update(where="rand() > 1"), "do not support"),
+        (lambda d: d["steps"][1].update(name="a"), "used twice"),
+        (lambda d: d.update(within="5 minutes"), "within must be"),
+        (lambda d: d.update(steps=[]), "non-empty list of steps"),
+    ],
+)
+def test_a_document_that_describes_no_valid_pattern_is_refused_saying_why(change, says):
+    document = _document()
+    change(document)
+    with pytest.raises(DefinitionError, match=says):
+        Pattern.from_json(json.dumps(document))
+
+
+def test_text_that_is_not_json_is_refused():
+    with pytest.raises(DefinitionError, match="must be JSON"):
+        Pattern.from_json("{steps: ")
