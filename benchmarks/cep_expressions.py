@@ -43,8 +43,9 @@ class Login(NamedTuple):
 def patterns(window: int) -> dict[str, Pattern]:
     return {
         "functions": (
-            Pattern.begin("fail").where(lambda e: e.kind == "fail").times(3)
-            .followed_by("ok").where(lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10)
+            # by position: on Spark a struct reaches a function as a plain tuple
+            Pattern.begin("fail").where(lambda e: e[0] == "fail").times(3)
+            .followed_by("ok").where(lambda e: e[0] == "ok" and e[1] is not None and e[1] > 10)
             .within(window)
         ),
         "SQL": (
@@ -62,6 +63,15 @@ def logins(n: int, k: int, window: int, seed: int = 5) -> list[tuple[str, Login,
     amounts = [None, 5, 20, 50, 500]
     span = max(1, n * window // (10 * k))
     return [(f"u{rnd.randrange(k)}", Login(rnd.choice(kinds), rnd.choice(amounts)), i * span // n) for i in range(n)]
+
+
+def plain(value):
+    """Lists, tuples and NamedTuples as plain tuples (as Spark gives them back)."""
+    return tuple(plain(x) for x in value) if isinstance(value, list | tuple) else value
+
+
+def local_digest(updates):
+    return findings_digest([((k, plain(v)), t, d) for (k, v), t, d in updates])
 
 
 def spark_runs(detectors: dict[str, Detector], events, work: str):
@@ -87,10 +97,6 @@ def spark_runs(detectors: dict[str, Detector], events, work: str):
 
     def digest(name: str):
         found = spark.read.parquet(f"{work}/{name}").where("value.kind != 'partial'").collect()
-
-        def plain(v):
-            return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
-
         return findings_digest([((r.key, plain(r.value)), r.time, r.diff) for r in found])
 
     return {name: (runner(name, d), digest) for name, d in detectors.items()}
@@ -106,10 +112,10 @@ def main() -> None:
     args = parser.parse_args()
     events = logins(args.n, args.k, args.window)
     detectors = {name: Detector(p) for name, p in patterns(args.window).items()}
-    expected = findings_digest(run_local(detectors["functions"], events).updates)
+    expected = local_digest(run_local(detectors["functions"], events).updates)
 
     approaches = {
-        f"run_local, {name}": (lambda d=d: run_local(d, events).updates, findings_digest)
+        f"run_local, {name}": (lambda d=d: run_local(d, events).updates, local_digest)
         for name, d in detectors.items()
     }
     work = tempfile.mkdtemp(prefix="bench-cep-sql-")
