@@ -62,6 +62,16 @@ def test_the_cep_benchmark_prints_its_table():
     assert "run_local(Detector)" in done.stdout and "hand-written detector (floor)" in done.stdout
 
 
+def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "cep_expressions.py"), "--n", "3000", "--k", "30", "--runs", "1",
+         "--skip-spark"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "run_local, SQL" in done.stdout and "run_local, functions" in done.stdout
+
+
 @pytest.mark.spark
 def test_the_spark_sql_scd2_floor_gives_the_scd2_table_of_the_model(spark, tmp_path):
     """The feeds benchmark's floor is only a floor if it computes the same table."""
