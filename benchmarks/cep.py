@@ -177,6 +177,25 @@ def spark_batch(detector: Detector, events, work: str):
     return spark, run, check
 
 
+def interleaved(approaches: dict, runs: int, expected) -> dict[str, list[float]]:
+    """Seconds of ``runs`` rounds of the approaches in turn (A B A B ...), after an
+    untimed round; each ``(run, digest)``'s output is checked against ``expected``
+    in the first and last rounds."""
+    seconds: dict[str, list[float]] = {name: [] for name in approaches}
+    for round_ in range(runs + 1):  # round 0 warms up
+        for name, (run, digest) in approaches.items():
+            gc.collect()
+            started = time.perf_counter()
+            out = run()
+            elapsed = time.perf_counter() - started
+            if round_ in (0, runs) and digest(out) != expected:
+                raise SystemExit(f"{name} found {digest(out)}, the reference {expected}")
+            del out
+            if round_:
+                seconds[name].append(elapsed)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -202,18 +221,7 @@ def main() -> None:
         _, run, check = spark_batch(detector, events, work)
         approaches["run_batch(Detector), 2 cores"] = (run, lambda _: check()[0])
     try:
-        seconds: dict[str, list[float]] = {name: [] for name in approaches}
-        for round_ in range(args.runs + 1):  # round 0 warms up
-            for name, (run, digest) in approaches.items():
-                gc.collect()
-                started = time.perf_counter()
-                out = run()
-                elapsed = time.perf_counter() - started
-                if round_ in (0, args.runs) and digest(out) != expected:
-                    raise SystemExit(f"{name} found {digest(out)}, run_local {expected}")
-                del out
-                if round_:
-                    seconds[name].append(elapsed)
+        seconds = interleaved(approaches, args.runs, expected)
         if not args.skip_spark and check()[1] != peak:
             raise SystemExit("Spark's output holds a different peak of partial matches")
     finally:

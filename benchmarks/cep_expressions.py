@@ -15,21 +15,19 @@ with functions.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import findings_digest  # noqa: E402
+from cep import findings_digest, interleaved  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
 from statemachines.library import Detector, Pattern  # noqa: E402
@@ -123,18 +121,7 @@ def main() -> None:
         for name, runner in spark_runs(detectors, events, work).items():
             approaches[f"run_batch, {name}"] = runner
     try:
-        seconds: dict[str, list[float]] = {name: [] for name in approaches}
-        for round_ in range(args.runs + 1):  # round 0 warms up
-            for name, (run, digest) in approaches.items():
-                gc.collect()
-                started = time.perf_counter()
-                out = run()
-                elapsed = time.perf_counter() - started
-                if round_ in (0, args.runs) and digest(out) != expected:
-                    raise SystemExit(f"{name} found {digest(out)}, run_local with functions {expected}")
-                del out
-                if round_:
-                    seconds[name].append(elapsed)
+        seconds = interleaved(approaches, args.runs, expected)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

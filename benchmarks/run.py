@@ -301,12 +301,8 @@ def spark_approaches(n, k, work):
         from pyspark.sql.streaming import StatefulProcessor
 
         from statemachines.spark.batch import EventColumns, prepare_events
-        from statemachines.spark.buckets import (
-            bucket_of,
-            decode_payload,
-            pack_events,
-            packed_schema,
-        )
+        from statemachines.spark.bucket_state import decode_table
+        from statemachines.spark.buckets import bucket_of, pack_events, packed_schema
 
         class CountingProcessor(StatefulProcessor):
             """Counts each bucket's events in its state; runs no machine."""
@@ -315,7 +311,7 @@ def spark_approaches(n, k, work):
                 self.state = handle.getValueState("count", "count long")
 
             def handleInputRows(self, key, rows, timerValues):
-                n = sum(decode_payload(p).num_rows for f in rows for p in f["payload"] if p is not None)
+                n = sum(decode_table(p).num_rows for f in rows for p in f["payload"] if p is not None)
                 stored = self.state.get()
                 self.state.update(((stored[0] if stored else 0) + n,))
                 yield pd.DataFrame({"events": [n]})

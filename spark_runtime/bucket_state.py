@@ -55,10 +55,10 @@ MERGE_AT_LEAST = 1_024  # ... and more than this many
 
 
 def encode_table(table: Any) -> bytes:
-    """A table as Arrow IPC stream bytes."""
+    """A table or record batch as Arrow IPC stream bytes."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+        writer.write(table)
     return sink.getvalue().to_pybytes()
 
 

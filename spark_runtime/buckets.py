@@ -57,7 +57,14 @@ from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
 from statemachines.persisted import read_state
 from statemachines.spark.batch import checks_values, resolve_value_type
-from statemachines.spark.bucket_state import PARTS, BucketState, BucketTypes, advance
+from statemachines.spark.bucket_state import (
+    PARTS,
+    BucketState,
+    BucketTypes,
+    advance,
+    decode_table,
+    encode_table,
+)
 from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
 from statemachines.spark.output import OutputRows, output_schema
 from statemachines.spark.session import ROCKSDB
@@ -70,7 +77,6 @@ __all__ = [
     "bucket_of",
     "bucket_processor",
     "bucketed_output",
-    "encode_payload",
     "frontier_of",
 ]
 
@@ -87,17 +93,6 @@ LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalR
 # bucket -> (base id, base table): the bases this worker process read or wrote last; a
 # bucket whose record names the same base id needs no reading of it (it is the largest part)
 _BASES: dict[int, tuple[str, Any]] = {}
-
-
-def encode_payload(batch: Any) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
-
-
-def decode_payload(payload: bytes) -> Any:
-    return pa.ipc.open_stream(payload).read_all()
 
 
 def bucket_of(key: str, buckets: int) -> Any:
@@ -136,7 +131,7 @@ def pack_events(delay: float, clock_type: Any):
             ids, payloads = [], []
             for bucket in pc.unique(buckets).to_pylist():
                 ids.append(bucket)
-                payloads.append(encode_payload(events.filter(pc.equal(buckets, bucket))))
+                payloads.append(encode_table(events.filter(pc.equal(buckets, bucket))))
             times = batch.column(3)
             if batch.num_columns > 5:  # a refused row's time moves no clock
                 times = pc.filter(times, pc.is_null(batch.column(5)))
@@ -176,7 +171,7 @@ class Bucket:
         events = []
         for frame in rows:
             for payload in frame["payload"]:
-                table = decode_payload(payload)
+                table = decode_table(payload)
                 events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
         with gc_paused():
             output = self._step(key[0], events, timerValues)
@@ -188,7 +183,7 @@ class Bucket:
         yield output
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
-        tables = [decode_payload(payload).select([0, 1]) for payload in initialState["payload"]]
+        tables = [decode_table(payload).select([0, 1]) for payload in initialState["payload"]]
         pairs = pa.concat_tables(tables) if tables else pa.table({"key": [], "value": []})
         self._save(key[0], BucketState.seeded(self.types, self.machine, pairs, self.floor))
 
@@ -240,7 +235,7 @@ class Bucket:
         self._save(bucket, state, watermark_ms)
         out = OutputRows(self.arrow_schema)
         out.add(updates, rejected)
-        payload = encode_payload(out.take()) if len(out) else None
+        payload = encode_table(out.take()) if len(out) else None
         return pd.DataFrame(
             {
                 "bucket": [bucket],
@@ -339,7 +334,7 @@ def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
         buckets = batch.column(0)
         pairs = batch.select([1, 2])
         ids = pc.unique(buckets).to_pylist()
-        payloads = [encode_payload(pairs.filter(pc.equal(buckets, b))) for b in ids]
+        payloads = [encode_table(pairs.filter(pc.equal(buckets, b))) for b in ids]
         yield pa.RecordBatch.from_arrays(
             [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary())], names=["bucket", "payload"]
         )

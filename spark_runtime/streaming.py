@@ -49,7 +49,8 @@ from statemachines.spark.batch import (
     split_refused,
     time_kind_of,
 )
-from statemachines.spark.buckets import bucketed_output, decode_payload
+from statemachines.spark.bucket_state import decode_table
+from statemachines.spark.buckets import bucketed_output
 from statemachines.spark.clock import frontier_of
 from statemachines.spark.output import (
     PENDING,
@@ -99,7 +100,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
 
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
-    parts = [decode_payload(p) for p in payloads.to_pylist() if p is not None]
+    parts = [decode_table(p) for p in payloads.to_pylist() if p is not None]
     table = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
     counts = {}
     for kind in (UPDATE, REJECTED):

@@ -200,7 +200,8 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from statemachines.events import Reason, Rejected
     from statemachines.spark import BucketSink
     from statemachines.spark.batch import prepare_events
-    from statemachines.spark.buckets import BUCKET_OUTPUT, encode_payload
+    from statemachines.spark.bucket_state import encode_table
+    from statemachines.spark.buckets import BUCKET_OUTPUT
     from statemachines.spark.clock import CLOCK_SHIFT_MS
     from statemachines.spark.output import OutputRows, output_schema
 
@@ -211,7 +212,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     rows.add([(("k", "a"), 5, 1)], [Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
     # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
     packed = spark.createDataFrame(
-        [(7, encode_payload(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None)], BUCKET_OUTPUT
+        [(7, encode_table(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None)], BUCKET_OUTPUT
     )
     reports = []
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
@@ -348,7 +349,8 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
 
-    from statemachines.spark.buckets import CLOCK_ROWS, decode_payload, encode_payload
+    from statemachines.spark.bucket_state import decode_table, encode_table
+    from statemachines.spark.buckets import CLOCK_ROWS
     from statemachines.spark.clock import frontier_of, timer_ms
     from statemachines.spark.output import OutputRows
 
@@ -359,7 +361,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
 
         def handleInputRows(self, key, rows, timerValues):
             if key[0] != CLOCK_ROWS:
-                events = [tuple(r) for f in rows for p in f["payload"] for r in decode_payload(p).to_pylist() for r in [r.values()]]
+                events = [tuple(r) for f in rows for p in f["payload"] for r in decode_table(p).to_pylist() for r in [r.values()]]
                 yield self._step(key[0], events, timerValues)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
@@ -384,7 +386,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
             self.state.update((pickle.dumps(runtime.checkpoint()),))
             n_waiting, earliest = runtime.waiting()
             return pd.DataFrame({
-                "bucket": [bucket], "payload": [encode_payload(out.take()) if len(out) else None],
+                "bucket": [bucket], "payload": [encode_table(out.take()) if len(out) else None],
                 "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
                 "waiting_for": [None if earliest is None else str(earliest)], "arrived": [None],
             })
