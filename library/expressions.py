@@ -113,19 +113,16 @@ def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any)
 # -- checking the tree -----------------------------------------------------------------------
 
 
-def _supported() -> dict[type, str]:
+def _supported() -> frozenset[type]:
     from sqlglot import exp
 
-    return {
-        exp.Column: "field", exp.Identifier: "name", exp.Dot: "field", exp.Literal: "literal",
-        exp.Boolean: "literal", exp.Null: "literal", exp.Paren: "(...)",
-        exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
-        exp.NullSafeEQ: "<=>", exp.And: "AND", exp.Or: "OR", exp.Not: "NOT", exp.Is: "IS",
-        exp.In: "IN", exp.Between: "BETWEEN", exp.Like: "LIKE", exp.ILike: "ILIKE",
-        exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Neg: "-",
-        exp.Lower: "lower", exp.Upper: "upper", exp.Abs: "abs", exp.Length: "length",
-        exp.Coalesce: "coalesce",
-    }
+    return frozenset({
+        exp.Column, exp.Identifier, exp.Dot, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
+        exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
+        exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
+        exp.Add, exp.Sub, exp.Mul, exp.Neg,
+        exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
+    })
 
 
 def _check(tree: Any, sql: str) -> None:

@@ -31,7 +31,7 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_
 
 from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
 from statemachines._gc import gc_paused
-from statemachines.columns import column_to_python, python_rows, value_check_for
+from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
@@ -239,13 +239,10 @@ def partition_runner(
         # collections meanwhile would only scan them (a third of a detector's time).
         with gc_paused():
             for batch in batches:
+                columns = [column_to_python(c) for c in batch.columns]  # key, row, symbol, ...
                 if prepares:
-                    columns = [column_to_python(c) for c in batch.columns]
                     machine.prepare_symbols([s for s in columns[2] if s is not None], batch.schema.field(2).type)
-                    rows = zip(*columns, strict=True)
-                else:
-                    rows = python_rows(batch)
-                for key, row, symbol, time, order, priors in rows:
+                for key, row, symbol, time, order, priors in zip(*columns, strict=True):
                     if key != current or current is no_key:
                         if current is not no_key:
                             flush()

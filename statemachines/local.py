@@ -63,8 +63,8 @@ class LocalRuntime:
 
     ``progress``, if given, is called with a :class:`RunProgress` after each
     :meth:`feed`, every few thousand keys of a step, and at the end of each step.
-    ``symbol_type``: the symbols' Arrow type, where the caller knows it (a machine
-    that prepares symbols in bulk is given it).
+    ``symbol_type``, set by a caller that knows the symbols' Arrow type (a Spark
+    runner), is handed to a machine that prepares symbols in bulk.
 
     Memory: O(live keys + buffered events) (without ``into``; with it, the live
     values are the arrangement's); with a machine that reduces same-time events and
@@ -80,7 +80,6 @@ class LocalRuntime:
         into: Arrangement | None = None,
         value_check: ValueCheck | None = None,
         progress: Progress | None = None,
-        symbol_type: Any = None,
     ) -> None:
         if not isinstance(machine, Machine):
             raise InvalidArgument(
@@ -103,7 +102,6 @@ class LocalRuntime:
         self._deadlines = Deadlines(machine.deadline)
         self._into = into
         self._progress = progress
-        self.symbol_type = symbol_type
         # for progress: events fed, updates produced and events refused, so far
         self._fed = self._updates_out = self._rejected_out = 0
         self._evicted = 0
