@@ -5,6 +5,7 @@ from statemachines.library.expressions import Expression
 from statemachines.library.feeds import ChangeFeed, FeedResult, run_feed
 from statemachines.library.lateness import Late, UpsertWithLateness
 from statemachines.library.pattern import Contiguity, Pattern, Skip
+from statemachines.library.rules import RuleBook, RuleDetector, ended
 from statemachines.library.upsert import Upsert
 
 __all__ = [
@@ -16,9 +17,12 @@ __all__ = [
     "Found",
     "Late",
     "Pattern",
+    "RuleBook",
+    "RuleDetector",
     "Skip",
     "Upsert",
     "UpsertWithLateness",
+    "ended",
     "matches",
     "run_feed",
     "timeouts",

@@ -62,7 +62,7 @@ from statemachines.library.nfa import (
 )
 from statemachines.library.pattern import Pattern, Skip
 
-__all__ = ["Detector", "Found", "Why", "matches", "timeouts"]
+__all__ = ["Detector", "Found", "Why", "found_in", "matches", "timeouts", "value_fields"]
 
 PARTIAL, HELD, MATCH, TIMEOUT = "partial", "held", "match", "timeout"
 _ANSWERS_KEPT = 1 << 20  # distinct symbols whose expression answers are kept
@@ -125,10 +125,7 @@ class Detector(Machine):
         """The Arrow type of this detector's values, given its input's Arrow types."""
         import pyarrow as pa
 
-        event = pa.struct(
-            [("step", pa.string()), ("time", time_type), ("seq", pa.int64()), ("symbol", symbol_type)]
-        )
-        return pa.struct([("kind", pa.string()), ("state", pa.string()), ("events", pa.list_(event))])
+        return pa.struct(value_fields(symbol_type, time_type))
 
     def is_finding(self, value: Any) -> bool:
         """Matches and timeouts are reported once; only partial matches are held."""
@@ -160,14 +157,14 @@ class Detector(Machine):
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
         """The partial matches left when the windows closing at ``time`` have closed,
         and what those windows found (timeouts, matches ended by a trailing negation)."""
-        return Emit(*self._expire(values, time))
+        return Emit(*self.expire(values, time))
 
     def transition(
         self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0
     ) -> Emit | frozenset[Any]:
         """The partial matches after one event, and the matches it completes; the
         event is the ``position``-th (from 0) the key applies at ``time``."""
-        after, found = self._on_event(values, symbol, time, position)
+        after, found = self.advance_partials(values, symbol, time, position)
         return Emit(after, found) if found else after
 
     def diagram(self) -> Diagram:
@@ -213,8 +210,8 @@ class Detector(Machine):
 
     # -- the NFA ---------------------------------------------------------------------------
 
-    def _on_event(
-        self, values: frozenset[Any], symbol: Any, time: Any, seq: int
+    def advance_partials(
+        self, values: Iterable[Any], symbol: Any, time: Any, seq: int
     ) -> tuple[frozenset[Any], list[Any]]:
         """The key's values after one event, and the matches it releases."""
         nfa = self._nfa
@@ -254,8 +251,8 @@ class Detector(Machine):
             if stay is not None:
                 kept.add(value if stay == state.text else (PARTIAL, stay, taken))
         if self.pattern.skip == Skip.NO_SKIP:
-            return frozenset(kept), sorted(completed, key=_order) if len(completed) > 1 else completed
-        return self._release(kept, completed)
+            return frozenset(kept), sorted(completed, key=finding_order) if len(completed) > 1 else completed
+        return self.release(kept, completed)
 
     def _expression_answers(self, symbol: Any) -> int:
         """The expression conditions' answers for ``symbol``: prepared in bulk, else
@@ -271,7 +268,7 @@ class Detector(Machine):
                 self._answers[symbol] = yes
         return yes
 
-    def _expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
+    def expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""
         window = self.pattern.window
         left, ended, timed_out = set(), [], []
@@ -283,16 +280,16 @@ class Detector(Machine):
                 ended.append((MATCH, "", value[2]))
             else:
                 timed_out.append((TIMEOUT, value[1], value[2]))
-        remaining, released = self._release(left, ended)
-        return remaining, released + sorted(timed_out, key=_order)
+        remaining, released = self.release(left, ended)
+        return remaining, released + sorted(timed_out, key=finding_order)
 
-    def _release(self, values: set[Any], completed: list[Any]) -> tuple[frozenset[Any], list[Any]]:
+    def release(self, values: set[Any], completed: list[Any]) -> tuple[frozenset[Any], list[Any]]:
         """Report completed matches as Flink does under a skip strategy: earliest begun
         first, each only once no partial match begun before it is live, each pruning
         what its strategy discards. Matches still waiting are held as values."""
         if self.pattern.skip == Skip.NO_SKIP:
-            return frozenset(values), sorted(completed, key=_order) if len(completed) > 1 else completed
-        waiting = sorted([(MATCH, "", v[2]) for v in values if v[0] == HELD] + completed, key=_order)
+            return frozenset(values), sorted(completed, key=finding_order) if len(completed) > 1 else completed
+        waiting = sorted([(MATCH, "", v[2]) for v in values if v[0] == HELD] + completed, key=finding_order)
         partials = [v for v in values if v[0] == PARTIAL]
         released = []
         while waiting:
@@ -305,11 +302,19 @@ class Detector(Machine):
         return frozenset([*partials, *((HELD, "", m[2]) for m in waiting)]), released
 
 
+def value_fields(symbol_type: Any, time_type: Any) -> list[Any]:
+    """The Arrow fields of a detector's values ``(kind, state, events)``."""
+    import pyarrow as pa
+
+    event = pa.struct([("step", pa.string()), ("time", time_type), ("seq", pa.int64()), ("symbol", symbol_type)])
+    return [pa.field("kind", pa.string()), pa.field("state", pa.string()), pa.field("events", pa.list_(event))]
+
+
 def _node_id(position: tuple[int, int]) -> str:
     return f"p{position[0]}_{position[1]}"
 
 
-def _order(found: Any) -> tuple[Any, ...]:
+def finding_order(found: Any) -> tuple[Any, ...]:
     """A total order of matches: by their events' identities ``(time, seq)``, then by
     the steps that took them; never by a set's iteration order."""
     return tuple((time, seq, step) for step, time, seq, _ in found[2])
@@ -344,27 +349,33 @@ class Found:
     time: Any
     events: tuple[tuple[Any, Any, int, Any], ...]
     state: str = ""
+    rule: str | None = None  # the rule that found it (a RuleDetector's findings)
+    reason: str | None = None  # why a partial match ended early ("replaced", "retired")
 
     def by_step(self) -> dict[str, tuple[Any, ...]]:
         """The symbols taken, per step."""
         return matched_of(self.events)
 
 
-def _found(updates: Iterable[tuple[Any, Any, int]], kind: str) -> list[Found]:
+def found_in(updates: Iterable[tuple[Any, Any, int]], kinds: tuple[str, ...]) -> list[Found]:
+    """The findings of the given kinds in a detector's updates, by time."""
     rows = [
-        Found(key, time, tuple(tuple(e) for e in value[2]), value[1])
+        Found(
+            key, time, tuple(tuple(e) for e in value[2]), value[1],
+            value[3] if len(value) > 3 else None, value[0] if value[0] not in (MATCH, TIMEOUT) else None,
+        )
         for (key, value), time, diff in updates
         for _ in range(diff)
-        if value[0] == kind
+        if value[0] in kinds
     ]
-    return sorted(rows, key=lambda f: (f.time, repr(f.key), [(e[1], e[2], e[0]) for e in f.events]))
+    return sorted(rows, key=lambda f: (f.time, repr(f.key), f.rule or "", [(e[1], e[2], e[0]) for e in f.events]))
 
 
 def matches(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
     """The matches in a detector's updates, by completion time."""
-    return _found(updates, MATCH)
+    return found_in(updates, (MATCH,))
 
 
 def timeouts(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
     """The partial matches whose window closed, by expiry time."""
-    return _found(updates, TIMEOUT)
+    return found_in(updates, (TIMEOUT,))

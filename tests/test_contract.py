@@ -58,8 +58,9 @@ def spark_runner(native):
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
 
 
-def stream_runner(case, tmp_path, spark):
-    """Streaming, one file per micro-batch: the earlier run, the events, then a flush.
+def stream_runner(case, tmp_path, spark, batches=1):
+    """Streaming, one file per micro-batch: the earlier run, the events (in ``batches``
+    micro-batches of consecutive times), then a flush.
 
     The flush event, far in the future, moves the frontier past every time, so all
     events are final and every deadline fires (it stays pending itself, or a machine
@@ -70,7 +71,10 @@ def stream_runner(case, tmp_path, spark):
     source = tmp_path / "in"
     source.mkdir()
     files = [case.before] if case.before else []
-    files += [case.events, [(FLUSH_KEY, None, FLUSH_TIME, None)]]
+    by_time = sorted(case.events, key=lambda e: e[2])
+    size = -(-len(by_time) // batches) if by_time else 1
+    files += [by_time[i : i + size] for i in range(0, len(by_time), size)] if batches > 1 else [case.events]
+    files += [[(FLUSH_KEY, None, FLUSH_TIME, None)]]
     for i, rows in enumerate(files):
         staging = tmp_path / f"staging-{i}"
         spark.createDataFrame(rows, case.schema).coalesce(1).write.parquet(str(staging))

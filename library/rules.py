@@ -1,0 +1,380 @@
+"""Rules that change while the job runs: many patterns, each valid over declared times.
+
+A *rule book* is read from rows ``(rule_id, pattern_json, valid_from)``: from
+``valid_from`` on, rule ``rule_id`` detects the pattern of ``pattern_json`` (a
+:meth:`Pattern.to_json` document), until the rule's next row; a row whose
+``pattern_json`` is null retires the rule. ``RuleDetector(book)`` runs every rule
+in force on every key: an event at time ``t`` is matched by the rules valid at
+``t``, and each finding carries its ``rule_id``. When a rule is replaced or
+retired at time ``T``, its partial matches end at ``T`` with that reason (after
+the windows closing at ``T`` have closed), and matches held back by a skip
+strategy for one of them are reported then. Rule ``fraud`` replaced at 10 and
+retired at 20::
+
+    rule_id  pattern_json   valid_from      partial matches begun     end
+    fraud    {3 fails, ok}  0               in [0, 10)                at 10: "replaced"
+    fraud    {5 fails, ok}  10              in [10, 20)               at 20: "retired"
+    fraud    null           20              (none)
+
+So each rule version finds exactly what a :class:`Detector` of its pattern finds
+over the events in its validity interval, its partial matches left at the end
+ending with the reason.
+
+Rows that cannot be read are set aside with a reason (:attr:`RuleBook.rejected`),
+never dropped: a ``rule_id`` that is not a non-empty string, a ``valid_from`` that is
+not a time, a pattern the document does not describe (the reason's detail says
+why), two different rows for one rule at one time, and a retirement of a rule
+never in force before it. Rows repeated exactly are one row.
+
+Values and findings are a :class:`Detector`'s with the rule id appended::
+
+    value                                     updates
+    ("partial", state, events, rule_id)       +1 when it appears, -1 when it moves on
+    ("held", "", events, rule_id)             +1 while waiting, -1 when reported
+    ("match", "", events, rule_id)            +1 when reported
+    ("timeout", state, events, rule_id)       +1 when its window closes
+    ("replaced" | "retired", state, events, rule_id)
+                                              +1 when its rule's version ends
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from statemachines import Emit, Machine
+from statemachines.errors import DefinitionError, InvalidArgument
+from statemachines.events import Refused
+from statemachines.library.cep import (
+    HELD,
+    MATCH,
+    PARTIAL,
+    TIMEOUT,
+    Detector,
+    Found,
+    finding_order,
+    found_in,
+    value_fields,
+)
+from statemachines.library.pattern import Pattern
+from statemachines.times import time_kind
+
+__all__ = ["RETIRED", "REPLACED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "ended"]
+
+RETIRED, REPLACED = "retired", "replaced"
+_ENDINGS = frozenset({MATCH, TIMEOUT, RETIRED, REPLACED})
+
+
+class RuleWhy(enum.StrEnum):
+    """Why a rule row is set aside, or an event refused by a rule detector."""
+
+    INVALID_RULE_ID = "invalid_rule_id"
+    INVALID_TIME = "invalid_time"
+    INVALID_PATTERN = "invalid_pattern"
+    CONFLICTING = "conflicting"  # two different rows for one rule at one time
+    NOT_IN_FORCE = "not_in_force"  # a retirement of a rule not in force
+    TIME_KIND = "time_kind"  # an event's time cannot be compared with the rules' times
+
+
+@attrs.frozen
+class RejectedRule:
+    """A rule row set aside, and why."""
+
+    row: Any
+    reason: RuleWhy
+    detail: str
+
+
+@attrs.frozen
+class Version:
+    """One rule's pattern over ``[valid_from, valid_until)`` (``None``: no end)."""
+
+    rule_id: str
+    pattern: Pattern
+    valid_from: Any
+    valid_until: Any
+    ends_as: str | None  # REPLACED or RETIRED at valid_until
+
+    @property
+    def detector(self) -> Detector:
+        return _detector(self.pattern)
+
+
+_DETECTORS: dict[int, tuple[Pattern, Detector]] = {}
+
+
+def _detector(pattern: Pattern) -> Detector:
+    """One detector per pattern object (its caches serve every key)."""
+    found = _DETECTORS.get(id(pattern))
+    if found is None or found[0] is not pattern:
+        found = _DETECTORS[id(pattern)] = (pattern, Detector(pattern))
+    return found[1]
+
+
+class RuleBook:
+    """Rule versions by rule id, read from ``(rule_id, pattern_json, valid_from)`` rows.
+
+    >>> fails = Pattern.begin("fail").where("kind = 'fail'").times(2).within(10)
+    >>> book = RuleBook.from_rows([("r1", fails.to_json(), 0), ("r1", None, 5), ("r2", "{", 0)])
+    >>> [(v.rule_id, v.valid_from, v.valid_until, v.ends_as) for v in book.versions]
+    [('r1', 0, 5, 'retired')]
+    >>> [(r.reason.value, r.row[0]) for r in book.rejected]
+    [('invalid_pattern', 'r2')]
+    """
+
+    def __init__(self, versions: Iterable[Version], rejected: Iterable[RejectedRule] = ()) -> None:
+        self.versions = tuple(sorted(versions, key=lambda v: (v.rule_id, v.valid_from)))
+        self.rejected = tuple(rejected)
+        kinds = {time_kind(v.valid_from) for v in self.versions}
+        if len(kinds) > 1:
+            raise InvalidArgument(f"rules are valid from times of several kinds ({', '.join(sorted(kinds))})")
+        self.time_kind = kinds.pop() if kinds else None
+        # the times at which the rules in force change, and which are in force from each
+        self._changes = sorted({v.valid_from for v in self.versions} | {
+            v.valid_until for v in self.versions if v.valid_until is not None
+        })
+        self._in_force = [
+            tuple(v for v in self.versions if v.valid_from <= t and (v.valid_until is None or t < v.valid_until))
+            for t in self._changes
+        ]
+        self._by_rule: dict[str, list[Version]] = {}
+        for v in self.versions:
+            self._by_rule.setdefault(v.rule_id, []).append(v)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Any]) -> RuleBook:
+        """The rule book of ``rows``: tuples, mappings or Spark ``Row`` objects with
+        ``rule_id``, ``pattern_json`` and ``valid_from``; rows it cannot use are set
+        aside in :attr:`rejected` with a reason."""
+        rejected: list[RejectedRule] = []
+        read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}
+        conflicting: set[tuple[str, Any]] = set()
+        for row in rows:
+            rule_id, text, valid_from = _fields(row)
+            if not isinstance(rule_id, str) or not rule_id:
+                rejected.append(RejectedRule(row, RuleWhy.INVALID_RULE_ID, f"a rule id is a non-empty string, not {rule_id!r}"))
+                continue
+            if time_kind(valid_from) is None or (isinstance(valid_from, float) and not math.isfinite(valid_from)):
+                rejected.append(RejectedRule(row, RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a finite time"))
+                continue
+            try:
+                pattern = None if text is None else Pattern.from_json(text)
+            except DefinitionError as error:
+                rejected.append(RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error)))
+                continue
+            at = (rule_id, valid_from)
+            if at in read and read[at][1] != pattern:
+                conflicting.add(at)
+                rejected.append(RejectedRule(row, RuleWhy.CONFLICTING, f"rule {rule_id!r} has another row at {valid_from!r}"))
+            elif at not in read:
+                read[at] = (row, pattern)
+        for at in sorted(conflicting, key=repr):
+            rejected.append(RejectedRule(read.pop(at)[0], RuleWhy.CONFLICTING, f"rule {at[0]!r} has another row at {at[1]!r}"))
+        return cls(*_versions(read, rejected))
+
+    def in_force(self, time: Any) -> tuple[Version, ...]:
+        """The rule versions valid at ``time``, by rule id."""
+        at = bisect.bisect_right(self._changes, time) - 1
+        return self._in_force[at] if at >= 0 else ()
+
+    def version_at(self, rule_id: str, time: Any) -> Version | None:
+        """Rule ``rule_id``'s version valid at ``time``, if any."""
+        for v in self._by_rule.get(rule_id, ()):
+            if v.valid_from <= time and (v.valid_until is None or time < v.valid_until):
+                return v
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RuleBook and other.versions == self.versions
+
+    def __hash__(self) -> int:
+        return hash(tuple((v.rule_id, v.valid_from) for v in self.versions))
+
+    def __repr__(self) -> str:
+        return f"RuleBook({len(self._by_rule)} rules, {len(self.versions)} versions)"
+
+
+def _fields(row: Any) -> tuple[Any, Any, Any]:
+    if hasattr(row, "asDict"):  # a Spark Row
+        row = row.asDict()
+    if isinstance(row, Mapping):
+        return row.get("rule_id"), row.get("pattern_json"), row.get("valid_from")
+    rule_id, text, valid_from = row
+    return rule_id, text, valid_from
+
+
+def _versions(
+    read: dict[tuple[str, Any], tuple[Any, Pattern | None]], rejected: list[RejectedRule]
+) -> tuple[list[Version], list[RejectedRule]]:
+    """Each rule's rows in time order, as versions; retirements of nothing set aside."""
+    by_rule: dict[str, list[tuple[Any, Any, Pattern | None]]] = {}
+    for (rule_id, valid_from), (row, pattern) in read.items():
+        by_rule.setdefault(rule_id, []).append((valid_from, row, pattern))
+    versions = []
+    for rule_id, rows in sorted(by_rule.items()):
+        try:
+            rows.sort(key=lambda r: r[0])
+        except TypeError:
+            kinds = sorted({str(time_kind(r[0])) for r in rows})
+            rejected.extend(
+                RejectedRule(row, RuleWhy.INVALID_TIME, f"rule {rule_id!r} mixes times of kinds {kinds}")
+                for _, row, _ in rows
+            )
+            continue
+        in_force = False
+        for i, (valid_from, row, pattern) in enumerate(rows):
+            if pattern is None:
+                if not in_force:
+                    rejected.append(RejectedRule(row, RuleWhy.NOT_IN_FORCE, f"rule {rule_id!r} is not in force at {valid_from!r}"))
+                in_force = False
+                continue
+            in_force = True
+            following = rows[i + 1] if i + 1 < len(rows) else None
+            until = following[0] if following else None
+            ends_as = None if following is None else RETIRED if following[2] is None else REPLACED
+            versions.append(Version(rule_id, pattern, valid_from, until, ends_as))
+    return versions, rejected
+
+
+class RuleDetector(Machine):
+    """Runs every rule of a :class:`RuleBook` in force on every key; see the module.
+
+    >>> from statemachines import run_local
+    >>> from statemachines.library.cep import matches
+    >>> from typing import NamedTuple
+    >>> class Login(NamedTuple):
+    ...     kind: str
+    >>> two = Pattern.begin("fail").where("kind = 'fail'").times(2)
+    >>> three = Pattern.begin("fail").where("kind = 'fail'").times(3)
+    >>> rules = [("fails", two.to_json(), 0), ("fails", three.to_json(), 3)]
+    >>> events = [("u", Login("fail"), t) for t in range(6)]
+    >>> [(m.rule, [e[1] for e in m.events]) for m in matches(run_local(RuleDetector(rules), events).updates)]
+    [('fails', [0, 1]), ('fails', [1, 2]), ('fails', [3, 4, 5])]
+    """
+
+    values_fit_own_type = True
+
+    def __init__(self, rules: RuleBook | Iterable[Any]) -> None:
+        if not isinstance(rules, RuleBook):
+            rules = RuleBook.from_rows(rules)
+            if rules.rejected:
+                raise DefinitionError(
+                    "rule rows set aside: "
+                    + "; ".join(f"{r.reason.value}: {r.detail}" for r in rules.rejected)
+                    + " (RuleBook.from_rows(rows).rejected lists them; pass the book to run without them)"
+                )
+        self.rules = rules
+
+    def __repr__(self) -> str:
+        return f"RuleDetector({self.rules!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RuleDetector and other.rules == self.rules
+
+    def __hash__(self) -> int:
+        return hash((RuleDetector, self.rules))
+
+    def value_type(self, symbol_type: Any, time_type: Any) -> Any:
+        """A detector's value type with the rule id appended."""
+        import pyarrow as pa
+
+        return pa.struct([*value_fields(symbol_type, time_type), pa.field("rule", pa.string())])
+
+    def is_finding(self, value: Any) -> bool:
+        return value[0] in _ENDINGS
+
+    def validate_symbol(self, symbol: Any) -> None:
+        hash(symbol)
+
+    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+        """Every rule's expression conditions, answered for a batch of events at once."""
+        for pattern in {id(v.pattern): v.pattern for v in self.rules.versions}.values():
+            _detector(pattern).prepare_symbols(symbols, symbol_type)
+
+    def transition(
+        self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0
+    ) -> Emit | frozenset[Any]:
+        """Every rule in force at ``time`` takes the event; each rule's values are its own."""
+        try:
+            versions = self.rules.in_force(time)
+        except TypeError:
+            raise Refused(
+                RuleWhy.TIME_KIND,
+                f"the rules are valid from times of kind {self.rules.time_kind}; this event's time is {time!r}",
+            ) from None
+        groups = _by_rule(values)
+        after: list[Any] = []
+        found: list[Any] = []
+        for version in versions:
+            rule = version.rule_id
+            kept, completed = version.detector.advance_partials(groups.pop(rule, ()), symbol, time, position)
+            after.extend((*v, rule) for v in kept)
+            found.extend((*v, rule) for v in completed)
+        for rule, group in groups.items():  # rules not in force: none has values (they ended)
+            after.extend((*v, rule) for v in group)
+        return Emit(after, found) if found else frozenset(after)
+
+    def deadline(self, key: Any, values: frozenset[Any]) -> Any:
+        """The earliest of: a partial match's window closing, its rule version ending."""
+        due = None
+        for rule, group in _by_rule(values).items():
+            version = self.rules.version_at(rule, _start(group))
+            if version is None:
+                continue
+            times = [version.valid_until] if version.valid_until is not None else []
+            window = version.pattern.window
+            if window is not None:
+                starts = [v[2][0][1] for v in group if v[0] == PARTIAL]
+                if starts:
+                    times.append(min(starts) + window)
+            for t in times:
+                due = t if due is None or t < due else due
+        return due
+
+    def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
+        """Close the windows ending by ``time``, then end the rule versions ending by it."""
+        after: list[Any] = []
+        found: list[Any] = []
+        for rule, group in _by_rule(values).items():
+            version = self.rules.version_at(rule, _start(group))
+            if version is None:  # cannot be: values end with their version
+                after.extend((*v, rule) for v in group)
+                continue
+            detector = version.detector
+            left, released = (
+                detector.expire(frozenset(group), time) if version.pattern.window is not None else (group, [])
+            )
+            found.extend((*v, rule) for v in released)
+            if version.valid_until is not None and version.valid_until <= time:
+                # the partial matches end; the matches they held back are reported
+                ending = sorted([(version.ends_as, v[1], v[2]) for v in left if v[0] == PARTIAL], key=finding_order)
+                held = detector.release({v for v in left if v[0] == HELD}, [])[1]
+                found.extend((*v, rule) for v in (*held, *ending))
+            else:
+                after.extend((*v, rule) for v in left)
+        return Emit(after, found)
+
+
+def _by_rule(values: Iterable[Any]) -> dict[str, list[Any]]:
+    """A key's values by rule id, as a detector's values (the rule id dropped)."""
+    groups: dict[str, list[Any]] = {}
+    for value in values:
+        groups.setdefault(value[3], []).append(value[:3])
+    return groups
+
+
+def _start(group: list[Any]) -> Any:
+    """When the rule version a group of values belongs to was in force: the time of
+    its earliest event (they all began under one version)."""
+    return min(v[2][0][1] for v in group)
+
+
+def ended(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
+    """The partial matches ended because their rule was replaced or retired, by time;
+    each :class:`Found`'s ``reason`` says which."""
+    return found_in(updates, (REPLACED, RETIRED))

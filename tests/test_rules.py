@@ -1,0 +1,180 @@
+"""Rules that change while the job runs: each rule version finds what its pattern
+alone finds over the events of its validity interval, and its partial matches left
+at the end of the interval end with the reason."""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from statemachines import DefinitionError, InvalidArgument, run_local
+from statemachines.library import Detector, Pattern, RuleBook, RuleDetector, ended, matches
+from statemachines.library.rules import RuleWhy, Version
+from tests.test_expressions import Login, logins
+from tests.test_pattern_data import patterns
+
+FINDINGS = ("match", "timeout", "replaced", "retired")
+
+
+def discards(skip, skip_step, match, other):
+    """Flink's after-match skip: whether reporting ``match`` drops ``other`` (begun no
+    earlier), by the identities ``(time, seq)`` of their events."""
+    first = other[0][1:3]
+    if skip == "skip_to_next":
+        return first == match[0][1:3]
+    if skip == "skip_past_last_event":
+        return first <= match[-1][1:3]
+    if skip in ("skip_to_first", "skip_to_last"):
+        of_step = [e[1:3] for e in match if e[0] == skip_step]
+        return bool(of_step) and first < (of_step[0] if skip == "skip_to_first" else of_step[-1])
+    return False
+
+
+def model(book, events):
+    """What each rule version finds alone over its interval's events; at the interval's
+    end its live partial matches end with the reason and its held matches are reported
+    (earliest first, each dropping what its skip strategy discards)."""
+    expected = Counter()
+    for version in book.versions:
+        rule, until = version.rule_id, version.valid_until
+        inside = [e for e in events if version.valid_from <= e[2] and (until is None or e[2] < until)]
+        alone = run_local(Detector(version.pattern), inside).updates
+        live = Counter()
+        for (key, value), time, diff in alone:
+            if until is not None and time > until:
+                continue
+            if value[0] in FINDINGS or (until is None or time < until):
+                expected[key, (*value, rule), time] += diff
+            if value[0] in ("partial", "held"):
+                live[key, value] += diff
+        if until is None:
+            continue
+        for key in {k for k, _ in live}:
+            partials = sorted((v for (k, v), n in live.items() if k == key and n > 0 and v[0] == "partial"), key=repr)
+            held = sorted((v[2] for (k, v), n in live.items() if k == key and n > 0 and v[0] == "held"),
+                          key=lambda m: [(e[1], e[2], e[0]) for e in m])
+            for value in partials:
+                expected[key, (version.ends_as, value[1], value[2], rule), until] += 1
+            while held:
+                match, held = held[0], held[1:]
+                expected[key, ("match", "", match, rule), until] += 1
+                held = [m for m in held if not discards(version.pattern.skip, version.pattern.skip_step, match, m)]
+            for value in {v for (k, v), n in live.items() if k == key and n > 0}:
+                expected[key, (*value, rule), until] -= 1
+    return +expected
+
+
+def observed(updates):
+    return +Counter({(key, value, time): diff for (key, value), time, diff in updates})
+
+
+@st.composite
+def rule_rows(draw):
+    rows = []
+    for rule in draw(st.lists(st.sampled_from(["r1", "r2", "r3"]), min_size=1, max_size=3, unique=True)):
+        for valid_from in draw(st.lists(st.integers(0, 24), min_size=1, max_size=3, unique=True)):
+            pattern = draw(patterns()) if draw(st.integers(0, 2)) else None
+            if pattern is not None:
+                assume(not isinstance(pattern.window, datetime.timedelta))
+            rows.append((rule, None if pattern is None else pattern.to_json(), valid_from))
+    return rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rule_rows(),
+    st.lists(st.tuples(st.sampled_from(["k1", "k2"]), logins, st.integers(0, 30)), min_size=5, max_size=60),
+)
+def test_each_rule_version_finds_what_its_pattern_finds_alone_over_its_interval(rows, events):
+    book = RuleBook.from_rows(rows)
+    assert all(r.reason == RuleWhy.NOT_IN_FORCE for r in book.rejected)  # a retirement of nothing
+    result = run_local(RuleDetector(book), events)
+    assert result.rejected == []
+    assert observed(result.updates) == model(book, events)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matches_held_back_by_a_skip_strategy_are_reported_when_their_rule_ends(seed):
+    """``a? b`` under skip-past-last-event: a lone b's match waits for a partial match
+    begun before it; when the rule ends, that partial match ends and the wait is over."""
+    from tests.test_spark_cep import held, tied
+
+    rnd = random.Random(seed)
+    events = [(f"k{rnd.randrange(3)}", rnd.choice(["a", "b", "b!", "c", "d"]) + str(i), i // 2, i) for i in range(80)]
+    book = RuleBook([
+        Version("held", held(), 0, 21, "replaced"), Version("held", held(), 21, 33, "retired"),
+        Version("tied", tied(), 5, 27, "retired"),
+    ])
+    updates = run_local(RuleDetector(book), events).updates
+    assert observed(updates) == model(book, events)
+    assert any(v[0] == "held" for (_, v), _, _ in updates)
+
+
+def fraud(fails):
+    return (
+        Pattern.begin("fail").where("kind = 'fail'").times(fails)
+        .followed_by("ok").where("kind = 'ok'")
+        .within(10)
+    )
+
+
+def test_a_rule_replaced_and_retired_mid_stream_ends_its_partial_matches_saying_why():
+    rows = [("fraud", fraud(2).to_json(), 0), ("fraud", fraud(3).to_json(), 5), ("fraud", None, 9)]
+    kinds = ["fail", "fail", "fail", "fail", "ok", "fail", "fail", "fail", "ok", "fail", "fail"]
+    events = [("u", Login(kind, 1), t) for t, kind in enumerate(kinds)]
+    updates = run_local(RuleDetector(rows), events).updates
+    # two fails then ok before 5; three fails then ok from 5; nothing from 9
+    assert [[e[1] for e in m.events] for m in matches(updates)] == [[0, 1, 4], [1, 2, 4], [2, 3, 4], [5, 6, 7, 8]]
+    assert [(f.time, f.reason, f.rule, [e[1] for e in f.events]) for f in ended(updates)] == [
+        (5, "replaced", "fraud", [3]),  # one fail, waiting for a second when fraud(3) took over
+        (9, "retired", "fraud", [6, 7]),
+        (9, "retired", "fraud", [7]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        (("", "{}", 0), RuleWhy.INVALID_RULE_ID),
+        ((7, "{}", 0), RuleWhy.INVALID_RULE_ID),
+        (("r", fraud(2).to_json(), float("nan")), RuleWhy.INVALID_TIME),
+        (("r", fraud(2).to_json(), "noon"), RuleWhy.INVALID_TIME),
+        (("r", "not json", 0), RuleWhy.INVALID_PATTERN),
+        (("r", '{"format": "other/1"}', 0), RuleWhy.INVALID_PATTERN),
+        (("r", None, 0), RuleWhy.NOT_IN_FORCE),
+    ],
+)
+def test_a_rule_row_that_cannot_be_used_is_set_aside_with_a_reason(row, reason):
+    book = RuleBook.from_rows([row, ("ok", fraud(2).to_json(), 0)])
+    assert [(r.row, r.reason) for r in book.rejected] == [(row, reason)]
+    assert [v.rule_id for v in book.versions] == ["ok"]
+    with pytest.raises(DefinitionError, match=reason.value):
+        RuleDetector([row])
+
+
+def test_two_different_rows_for_one_rule_at_one_time_are_both_set_aside_and_repeats_are_one():
+    two, three = fraud(2).to_json(), fraud(3).to_json()
+    book = RuleBook.from_rows([("r", two, 0), ("r", three, 0), ("s", two, 0), ("s", two, 0)])
+    assert sorted(r.row for r in book.rejected) == sorted([("r", two, 0), ("r", three, 0)])
+    assert {r.reason for r in book.rejected} == {RuleWhy.CONFLICTING}
+    assert [(v.rule_id, v.valid_from) for v in book.versions] == [("s", 0)]
+
+
+def test_rules_read_from_mappings_and_valid_from_times_of_one_kind():
+    at = datetime.datetime(2026, 1, 1)
+    book = RuleBook.from_rows([{"rule_id": "r", "pattern_json": fraud(2).to_json(), "valid_from": at}])
+    assert book.time_kind == "datetime" and book.in_force(at + datetime.timedelta(1))[0].rule_id == "r"
+    with pytest.raises(InvalidArgument, match="several kinds"):
+        RuleBook.from_rows([("r", fraud(2).to_json(), at), ("s", fraud(2).to_json(), 0)])
+
+
+def test_an_event_whose_time_the_rules_cannot_compare_is_rejected_saying_why():
+    at = datetime.datetime(2026, 1, 1)
+    result = run_local(RuleDetector([("r", fraud(2).to_json(), at)]), [("u", Login("fail", 1), 3)])
+    assert [(r.reason, r.event.symbol) for r in result.rejected] == [(RuleWhy.TIME_KIND, Login("fail", 1))]
+    assert "datetime" in result.rejected[0].detail
