@@ -89,20 +89,22 @@ class Detector(Machine):
 
     values_fit_own_type = True  # made of the input's symbols and times, and strings and counts
 
-    def __init__(self, pattern: Pattern) -> None:
+    def __init__(self, pattern: Pattern, *, tag: tuple[Any, ...] = ()) -> None:
         if not isinstance(pattern, Pattern):
             raise InvalidArgument(f"Detector needs a Pattern, got {pattern!r}")
         self.pattern = pattern.compiled()
+        self.tag = tag  # appended to every value (a rule detector's rule id)
         self._compile()
 
     def __repr__(self) -> str:
         return f"Detector({self.pattern!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"pattern": self.pattern}
+        return {"pattern": self.pattern, "tag": self.tag}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.pattern = state["pattern"]
+        self.tag = state.get("tag", ())
         self._compile()
 
     def _compile(self) -> None:
@@ -114,7 +116,7 @@ class Detector(Machine):
         self._symbol_type: Any = None  # the symbols' Arrow type, once a runtime gave it
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is Detector and other.pattern == self.pattern
+        return type(other) is Detector and other.pattern == self.pattern and other.tag == self.tag
 
     def __hash__(self) -> int:
         return hash((Detector, len(self.pattern.steps)))
@@ -210,11 +212,21 @@ class Detector(Machine):
 
     # -- the NFA ---------------------------------------------------------------------------
 
+    def may_begin(self, symbol: Any) -> bool:
+        """Whether ``symbol`` may begin a partial match (``True`` when only a function
+        condition can tell): a key with no partial matches skips the others."""
+        nfa = self._nfa
+        start = nfa.start
+        if nfa.iterative or start.mask & ~nfa.expression_mask:
+            return True
+        yes = self._expression_answers(symbol) if start.mask else 0
+        return bool((start.outcomes.get(yes & start.mask) or nfa.outcome(start, yes)).takes)
+
     def advance_partials(
         self, values: Iterable[Any], symbol: Any, time: Any, seq: int
     ) -> tuple[frozenset[Any], list[Any]]:
         """The key's values after one event, and the matches it releases."""
-        nfa = self._nfa
+        nfa, tag = self._nfa, self.tag
         states = nfa.states
         kept: set[Any] = set()
         completed: list[Any] = []
@@ -244,12 +256,12 @@ class Detector(Machine):
                     event = made[name] = (name, time, seq, symbol)
                 events = (*taken, event)
                 if completes:
-                    completed.append((MATCH, "", events))
+                    completed.append((MATCH, "", events) + tag)
                 if after is not None:
-                    kept.add((PARTIAL, after, events))
+                    kept.add((PARTIAL, after, events) + tag)
             stay = outcome.stay
             if stay is not None:
-                kept.add(value if stay == state.text else (PARTIAL, stay, taken))
+                kept.add(value if stay == state.text else (PARTIAL, stay, taken) + tag)
         if self.pattern.skip == Skip.NO_SKIP:
             return frozenset(kept), sorted(completed, key=finding_order) if len(completed) > 1 else completed
         return self.release(kept, completed)
@@ -268,7 +280,7 @@ class Detector(Machine):
                 self._answers[symbol] = yes
         return yes
 
-    def expire(self, values: frozenset[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
+    def expire(self, values: Iterable[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows ending at or before ``time``: matches and timeouts."""
         window = self.pattern.window
         left, ended, timed_out = set(), [], []
@@ -277,9 +289,9 @@ class Detector(Machine):
                 left.add(value)
                 continue
             if self._nfa.pending(self._nfa.state(value[1])):  # no trailing negation's event came
-                ended.append((MATCH, "", value[2]))
+                ended.append((MATCH, "", value[2]) + self.tag)
             else:
-                timed_out.append((TIMEOUT, value[1], value[2]))
+                timed_out.append((TIMEOUT, value[1], value[2]) + self.tag)
         remaining, released = self.release(left, ended)
         return remaining, released + sorted(timed_out, key=finding_order)
 
@@ -289,7 +301,8 @@ class Detector(Machine):
         what its strategy discards. Matches still waiting are held as values."""
         if self.pattern.skip == Skip.NO_SKIP:
             return frozenset(values), sorted(completed, key=finding_order) if len(completed) > 1 else completed
-        waiting = sorted([(MATCH, "", v[2]) for v in values if v[0] == HELD] + completed, key=finding_order)
+        tag = self.tag
+        waiting = sorted([(MATCH, "", v[2]) + tag for v in values if v[0] == HELD] + completed, key=finding_order)
         partials = [v for v in values if v[0] == PARTIAL]
         released = []
         while waiting:
@@ -299,7 +312,7 @@ class Detector(Machine):
             released.append(match)
             partials = [p for p in partials if not _discards(self.pattern, match, p)]
             waiting = [m for m in waiting[1:] if not _discards(self.pattern, match, m)]
-        return frozenset([*partials, *((HELD, "", m[2]) for m in waiting)]), released
+        return frozenset([*partials, *((HELD, "", m[2]) + tag for m in waiting)]), released
 
 
 def value_fields(symbol_type: Any, time_type: Any) -> list[Any]:

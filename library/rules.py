@@ -99,21 +99,11 @@ class Version:
     valid_from: Any
     valid_until: Any
     ends_as: str | None  # REPLACED or RETIRED at valid_until
+    detector: Detector = attrs.field(eq=False, repr=False)
 
-    @property
-    def detector(self) -> Detector:
-        return _detector(self.pattern)
-
-
-_DETECTORS: dict[int, tuple[Pattern, Detector]] = {}
-
-
-def _detector(pattern: Pattern) -> Detector:
-    """One detector per pattern object (its caches serve every key)."""
-    found = _DETECTORS.get(id(pattern))
-    if found is None or found[0] is not pattern:
-        found = _DETECTORS[id(pattern)] = (pattern, Detector(pattern))
-    return found[1]
+    @detector.default
+    def _detector(self) -> Detector:
+        return Detector(self.pattern, tag=(self.rule_id,))
 
 
 class RuleBook:
@@ -293,8 +283,8 @@ class RuleDetector(Machine):
 
     def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
         """Every rule's expression conditions, answered for a batch of events at once."""
-        for pattern in {id(v.pattern): v.pattern for v in self.rules.versions}.values():
-            _detector(pattern).prepare_symbols(symbols, symbol_type)
+        for version in self.rules.versions:
+            version.detector.prepare_symbols(symbols, symbol_type)
 
     def transition(
         self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0
@@ -311,12 +301,15 @@ class RuleDetector(Machine):
         after: list[Any] = []
         found: list[Any] = []
         for version in versions:
-            rule = version.rule_id
-            kept, completed = version.detector.advance_partials(groups.pop(rule, ()), symbol, time, position)
-            after.extend((*v, rule) for v in kept)
-            found.extend((*v, rule) for v in completed)
-        for rule, group in groups.items():  # rules not in force: none has values (they ended)
-            after.extend((*v, rule) for v in group)
+            group = groups.pop(version.rule_id, None)
+            detector = version.detector
+            if group is None and not detector.may_begin(symbol):
+                continue
+            kept, completed = detector.advance_partials(group or (), symbol, time, position)
+            after.extend(kept)
+            found.extend(completed)
+        for group in groups.values():  # rules not in force: none has values (they ended)
+            after.extend(group)
         return Emit(after, found) if found else frozenset(after)
 
     def deadline(self, key: Any, values: frozenset[Any]) -> Any:
@@ -340,31 +333,29 @@ class RuleDetector(Machine):
         """Close the windows ending by ``time``, then end the rule versions ending by it."""
         after: list[Any] = []
         found: list[Any] = []
-        for rule, group in _by_rule(values).items():
-            version = self.rules.version_at(rule, _start(group))
+        for group in _by_rule(values).values():
+            version = self.rules.version_at(group[0][3], _start(group))
             if version is None:  # cannot be: values end with their version
-                after.extend((*v, rule) for v in group)
+                after.extend(group)
                 continue
             detector = version.detector
-            left, released = (
-                detector.expire(frozenset(group), time) if version.pattern.window is not None else (group, [])
-            )
-            found.extend((*v, rule) for v in released)
+            left, released = detector.expire(group, time) if version.pattern.window is not None else (group, [])
+            found.extend(released)
             if version.valid_until is not None and version.valid_until <= time:
                 # the partial matches end; the matches they held back are reported
-                ending = sorted([(version.ends_as, v[1], v[2]) for v in left if v[0] == PARTIAL], key=finding_order)
-                held = detector.release({v for v in left if v[0] == HELD}, [])[1]
-                found.extend((*v, rule) for v in (*held, *ending))
+                ending = [(version.ends_as, v[1], v[2], v[3]) for v in left if v[0] == PARTIAL]
+                found.extend(detector.release({v for v in left if v[0] == HELD}, [])[1])
+                found.extend(sorted(ending, key=finding_order))
             else:
-                after.extend((*v, rule) for v in left)
+                after.extend(left)
         return Emit(after, found)
 
 
 def _by_rule(values: Iterable[Any]) -> dict[str, list[Any]]:
-    """A key's values by rule id, as a detector's values (the rule id dropped)."""
+    """A key's values by rule id."""
     groups: dict[str, list[Any]] = {}
     for value in values:
-        groups.setdefault(value[3], []).append(value[:3])
+        groups.setdefault(value[3], []).append(value)
     return groups
 
 

@@ -1,0 +1,124 @@
+"""Benchmark: one RuleDetector running 1, 10 and 100 rules over the same events.
+
+Usage:
+    python benchmarks/cep_rules.py [--n N] [--k K] [--rules 1,10,100] [--runs R] [--skip-spark]
+
+Events are cep_expressions' logins; rule ``i`` is the fraud pattern with SQL
+conditions, ``2 + i % 3`` failures then a success above ``10 * (i % 7)`` within 10.
+Per rule count: run_local and run_batch (Parquet in, output written as Parquet)
+timed warm and interleaved (A B A B ...) in one process, run_batch's findings
+checked against run_local's; and, untimed, the peak resident memory of a fresh
+process running run_local, and the most partial matches alive at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from cep import interleaved, peak_partials  # noqa: E402
+from cep_expressions import logins, plain  # noqa: E402
+
+from statemachines import run_local  # noqa: E402
+from statemachines.library import Pattern, RuleDetector, matches, timeouts  # noqa: E402
+
+
+def rule_rows(count: int, window: int = 10) -> list[tuple[str, str, int]]:
+    rows = []
+    for i in range(count):
+        pattern = (
+            Pattern.begin("fail").where("kind = 'fail'").times(2 + i % 3)
+            .followed_by("ok").where(f"kind = 'ok' AND amount > {10 * (i % 7)}")
+            .within(window)
+        )
+        rows.append((f"rule{i:03d}", pattern.to_json(), 0))
+    return rows
+
+
+def digest(updates) -> tuple[int, int, int]:
+    """Counts of matches and timeouts, and a hash of them with their rules."""
+    rows = [((k, plain(v)), t, d) for (k, v), t, d in updates]
+    found = matches(rows), timeouts(rows)
+    return len(found[0]), len(found[1]), hash(tuple((f.key, f.time, f.rule, f.events) for g in found for f in g))
+
+
+def peak_mb(n: int, k: int, rules: int) -> float:
+    """Peak resident memory of a fresh process running ``rules`` rules locally."""
+    code = (  # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
+        f"import sys; sys.path.insert(0, {HERE!r}); import cep_rules as b; "
+        f"b.run_local(b.RuleDetector(b.rule_rows({rules})), b.logins({n}, {k}, 10)); "
+        "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument("--rules", default="1,10,100")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--skip-spark", action="store_true")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.rules.split(",")]
+    events = logins(args.n, args.k, 10)
+    work = tempfile.mkdtemp(prefix="bench-cep-rules-")
+    spark = None
+    if not args.skip_spark:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from statemachines.spark import local_session, run_batch
+
+        source = f"{work}/logins.parquet"
+        symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
+        pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
+        spark = local_session()
+
+    print(f"N={args.n:,} events, K={args.k:,} users; {os.cpu_count()} cores; "
+          f"median of {args.runs} interleaved runs after a warm-up, run_batch checked against run_local")
+    print(f"{'rules':>6}{'run_local s':>13}{'events/s':>11}{'run_batch s':>13}{'events/s':>11}"
+          f"{'local peak MB':>15}{'peak partials':>15}{'matches':>10}")
+    try:
+        for count in counts:
+            detector = RuleDetector(rule_rows(count))
+            reference = run_local(detector, events).updates
+            expected = digest(reference)
+            peak = peak_partials((u.time, u.diff) for u in reference if u.data[1][0] == "partial")
+            del reference
+            approaches = {"local": (lambda d=detector: run_local(d, events).updates, digest)}
+            if spark is not None:
+
+                def run(d=detector, out=f"{work}/out-{count}"):
+                    shutil.rmtree(out, ignore_errors=True)
+                    result = run_batch(d, spark.read.parquet(source))
+                    result.updates.write.parquet(out)
+                    result.unpersist()
+                    return out
+
+                def read(out):
+                    rows = spark.read.parquet(out).where("value.kind != 'partial'").collect()
+                    return digest([((r.key, r.value), r.time, r.diff) for r in rows])
+
+                approaches["batch"] = (run, read)
+            seconds = {name: statistics.median(s) for name, s in interleaved(approaches, args.runs, expected).items()}
+            batch = seconds.get("batch")
+            print(f"{count:>6}{seconds['local']:>13.2f}{args.n / seconds['local']:>11,.0f}"
+                  + (f"{batch:>13.2f}{args.n / batch:>11,.0f}" if batch else f"{'-':>13}{'-':>11}")
+                  + f"{peak_mb(args.n, args.k, count):>15,.0f}{peak:>15,}{expected[0]:>10,}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
