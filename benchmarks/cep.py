@@ -125,9 +125,14 @@ def peak_partials(deltas) -> int:
 def stepped_peak_mb(n: int, k: int, window: int) -> float:
     """Peak resident memory of a fresh process that streams ``n`` events into a
     ``LocalRuntime`` in frontier steps of one window, dropping each step's output."""
+    return child_peak_mb(f"import cep; cep.stepped_run({n}, {k}, {window})")
+
+
+def child_peak_mb(statements: str) -> float:
+    """Peak resident memory of a fresh process running ``statements`` (with the
+    benchmarks importable)."""
     code = (  # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
-        f"import sys; sys.path.insert(0, {HERE!r}); import cep; "
-        f"cep.stepped_run({n}, {k}, {window}); "
+        f"import sys; sys.path.insert(0, {HERE!r}); {statements}; "
         "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -17,7 +17,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -25,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import interleaved, peak_partials  # noqa: E402
+from cep import child_peak_mb, interleaved, peak_partials  # noqa: E402
 from cep_expressions import logins, plain  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
@@ -46,20 +45,16 @@ def rule_rows(count: int, window: int = 10) -> list[tuple[str, str, int]]:
 
 def digest(updates) -> tuple[int, int, int]:
     """Counts of matches and timeouts, and a hash of them with their rules."""
-    rows = [((k, plain(v)), t, d) for (k, v), t, d in updates]
+    rows = [((k, plain(v)), t, d) for (k, v), t, d in updates if v[0] in ("match", "timeout")]
     found = matches(rows), timeouts(rows)
     return len(found[0]), len(found[1]), hash(tuple((f.key, f.time, f.rule, f.events) for g in found for f in g))
 
 
 def peak_mb(n: int, k: int, rules: int) -> float:
     """Peak resident memory of a fresh process running ``rules`` rules locally."""
-    code = (  # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
-        f"import sys; sys.path.insert(0, {HERE!r}); import cep_rules as b; "
-        f"b.run_local(b.RuleDetector(b.rule_rows({rules})), b.logins({n}, {k}, 10)); "
-        "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0])"
+    return child_peak_mb(
+        f"import cep_rules as b; b.run_local(b.RuleDetector(b.rule_rows({rules})), b.logins({n}, {k}, 10))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return int(done.stdout.split()[-1]) / 1024
 
 
 def main() -> None:

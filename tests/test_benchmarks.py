@@ -72,6 +72,18 @@ def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
     assert "run_local, SQL" in done.stdout and "run_local, functions" in done.stdout
 
 
+def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "cep_rules.py"), "--n", "3000", "--k", "30", "--rules", "1,4",
+         "--skip-spark"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [row[0] for row in rows] == ["1", "4"]
+    assert int(rows[1][-1].replace(",", "")) > int(rows[0][-1].replace(",", ""))  # more rules, more matches
+
+
 @pytest.mark.spark
 def test_the_spark_sql_scd2_floor_gives_the_scd2_table_of_the_model(spark, tmp_path):
     """The feeds benchmark's floor is only a floor if it computes the same table."""

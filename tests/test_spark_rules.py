@@ -44,7 +44,9 @@ def test_rules_added_replaced_and_retired_mid_stream_find_on_spark_what_they_fin
         (f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS[:3]), rnd.choice([None, 5, 50])), t // 3, t % 3)
         for t in range(300)
     ]
-    detector = RuleDetector(RULES)
+    rules = spark.createDataFrame(RULES, "rule_id string, pattern_json string, valid_from long")
+    detector = RuleDetector(rules.collect())  # the rule book, read from a table
+    assert detector == RuleDetector(RULES)
     local = run_local(detector, events).updates
     assert {m.rule for m in matches(local)} == {"fraud", "burst"} and timeouts(local)
     assert {(f.reason, f.time) for f in ended(local)} == {("replaced", 40), ("retired", 70)}
