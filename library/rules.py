@@ -64,7 +64,7 @@ from statemachines.library.cep import (
 from statemachines.library.pattern import Pattern
 from statemachines.times import time_kind
 
-__all__ = ["RETIRED", "REPLACED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "ended"]
+__all__ = ["REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended"]
 
 RETIRED, REPLACED = "retired", "replaced"
 _ENDINGS = frozenset({MATCH, TIMEOUT, RETIRED, REPLACED})
