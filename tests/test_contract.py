@@ -71,9 +71,12 @@ def stream_runner(case, tmp_path, spark, batches=1):
     source = tmp_path / "in"
     source.mkdir()
     files = [case.before] if case.before else []
-    by_time = sorted(case.events, key=lambda e: e[2])
-    size = -(-len(by_time) // batches) if by_time else 1
-    files += [by_time[i : i + size] for i in range(0, len(by_time), size)] if batches > 1 else [case.events]
+    if batches > 1:
+        by_time = sorted(case.events, key=lambda e: e[2])
+        size = -(-len(by_time) // batches)
+        files += [by_time[i : i + size] for i in range(0, len(by_time), size)]
+    else:
+        files += [case.events]
     files += [[(FLUSH_KEY, None, FLUSH_TIME, None)]]
     for i, rows in enumerate(files):
         staging = tmp_path / f"staging-{i}"
