@@ -107,6 +107,11 @@ def _as_condition(cond: Callable[..., bool] | str, what: str) -> Condition:
         return Expression(cond)
     if isinstance(cond, Expression):
         return cond
+    if type(cond).__name__ == "Column" and type(cond).__module__.startswith("pyspark."):
+        raise DefinitionError(
+            f"{what} takes SQL text, not a Spark Column: write {cond!r} as SQL, "
+            f"e.g. \"kind = 'fail' AND amount > 100\" (a Column carries no SQL to read back)"
+        )
     if not callable(cond):
         raise DefinitionError(f"{what} needs a function or SQL text, got {cond!r}")
     try:
