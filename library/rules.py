@@ -21,7 +21,7 @@ over the events in its validity interval, its partial matches left at the end
 ending with the reason.
 
 Rows that cannot be read are set aside with a reason (:attr:`RuleBook.rejected`),
-never dropped: a ``rule_id`` that is not a non-empty string, a ``valid_from`` that is
+never dropped: a row that is not three fields, a ``rule_id`` that is not a non-empty string, a ``valid_from`` that is
 not a time, a pattern the document does not describe (the reason's detail says
 why), two different rows for one rule at one time, and a retirement of a rule
 never in force before it. Rows repeated exactly are one row.
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -73,6 +74,7 @@ _ENDINGS = frozenset({MATCH, TIMEOUT, RETIRED, REPLACED})
 class RuleWhy(enum.StrEnum):
     """Why a rule row is set aside, or an event refused by a rule detector."""
 
+    MALFORMED = "malformed"  # not a (rule_id, pattern_json, valid_from) row
     INVALID_RULE_ID = "invalid_rule_id"
     INVALID_TIME = "invalid_time"
     INVALID_PATTERN = "invalid_pattern"
@@ -145,7 +147,11 @@ class RuleBook:
         read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}
         conflicting: set[tuple[str, Any]] = set()
         for row in rows:
-            rule_id, text, valid_from = _fields(row)
+            fields = _fields(row)
+            if fields is None:
+                rejected.append(RejectedRule(row, RuleWhy.MALFORMED, _SHAPE))
+                continue
+            rule_id, text, valid_from = fields
             if not isinstance(rule_id, str) or not rule_id:
                 rejected.append(RejectedRule(row, RuleWhy.INVALID_RULE_ID, f"a rule id is a non-empty string, not {rule_id!r}"))
                 continue
@@ -153,7 +159,7 @@ class RuleBook:
                 rejected.append(RejectedRule(row, RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a finite time"))
                 continue
             try:
-                pattern = None if text is None else Pattern.from_json(text)
+                pattern = None if text is None else Pattern.from_json(_document_text(text))
             except DefinitionError as error:
                 rejected.append(RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error)))
                 continue
@@ -189,13 +195,27 @@ class RuleBook:
         return f"RuleBook({len(self._by_rule)} rules, {len(self.versions)} versions)"
 
 
-def _fields(row: Any) -> tuple[Any, Any, Any]:
+_SHAPE = "a rule row is (rule_id, pattern_json, valid_from): a tuple, a mapping or a Spark Row"
+
+
+def _fields(row: Any) -> tuple[Any, Any, Any] | None:
+    """A row's three fields, or ``None`` if it has not that shape."""
     if hasattr(row, "asDict"):  # a Spark Row
         row = row.asDict()
     if isinstance(row, Mapping):
         return row.get("rule_id"), row.get("pattern_json"), row.get("valid_from")
-    rule_id, text, valid_from = row
-    return rule_id, text, valid_from
+    if isinstance(row, tuple | list) and len(row) == 3:
+        return row[0], row[1], row[2]
+    return None
+
+
+def _document_text(document: Any) -> str | bytes:
+    """A pattern document as text: text as it is, a parsed document (a mapping) as JSON."""
+    if isinstance(document, str | bytes):
+        return document
+    if isinstance(document, Mapping):
+        return json.dumps(document)
+    raise DefinitionError(f"pattern_json must be a JSON document (text or a mapping), not {document!r}")
 
 
 def _versions(

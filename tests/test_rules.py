@@ -5,6 +5,7 @@ at the end of the interval end with the reason."""
 from __future__ import annotations
 
 import datetime
+import json
 import random
 from collections import Counter
 
@@ -147,6 +148,9 @@ def test_a_rule_replaced_and_retired_mid_stream_ends_its_partial_matches_saying_
         (("r", "not json", 0), RuleWhy.INVALID_PATTERN),
         (("r", '{"format": "other/1"}', 0), RuleWhy.INVALID_PATTERN),
         (("r", None, 0), RuleWhy.NOT_IN_FORCE),
+        (("r", 42, 0), RuleWhy.INVALID_PATTERN),
+        (("r", fraud(2).to_json()), RuleWhy.MALFORMED),
+        ("r", RuleWhy.MALFORMED),
     ],
 )
 def test_a_rule_row_that_cannot_be_used_is_set_aside_with_a_reason(row, reason):
@@ -167,6 +171,8 @@ def test_two_different_rows_for_one_rule_at_one_time_are_both_set_aside_and_repe
 
 def test_rules_read_from_mappings_and_valid_from_times_of_one_kind():
     at = datetime.datetime(2026, 1, 1)
+    parsed = json.loads(fraud(2).to_json())  # a document already parsed (a JSON column read as a map)
+    assert RuleBook.from_rows([("r", parsed, 0)]).versions[0].pattern == Pattern.from_json(fraud(2).to_json())
     book = RuleBook.from_rows([{"rule_id": "r", "pattern_json": fraud(2).to_json(), "valid_from": at}])
     assert book.time_kind == "datetime" and book.in_force(at + datetime.timedelta(1))[0].rule_id == "r"
     with pytest.raises(InvalidArgument, match="several kinds"):
