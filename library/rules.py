@@ -49,6 +49,7 @@ from typing import Any
 import attrs
 
 from statemachines import Emit, Machine
+from statemachines.diagram import Diagram
 from statemachines.errors import DefinitionError, InvalidArgument
 from statemachines.events import Refused
 from statemachines.library.cep import (
@@ -305,6 +306,19 @@ class RuleDetector(Machine):
         """Every rule's expression conditions, answered for a batch of events at once."""
         for version in self.rules.versions:
             version.detector.prepare_symbols(symbols, symbol_type)
+
+    def diagram(self) -> Diagram:
+        """Every rule version's NFA side by side, its states named after its rule and
+        the time it is valid from, its validity among the notes."""
+        nodes, edges, notes = [], [], []
+        for n, version in enumerate(self.rules.versions):
+            own = version.detector.diagram()
+            name = f"{version.rule_id} from {version.valid_from}"
+            nodes += [attrs.evolve(node, id=f"v{n}_{node.id}", label=f"{name}: {node.label}") for node in own.nodes]
+            edges += [attrs.evolve(e, source=f"v{n}_{e.source}", target=f"v{n}_{e.target}") for e in own.edges]
+            until = "on" if version.valid_until is None else f"until {version.valid_until} ({version.ends_as})"
+            notes.append(f"{name} {until}: {own.title}")
+        return Diagram(f"RuleDetector({len(self.rules.versions)} rule versions)", tuple(nodes), tuple(edges), tuple(notes))
 
     def transition(
         self, key: Any, values: frozenset[Any], symbol: Any, time: Any, position: int = 0

@@ -168,6 +168,22 @@ def test_the_detector_diagram_shows_loops_and_accepting_states():
     assert [n.label for n in drawn.nodes if n.final] == ["b #1"]
 
 
+def test_the_rule_detector_diagram_holds_each_rule_versions_diagram_and_validity():
+    from statemachines.library import RuleDetector
+
+    def fraud_sql(fails):
+        return Pattern.begin("fail").where("kind = 'fail'").times(fails).followed_by("ok").where("kind = 'ok'")
+
+    rules = RuleDetector([("fraud", fraud_sql(2).to_json(), 0), ("fraud", fraud_sql(3).to_json(), 5), ("fraud", None, 9)])
+    drawn = diagram(rules)
+    alone = [diagram(Detector(fraud_sql(n))) for n in (2, 3)]
+    assert len(drawn.nodes) == sum(len(d.nodes) for d in alone)
+    assert sorted(e.label for e in drawn.edges) == sorted(e.label for d in alone for e in d.edges)
+    assert len({n.id for n in drawn.nodes}) == len(drawn.nodes)  # the versions' states stay apart
+    assert any("fraud from 5 until 9 (retired)" in note for note in drawn.notes)
+    assert "where kind = 'fail'" in drawn.to_dot()
+
+
 def test_exploration_draws_reachable_value_sets_and_says_when_cut():
     lights = explore(Light(), ["toggle"])
     assert [n.label for n in lights.nodes] == ["{'off'}", "{'on'}"]
