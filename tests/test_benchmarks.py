@@ -12,13 +12,18 @@ BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 
-def test_the_runner_checks_and_prints_a_table():
+def run_script(name, *args):
+    """The standard output of ``benchmarks/<name> args``, which must succeed."""
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "run.py"), "local", "tags", "cdc", "--n", "3000", "--k", "300", "--runs", "1"],
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    return done.stdout
+
+
+def test_the_runner_checks_and_prints_a_table():
+    out = run_script("run.py", "local", "tags", "cdc", "--n", "3000", "--k", "300", "--runs", "1")
+    lines = out.splitlines()
     assert "outputs checked against run_local" in lines[0]
     names = [line.split("  ")[0] for line in lines[2:]]
     assert names == [
@@ -54,32 +59,18 @@ def test_the_hand_written_detector_finds_what_the_detector_finds():
 
 
 def test_the_cep_benchmark_prints_its_table():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "cep.py"), "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "run_local(Detector)" in done.stdout and "hand-written detector (floor)" in done.stdout
+    out = run_script("cep.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark")
+    assert "run_local(Detector)" in out and "hand-written detector (floor)" in out
 
 
 def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "cep_expressions.py"), "--n", "3000", "--k", "30", "--runs", "1",
-         "--skip-spark"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "run_local, SQL" in done.stdout and "run_local, functions" in done.stdout
+    out = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark")
+    assert "run_local, SQL" in out and "run_local, functions" in out
 
 
 def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "cep_rules.py"), "--n", "3000", "--k", "30", "--rules", "1,4",
-         "--skip-spark"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split() for line in done.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+    out = run_script("cep_rules.py", "--n", "3000", "--k", "30", "--rules", "1,4", "--skip-spark")
+    rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
     assert [row[0] for row in rows] == ["1", "4"]
     assert int(rows[1][-1].replace(",", "")) > int(rows[0][-1].replace(",", ""))  # more rules, more matches
 
@@ -99,10 +90,6 @@ def test_the_spark_sql_scd2_floor_gives_the_scd2_table_of_the_model(spark, tmp_p
 
 
 def test_the_feeds_benchmark_checks_and_prints_its_table():
-    done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "feeds.py"), "--n", "5000", "--k", "500", "--runs", "1", "--skip-spark"],
-        capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "checked: every SCD type 2 table equals" in done.stdout
-    assert "run_feed local + SCD2" in done.stdout
+    out = run_script("feeds.py", "--n", "5000", "--k", "500", "--runs", "1", "--skip-spark")
+    assert "checked: every SCD type 2 table equals" in out
+    assert "run_feed local + SCD2" in out
