@@ -55,10 +55,12 @@ from statemachines.library.expressions import Expression
 from statemachines.library.nfa import (
     EVALUATION_ERRORS,
     Nfa,
+    Records,
     answer_all,
     answer_one,
     cap,
     matched_of,
+    records_of,
 )
 from statemachines.library.pattern import Pattern, Skip
 
@@ -139,11 +141,21 @@ class Detector(Machine):
 
     def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
         """Evaluate the expression conditions for a batch of events at once."""
-        if not self._nfa.expression_mask or not symbols:
-            return
+        if self.reads_expressions and symbols:
+            known = symbol_type if symbol_type is not None else self._symbol_type
+            self.prepare_records(records_of(symbols, known), symbol_type)
+
+    @property
+    def reads_expressions(self) -> bool:
+        """Whether the pattern has expression conditions (answered in bulk)."""
+        return bool(self._nfa.expression_mask)
+
+    def prepare_records(self, records: Records | None, symbol_type: Any) -> None:
+        """Answer the expression conditions for a batch's records (:func:`records_of`),
+        which several detectors may share."""
         if symbol_type is not None:
             self._symbol_type = symbol_type
-        kind, answers = answer_all(self._nfa, symbols, self._symbol_type)
+        kind, answers = answer_all(self._nfa, records)
         if kind is not self._answers_kind or len(self._answers) > _ANSWERS_KEPT:
             self._answers, self._answers_kind = {}, kind
         self._answers.update(answers)

@@ -17,7 +17,8 @@ and then looked up (answers as bits)::
 
 Conditions that read the partial match (``cond(event, matched)``) are asked per
 partial match; other functions once per event, when a state first reads them;
-expression conditions for a whole batch of events at once (:func:`answer_all`).
+expression conditions for a whole batch of events at once (:func:`answer_all` over
+:func:`records_of`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from statemachines.library.pattern import (
 )
 
 __all__ = [
-    "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "State", "answer_all", "answer_one", "cap", "matched_of",
+    "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "Records", "State", "answer_all", "answer_one", "cap",
+    "matched_of", "records_of",
     "state_text",
 ]
 
@@ -288,20 +290,42 @@ class Nfa:
         return asked | missing, yes
 
 
-def answer_all(nfa: Nfa, symbols: list[Any], symbol_type: Any) -> tuple[type | None, dict[Any, int]]:
-    """The expression conditions' answers (bit i: condition i holds) for each distinct
-    symbol, evaluated together, and the symbols' one type; ``(None, {})`` if they
-    cannot be (then each is answered alone)."""
+@attrs.frozen
+class Records:
+    """A batch's distinct symbols, all of one type, and their fields as an Arrow table
+    (what every pattern's expression conditions are evaluated over)."""
+
+    kind: type
+    distinct: list[Any]
+    table: Any
+
+
+def records_of(symbols: list[Any], symbol_type: Any) -> Records | None:
+    """The distinct ``symbols`` as records, or ``None`` if they cannot be read as one
+    table (then each is answered alone)."""
     distinct = list(dict.fromkeys(symbols))
     kinds = {type(s) for s in distinct}
     names = _field_names(distinct[0], symbol_type) if len(kinds) == 1 else None
     if names is None:
+        return None
+    try:
+        table = records_table(distinct, names, symbol_type)
+    except EVALUATION_ERRORS:
+        return None
+    return Records(kinds.pop(), distinct, table)
+
+
+def answer_all(nfa: Nfa, records: Records | None) -> tuple[type | None, dict[Any, int]]:
+    """The expression conditions' answers (bit i: condition i holds) for each of the
+    records' symbols, evaluated together, and the symbols' one type; ``(None, {})``
+    if they cannot be (then each is answered alone)."""
+    if records is None:
         return None, {}
     try:
-        bits = _bits(nfa, records_table(distinct, names, symbol_type))
+        bits = _bits(nfa, records.table)
     except EVALUATION_ERRORS:
         return None, {}
-    return kinds.pop(), dict(zip(distinct, bits, strict=True))
+    return records.kind, dict(zip(records.distinct, bits, strict=True))
 
 
 def answer_one(nfa: Nfa, symbol: Any, symbol_type: Any) -> int:

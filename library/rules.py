@@ -63,6 +63,7 @@ from statemachines.library.cep import (
     found_in,
     value_fields,
 )
+from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
 from statemachines.times import time_kind
 
@@ -280,6 +281,7 @@ class RuleDetector(Machine):
                     + " (RuleBook.from_rows(rows).rejected lists them; pass the book to run without them)"
                 )
         self.rules = rules
+        self._symbol_type: Any = None  # the symbols' Arrow type, once a runtime gave it
 
     def __repr__(self) -> str:
         return f"RuleDetector({self.rules!r})"
@@ -303,9 +305,16 @@ class RuleDetector(Machine):
         hash(symbol)
 
     def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
-        """Every rule's expression conditions, answered for a batch of events at once."""
-        for version in self.rules.versions:
-            version.detector.prepare_symbols(symbols, symbol_type)
+        """Every rule's expression conditions, answered for a batch of events at once
+        over one table of the batch's records."""
+        detectors = [v.detector for v in self.rules.versions if v.detector.reads_expressions]
+        if not detectors or not symbols:
+            return
+        if symbol_type is not None:
+            self._symbol_type = symbol_type
+        records = records_of(symbols, self._symbol_type)
+        for detector in detectors:
+            detector.prepare_records(records, symbol_type)
 
     def diagram(self) -> Diagram:
         """Every rule version's NFA side by side, its states named after its rule and
@@ -353,14 +362,9 @@ class RuleDetector(Machine):
             version = self.rules.version_at(rule, _start(group))
             if version is None:
                 continue
-            times = [version.valid_until] if version.valid_until is not None else []
-            window = version.pattern.window
-            if window is not None:
-                starts = [v[2][0][1] for v in group if v[0] == PARTIAL]
-                if starts:
-                    times.append(min(starts) + window)
-            for t in times:
-                due = t if due is None or t < due else due
+            for t in (version.valid_until, version.detector.deadline(key, group)):
+                if t is not None and (due is None or t < due):
+                    due = t
         return due
 
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
