@@ -83,6 +83,7 @@ class RuleWhy(enum.StrEnum):
     CONFLICTING = "conflicting"  # two different rows for one rule at one time
     NOT_IN_FORCE = "not_in_force"  # a retirement of a rule not in force
     TIME_KIND = "time_kind"  # an event's time cannot be compared with the rules' times
+    LATE = "late"  # a row arriving with valid_from below the frontier (RuleBook.extended)
 
 
 @attrs.frozen
@@ -149,31 +150,57 @@ class RuleBook:
         read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}
         conflicting: set[tuple[str, Any]] = set()
         for row in rows:
-            fields = _fields(row)
-            if fields is None:
-                rejected.append(RejectedRule(row, RuleWhy.MALFORMED, _SHAPE))
+            item = _read_row(row)
+            if isinstance(item, RejectedRule):
+                rejected.append(item)
                 continue
-            rule_id, text, valid_from = fields
-            if not isinstance(rule_id, str) or not rule_id:
-                rejected.append(RejectedRule(row, RuleWhy.INVALID_RULE_ID, f"a rule id is a non-empty string, not {rule_id!r}"))
-                continue
-            if time_kind(valid_from) is None or (isinstance(valid_from, float) and not math.isfinite(valid_from)):
-                rejected.append(RejectedRule(row, RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a finite time"))
-                continue
-            try:
-                pattern = None if text is None else Pattern.from_json(_document_text(text))
-            except DefinitionError as error:
-                rejected.append(RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error)))
-                continue
-            at = (rule_id, valid_from)
+            at, pattern = item
             if at in read and read[at][1] != pattern:
                 conflicting.add(at)
-                rejected.append(RejectedRule(row, RuleWhy.CONFLICTING, f"rule {rule_id!r} has another row at {valid_from!r}"))
+                rejected.append(RejectedRule(row, RuleWhy.CONFLICTING, f"rule {at[0]!r} has another row at {at[1]!r}"))
             elif at not in read:
                 read[at] = (row, pattern)
         for at in sorted(conflicting, key=repr):
             rejected.append(RejectedRule(read.pop(at)[0], RuleWhy.CONFLICTING, f"rule {at[0]!r} has another row at {at[1]!r}"))
         return cls(*_versions(read, rejected))
+
+    def extended(self, rows: Iterable[Any], *, frontier: Any = None) -> RuleBook:
+        """This book with ``rows`` that arrived while the job runs, read in turn.
+
+        A row is set aside (in :attr:`rejected`, after this book's) for the reasons
+        :meth:`from_rows` gives, and also when its ``valid_from`` is below
+        ``frontier`` (``late``: the events below the frontier were matched by the
+        rules then in force), when it differs from the book's row for the same rule
+        and time (``conflicting``: the book's row stands), or when it would leave a
+        row of the book without effect (a retirement before the rule's retirement)::
+
+            book: r1 from 0, r1 retired at 50        frontier 20
+            row (r1, p, 30)      replaces r1 at 30            (kept)
+            row (r2, p, 10)      late                         (set aside)
+            row (r1, None, 40)   would void the retirement at 50 (set aside)
+        """
+        read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}  # the book's rows
+        for v in self.versions:
+            read[(v.rule_id, v.valid_from)] = ((v.rule_id, v.pattern, v.valid_from), v.pattern)
+            if v.ends_as == RETIRED:
+                read[(v.rule_id, v.valid_until)] = ((v.rule_id, None, v.valid_until), None)
+        rejected = list(self.rejected)
+        kind = self.time_kind
+        for row in rows:
+            item = _read_row(row)
+            if isinstance(item, RejectedRule):
+                rejected.append(item)
+                continue
+            at, pattern = item
+            if at in read and read[at][1] == pattern:  # a repeat: one row
+                continue
+            problem = _arrival_problem(at, read, kind, frontier) or _voiding(at, row, pattern, read)
+            if problem is not None:
+                rejected.append(RejectedRule(row, *problem))
+                continue
+            read[at] = (row, pattern)
+            kind = kind or time_kind(at[1])
+        return RuleBook(_versions(read, [])[0], rejected)
 
     def in_force(self, time: Any) -> tuple[Version, ...]:
         """The rule versions valid at ``time``, by rule id."""
@@ -208,6 +235,57 @@ def _fields(row: Any) -> tuple[Any, Any, Any] | None:
         return row.get("rule_id"), row.get("pattern_json"), row.get("valid_from")
     if isinstance(row, tuple | list) and len(row) == 3:
         return row[0], row[1], row[2]
+    return None
+
+
+def _read_row(row: Any) -> tuple[tuple[str, Any], Pattern | None] | RejectedRule:
+    """A row's ``(rule_id, valid_from)`` and pattern (``None``: a retirement), or why
+    it cannot be read."""
+    fields = _fields(row)
+    if fields is None:
+        return RejectedRule(row, RuleWhy.MALFORMED, _SHAPE)
+    rule_id, text, valid_from = fields
+    if not isinstance(rule_id, str) or not rule_id:
+        return RejectedRule(row, RuleWhy.INVALID_RULE_ID, f"a rule id is a non-empty string, not {rule_id!r}")
+    if time_kind(valid_from) is None or (isinstance(valid_from, float) and not math.isfinite(valid_from)):
+        return RejectedRule(row, RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a finite time")
+    try:
+        pattern = None if text is None else Pattern.from_json(_document_text(text))
+    except DefinitionError as error:
+        return RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error))
+    return (rule_id, valid_from), pattern
+
+
+def _arrival_problem(
+    at: tuple[str, Any], read: dict[tuple[str, Any], Any], kind: str | None, frontier: Any
+) -> tuple[RuleWhy, str] | None:
+    """Why a row for rule and time ``at``, arriving while the job runs, cannot join the
+    book's rows ``read`` at ``frontier``."""
+    valid_from = at[1]
+    if kind is not None and time_kind(valid_from) != kind:
+        return RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a time of kind {kind}, as the rules' are"
+    try:
+        late = frontier is not None and valid_from < frontier
+    except TypeError:
+        return RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} cannot be compared with the frontier {frontier!r}"
+    if late:
+        return RuleWhy.LATE, f"valid_from {valid_from!r} is below the frontier {frontier!r}: those events were matched"
+    if at in read:
+        return RuleWhy.CONFLICTING, f"rule {at[0]!r} has another row at {valid_from!r}; the book's row stands"
+    return None
+
+
+def _voiding(
+    at: tuple[str, Any], row: Any, pattern: Pattern | None, read: dict[tuple[str, Any], Any]
+) -> tuple[RuleWhy, str] | None:
+    """Why the book's rows ``read`` with this row would set aside one of them, or it."""
+    _, voided = _versions({**read, at: (row, pattern)}, [])
+    for r in voided:
+        if r.row is row:
+            return r.reason, r.detail
+    if voided:
+        other = _fields(voided[0].row)
+        return RuleWhy.CONFLICTING, f"it would leave rule {at[0]!r}'s row at {other[2]!r} without effect"
     return None
 
 

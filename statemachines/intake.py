@@ -80,6 +80,10 @@ class Intake:
         self._time_type: type | None = None
         self.order_kind: str | None = None  # fixed by the first order seen
         self._order_type: type | None = None
+        self.use(machine)
+
+    def use(self, machine: Machine) -> None:
+        """Check symbols with ``machine`` from now on (see :meth:`LocalRuntime.reconfigure`)."""
         self._validate = machine.validate_symbol if machine.spec.validates_symbols else None
 
     def check(self, raw: Any, frontier: Any = None) -> Event | Rejected:

@@ -314,6 +314,30 @@ class LocalRuntime:
             for key, vs in self._values.items():
                 self._deadlines.arm(key, vs)
 
+    def reconfigure(self, machine: Machine) -> None:
+        """Run ``machine`` in place of the current one from the frontier on.
+
+        ``machine`` is of the same class and agrees with the current one below the
+        frontier (e.g. a :class:`~statemachines.library.RuleDetector` whose rule book
+        gained rows valid from the frontier or later: :meth:`RuleBook.extended`). The
+        keys keep their values; buffered events not yet final are applied by
+        ``machine``; every live key's deadline is asked of ``machine`` again::
+
+            frontier 10, key a armed at 15        reconfigure: a rule of a ends at 12
+            advance_to(20): a wakes at 12, where the old machine woke it at 15
+        """
+        if type(machine) is not type(self.machine):
+            raise InvalidArgument(f"a runtime of {self.machine.spec.name} can take another one, not {machine!r}")
+        self.machine = machine
+        self._intake.use(machine)
+        if machine.spec.reduces_same_time and self._check is None:
+            self._pending = PendingEvents(machine.reduce_same_time, self._pending.by_key)
+        self._deadlines = Deadlines(machine.deadline)
+        if machine.spec.has_deadlines:
+            keys = self._into.keys() if self._into is not None else list(self._values)
+            for key in keys:
+                self._deadlines.arm(key, self.values(key))
+
     # -- writing --------------------------------------------------------------------
 
     def feed(self, events: Iterable[Any]) -> None:

@@ -184,3 +184,82 @@ def test_an_event_whose_time_the_rules_cannot_compare_is_rejected_saying_why():
     result = run_local(RuleDetector([("r", fraud(2).to_json(), at)]), [("u", Login("fail", 1), 3)])
     assert [(r.reason, r.event.symbol) for r in result.rejected] == [(RuleWhy.TIME_KIND, Login("fail", 1))]
     assert "datetime" in result.rejected[0].detail
+
+
+STEP = 8  # rules arriving at step s find the frontier at s * STEP
+
+
+def run_with_arriving_rules(arrivals, events, steps=4):
+    """A runtime fed one step of events at a time, the rows of ``arrivals[s]`` taken
+    after step ``s`` advanced to its frontier."""
+    from statemachines import LocalRuntime
+
+    runtime = LocalRuntime(RuleDetector(RuleBook([])))
+    updates = []
+    for step in range(steps):
+        frontier = step * STEP
+        updates += runtime.advance_to(frontier).updates if step else []
+        last = step == steps - 1
+        runtime.feed([e for e in events if frontier <= e[2] and (last or e[2] < frontier + STEP)])
+        book = runtime.machine.rules.extended(arrivals.get(step, []), frontier=frontier if step else None)
+        runtime.reconfigure(RuleDetector(book))
+    result = runtime.finish()
+    return [*updates, *result.updates], result.rejected, runtime.machine.rules
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rule_rows(),
+    st.lists(st.integers(0, 3), min_size=12, max_size=12),
+    st.lists(st.tuples(st.sampled_from(["k1", "k2"]), logins, st.integers(0, 30)), min_size=5, max_size=60),
+)
+def test_rules_arriving_while_the_job_runs_find_what_the_book_known_from_the_start_finds(rows, steps, events):
+    arrivals = {}
+    for row, step in zip(rows, steps, strict=False):
+        arrivals.setdefault(step, []).append(row)
+    updates, rejected, book = run_with_arriving_rules(arrivals, events)
+    assert rejected == []
+    assert observed(updates) == observed(run_local(RuleDetector(book), events).updates)
+    # late exactly when valid_from is below the frontier the row arrived at
+    late = [row for step in sorted(arrivals) for row in arrivals[step] if step and row[2] < step * STEP]
+    assert [r.row for r in book.rejected if r.reason == RuleWhy.LATE] == late
+    if all(r.reason == RuleWhy.LATE for r in book.rejected):
+        on_time = [row for step in sorted(arrivals) for row in arrivals[step] if row not in late]
+        assert book == RuleBook.from_rows(on_time)
+
+
+def test_a_rule_retired_while_the_job_runs_ends_the_partial_matches_of_keys_with_no_more_events():
+    """The retirement arrives after the key's last event: the key's deadline, armed for
+    its window, is armed again for the retirement."""
+    events = [("u", Login("fail", 1), 1), ("v", Login("ok", 1), 30)]
+    arrivals = {0: [("fraud", fraud(3).to_json(), 0)], 1: [("fraud", None, 9)]}
+    updates, _, book = run_with_arriving_rules(arrivals, events)
+    assert [(f.time, f.reason, [e[1] for e in f.events]) for f in ended(updates)] == [(9, "retired", [1])]
+    assert [v.valid_until for v in book.versions] == [9]
+
+
+def test_rows_arriving_while_the_job_runs_are_set_aside_saying_why():
+    book = RuleBook.from_rows([("r1", fraud(2).to_json(), 0), ("r1", None, 50)])
+    arriving = [
+        ("r1", fraud(3).to_json(), 30),  # replaces r1 from 30
+        ("r2", fraud(2).to_json(), 10),  # late
+        ("r1", None, 40),  # would void the retirement at 50
+        ("r1", fraud(3).to_json(), 30),  # a repeat: one row
+        ("r1", fraud(2).to_json(), 30),  # conflicts with the row at 30
+        ("r3", fraud(2).to_json(), datetime.datetime(2026, 1, 1)),  # a time of another kind
+    ]
+    extended = book.extended(arriving, frontier=20)
+    assert [(v.valid_from, v.valid_until, v.ends_as) for v in extended.versions] == [(0, 30, "replaced"), (30, 50, "retired")]
+    assert [(r.row, r.reason) for r in extended.rejected] == [
+        (arriving[1], RuleWhy.LATE), (arriving[2], RuleWhy.CONFLICTING),
+        (arriving[4], RuleWhy.CONFLICTING), (arriving[5], RuleWhy.INVALID_TIME),
+    ]
+    assert book.versions[0].valid_until == 50  # the book itself is unchanged
+
+
+def test_a_runtime_takes_another_machine_of_its_class_only():
+    from statemachines import LocalRuntime
+    from statemachines.library import Upsert
+
+    with pytest.raises(InvalidArgument, match="RuleDetector"):
+        LocalRuntime(RuleDetector(RuleBook([]))).reconfigure(Upsert())
