@@ -26,6 +26,11 @@ not a time, a pattern the document does not describe (the reason's detail says
 why), two different rows for one rule at one time, and a retirement of a rule
 never in force before it. Rows repeated exactly are one row.
 
+Rows may also arrive while the job runs (:meth:`RuleBook.extended` at the run's
+frontier, then :meth:`~statemachines.LocalRuntime.reconfigure`; on Spark,
+``run_stream(..., rules=stream)``); each takes effect at its ``valid_from`` as if
+known from the start, or is set aside as ``late`` if that is below the frontier.
+
 Values and findings are a :class:`Detector`'s with the rule id appended::
 
     value                                     updates

@@ -14,6 +14,7 @@ from statemachines.spark.cdc import CdcRead, read_cdc, write_cdc
 from statemachines.spark.feeds import feed_events, read_scd, run_feed_batch, run_feed_stream
 from statemachines.spark.linear import apply_linear, consolidated, is_vectorised
 from statemachines.spark.progress import StageProgress
+from statemachines.spark.rule_stream import read_rejected_rules
 from statemachines.spark.session import JavaNotFound, ensure_java, local_session, session
 from statemachines.spark.streaming import (
     BucketSink,
@@ -44,6 +45,7 @@ __all__ = [
     "compact",
     "read_history",
     "read_rejected",
+    "read_rejected_rules",
     "read_scd",
     "read_snapshot",
     "read_updates",

@@ -250,7 +250,13 @@ class BucketState:
         return min((w for w in wakes if w is not None), default=None)
 
     def is_empty(self) -> bool:
-        return self.pending.num_rows == 0 and len(self) == 0
+        return self.pending.num_rows == 0 and len(self) == 0 and not self.record.get("rules")
+
+    def live(self) -> Any:
+        """The live keys' rows (``key, values, wake``), each key once."""
+        shown = self._shown()
+        older = self.base if shown is None else self.base.filter(shown)
+        return pa.concat_tables([older, self.recent.filter(pc.greater(pc.list_value_length(self.recent["values"]), 0))])
 
     # -- writing -----------------------------------------------------------------------
 
@@ -274,6 +280,17 @@ class BucketState:
         )
         self._changed.add("record")
 
+    def rearm(self, machine: Machine) -> None:
+        """Ask ``machine`` again when each live key wakes (it replaced the machine the
+        keys were armed by): every key is read and the base rewritten."""
+        live = self.live()
+        deadline = machine.deadline if machine.spec.has_deadlines else None
+        rows = []
+        for key, values in zip(column_to_python(live["key"]), column_to_python(live["values"]), strict=True):
+            due = deadline(key, frozenset(values)) if deadline is not None else None
+            rows.append((key, values, None if due is None else timer_ms(due)))
+        self._rebase(_keyed_table(self.types, rows))
+
     def parts(self) -> dict[str, bytes]:
         """The parts changed since this state was read, encoded for storing."""
         tables = {"base": self.base, "recent": self.recent, "pending": self.pending}
@@ -291,14 +308,15 @@ class BucketState:
         self._shown_rows = None
         self._changed.add("recent")
         if self.recent.num_rows > max(MERGE_AT_LEAST, self.base.num_rows // MERGE_FRACTION):
-            shown = self._shown()
-            older = self.base if shown is None else self.base.filter(shown)
-            newer = self.recent.filter(pc.greater(pc.list_value_length(self.recent["values"]), 0))
-            self.base = pa.concat_tables([older, newer])
-            self.recent = self.types.keyed().empty_table()
-            self._shown_rows = None
-            self.record["base"] = _new_id()
-            self._changed.update(("base", "record"))
+            self._rebase(self.live())
+
+    def _rebase(self, base: Any) -> None:
+        """``base`` (keyed, each live key once) becomes the base; ``recent`` empties."""
+        self.base = base
+        self.recent = self.types.keyed().empty_table()
+        self._shown_rows = None
+        self.record["base"] = _new_id()
+        self._changed.update(("base", "recent", "record"))
 
     def _shown(self) -> Any:
         """Which rows of ``base`` no row of ``recent`` hides (``None``: all of them)."""

@@ -49,12 +49,13 @@ import pyarrow.compute as pc
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming import StatefulProcessor
 
 from statemachines import Event, InvalidArgument, Machine, Rejected
 from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
+from statemachines.library.rules import RuleDetector
 from statemachines.persisted import read_state
 from statemachines.spark.batch import checks_values, resolve_value_type
 from statemachines.spark.bucket_state import (
@@ -67,6 +68,7 @@ from statemachines.spark.bucket_state import (
 )
 from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
 from statemachines.spark.output import OutputRows, output_schema
+from statemachines.spark.rule_stream import book_of, packed_rules, rule_rows, take_rules
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
 from statemachines.times import decode_time, encode_time
@@ -82,10 +84,11 @@ __all__ = [
 
 # per bucket and micro-batch: its output rows in Arrow IPC form (or null), the events
 # it took, the watermark, the events still waiting with the earliest of their times
-# (JSON, as encode_time), and when the earliest event it applied arrived (Unix ms)
+# (JSON, as encode_time), when the earliest event it applied arrived (Unix ms), and
+# the rule rows it set aside (JSON, see rule_stream.take_rules)
 BUCKET_OUTPUT = (
     "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string, "
-    "arrived long"
+    "arrived long, rules_rejected string"
 )
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
@@ -106,20 +109,22 @@ def bucket_of(key: str, buckets: int) -> Any:
     return F.pmod(F.xxhash64(key), F.lit(buckets)).cast("int").alias("bucket")
 
 
-def packed_schema() -> tuple[Any, Any]:
-    """The Spark schema of packed rows, and the Arrow type of their clock."""
+def packed_schema() -> Any:
+    """The Arrow schema of packed rows: a bucket's events (``payload``) or rule rows
+    (``rules``, see :mod:`statemachines.spark.rule_stream`), or a clock."""
 
     schema = T.StructType(
         [
             T.StructField("bucket", T.IntegerType()),
             T.StructField("payload", T.BinaryType()),
             T.StructField("clock", T.TimestampType()),
+            T.StructField("rules", T.BinaryType()),
         ]
     )
-    return schema, to_arrow_schema(schema, timezone="UTC").field("clock").type
+    return to_arrow_schema(schema, timezone="UTC")
 
 
-def pack_events(delay: float, clock_type: Any):
+def pack_events(delay: float, schema: Any):
     """The ``mapInArrow`` function packing ``bucket, key, symbol, time, order`` rows."""
 
     def pack(batches: Iterator[Any]) -> Iterator[Any]:
@@ -141,8 +146,9 @@ def pack_events(delay: float, clock_type: Any):
             payloads.append(None)
             clocks = [None] * (len(ids) - 1) + [None if clock is None else clock * 1000]
             yield pa.RecordBatch.from_arrays(
-                [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary()), pa.array(clocks, clock_type)],
-                names=["bucket", "payload", "clock"],
+                [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary()),
+                 pa.array(clocks, schema.field("clock").type), pa.nulls(len(ids), pa.binary())],
+                schema=schema,
             )
 
     return pack
@@ -164,17 +170,19 @@ class Bucket:
         self.states = states
         self.types = BucketTypes.of(self.arrow_schema)
         self.check = value_check_for(self.arrow_schema.field("value").type) if check_values else None
+        self.books: dict[str, Any] = {}  # a rule detector's book extended by a rules stream
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         if key[0] == CLOCK_ROWS:
             return
-        events = []
+        events, rules = [], []
         for frame in rows:
-            for payload in frame["payload"]:
+            for payload in frame["payload"].dropna():
                 table = decode_table(payload)
                 events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
+            rules.extend(frame["rules"].dropna())
         with gc_paused():
-            output = self._step(key[0], events, timerValues)
+            output = self._step(key[0], events, timerValues, rule_rows(rules))
         yield output
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
@@ -225,13 +233,16 @@ class Bucket:
             self.states[name].update((data,))
         _BASES[bucket] = (state.record["base"], state.base)
 
-    def _step(self, bucket: int, events: list[Any], timer_values: Any) -> Any:
+    def _step(self, bucket: int, events: list[Any], timer_values: Any, rules: list[Any] = ()) -> Any:
         state = self._load(bucket)
+        machine = book_of(self.machine, state.record, self.books) if isinstance(self.machine, RuleDetector) else self.machine
         watermark_ms = timer_values.getCurrentWatermarkInMs()
         now_ms = round(time.time() * 1000)
-        updates, rejected, arrived = advance(
-            state, self.machine, events, watermark_ms, self.kind, self.check, now_ms
-        )
+        updates, rejected, arrived = advance(state, machine, events, watermark_ms, self.kind, self.check, now_ms)
+        rules_rejected = None
+        if rules:  # they take effect from the frontier just reached, in every bucket alike
+            machine, rules_rejected = take_rules(bucket, state.record, machine, rules, state.frontier)
+            state.rearm(machine)
         self._save(bucket, state, watermark_ms)
         out = OutputRows(self.arrow_schema)
         out.add(updates, rejected)
@@ -245,6 +256,7 @@ class Bucket:
                 "waiting": [state.pending.num_rows],
                 "waiting_for": [_earliest_pending(state)],
                 "arrived": [arrived],
+                "rules_rejected": [rules_rejected],
             }
         )
 
@@ -349,6 +361,7 @@ def bucketed_output(
     delay: Any,
     value_type: Any,
     buckets: int | None,
+    rules: Any = None,
 ) -> tuple[Any, Any, int]:
     """The streaming DataFrame of bucket outputs, the Arrow schema of their rows, and
     how many buckets hold the state (``buckets``, or when ``None`` the count the query
@@ -356,7 +369,8 @@ def bucketed_output(
 
     ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
     ``into`` holds values and the query has not started yet, they are the buckets'
-    initial state.
+    initial state. ``rules``, a stream of rule rows for a rule detector, reaches every
+    bucket (:mod:`statemachines.spark.rule_stream`).
     """
 
     spark = prepared.sparkSession
@@ -385,8 +399,10 @@ def bucketed_output(
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
     floor = decode_time(state["upper"])
     bucketed = prepared.select(bucket_of("key", buckets), "*")
-    pack_schema, clock_type = packed_schema()
-    packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), clock_type)), pack_schema)
+    pack_schema = packed_schema()
+    packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), pack_schema)), from_arrow_schema(pack_schema))
+    if rules is not None:
+        packed = packed.unionByName(packed_rules(rules, buckets, prepared.schema["time"].dataType, pack_schema))
     packed = packed.withWatermark("clock", "0 seconds")
     initial = None
     if seed is not None and not _started(checkpoint):

@@ -63,6 +63,7 @@ from statemachines.spark.output import (
     write_parts,
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
+from statemachines.spark.rule_stream import check_rules
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
@@ -269,6 +270,9 @@ class BucketSink:
             "buckets": self.buckets,
             "waiting": waiting,
         }
+        rules_rejected = [row for text in table["rules_rejected"].drop_null().to_pylist() for row in json.loads(text)]
+        if rules_rejected or stream.get("rejected_rules"):
+            progress["rejected_rules"] = stream.get("rejected_rules", []) + rules_rejected
         arrived = pc.min(table["arrived"]).as_py()
         report = MicroBatchReport(
             batch_id, n_events or 0, n_updates, n_rejected, n_waiting, upper,
@@ -360,6 +364,7 @@ def run_stream(
     progress: Callable[[MicroBatchReport], None] | None = print,
     refusal: str | None = None,
     after_publish: Callable[[str], None] | None = None,
+    rules: Any = None,
 ) -> Any:
     """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
 
@@ -397,12 +402,19 @@ def run_stream(
         after_publish: called with the arrangement's URI after each micro-batch is
             published, and after each replayed one (e.g. to refresh an SCD table). It
             runs where the sink runs (the Spark Connect server, with Spark Connect).
+        rules: for a :class:`~statemachines.library.RuleDetector`, a streaming
+            DataFrame of rule rows ``rule_id, pattern_json, valid_from`` that extend
+            its book while the query runs, each from the frontier of the micro-batch
+            that brings it (:mod:`statemachines.spark.rule_stream`). Rows set aside
+            are read with :func:`~statemachines.spark.rule_stream.read_rejected_rules`.
 
     Returns:
         The started ``StreamingQuery``.
     """
     if not events.isStreaming:
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
+    if rules is not None:
+        check_rules(machine, rules)
     columns = EventColumns(key, symbol, time, order, refusal)
     prepared = prepare_events(events, columns)  # column and type errors surface now
     ship_code(events.sparkSession, machine)
@@ -419,7 +431,7 @@ def run_stream(
         writer = events.writeStream
     else:
         output, arrow_schema, buckets = bucketed_output(
-            machine, prepared, kind, into, checkpoint, delay, value_type, buckets
+            machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules
         )
         sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish)
         writer = output.writeStream

@@ -58,9 +58,10 @@ def spark_runner(native):
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
 
 
-def stream_runner(case, tmp_path, spark, batches=1):
+def stream_runner(case, tmp_path, spark, batches=1, rules=None):
     """Streaming, one file per micro-batch: the earlier run, the events (in ``batches``
-    micro-batches of consecutive times), then a flush.
+    micro-batches of consecutive times), then a flush; ``rules``, if given, is a rule
+    detector's rules stream, one list of rows per micro-batch.
 
     The flush event, far in the future, moves the frontier past every time, so all
     events are final and every deadline fires (it stays pending itself, or a machine
@@ -69,7 +70,6 @@ def stream_runner(case, tmp_path, spark, batches=1):
     from statemachines.spark import read_rejected, run_stream
 
     source = tmp_path / "in"
-    source.mkdir()
     files = [case.before] if case.before else []
     if batches > 1:
         by_time = sorted(case.events, key=lambda e: e[2])
@@ -78,18 +78,13 @@ def stream_runner(case, tmp_path, spark, batches=1):
     else:
         files += [case.events]
     files += [[(FLUSH_KEY, None, FLUSH_TIME, None)]]
-    for i, rows in enumerate(files):
-        staging = tmp_path / f"staging-{i}"
-        spark.createDataFrame(rows, case.schema).coalesce(1).write.parquet(str(staging))
-        (part,) = staging.glob("part-*.parquet")
-        target = source / f"{i:02d}.parquet"
-        part.rename(target)
-        os.utime(target, (1_700_000_000 + i,) * 2)
-    frame = spark.readStream.schema(case.schema).option("maxFilesPerTrigger", 1).parquet(str(source))
+    frame = file_stream(spark, files, case.schema, source)
     arrangement = tmp_path / "arr"
+    if rules is not None:
+        rules = file_stream(spark, rules, "rule_id string, pattern_json string, valid_from long", tmp_path / "rules")
     run_stream(
         case.machine, frame, into=arrangement, checkpoint=tmp_path / "ckpt", order="order",
-        value_type=case.value_type, trigger={"availableNow": True}, progress=None,
+        value_type=case.value_type, trigger={"availableNow": True}, progress=None, rules=rules,
     ).awaitTermination()
     earlier = run_local(case.machine, case.before).updates if case.before else []
     published = PersistedArrangement(arrangement).updates()
@@ -99,6 +94,20 @@ def stream_runner(case, tmp_path, spark, batches=1):
     # the flush event is this runner's device, not the case's (a machine may refuse it)
     rejected = [(r.key, r.time, r.reason) for r in rows if r.key != FLUSH_KEY]
     return updates, rejected
+
+
+def file_stream(spark, files, schema, source):
+    """A stream reading the row lists ``files`` as parquet files in ``source``, one
+    file per micro-batch, in order."""
+    source.mkdir(exist_ok=True)
+    for i, rows in enumerate(files):
+        staging = source.parent / f"staging-{source.name}-{i}"
+        spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(staging))
+        (part,) = staging.glob("part-*.parquet")
+        target = source / f"{i:02d}.parquet"
+        part.rename(target)
+        os.utime(target, (1_700_000_000 + i,) * 2)
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
 
 
 @pytest.fixture(

@@ -58,3 +58,52 @@ def test_rules_added_replaced_and_retired_mid_stream_find_on_spark_what_they_fin
     case = Case("rules", detector, events, [], schema=SCHEMA)
     streamed, rejected = stream_runner(case, tmp_path, spark, batches=4)
     assert streamed == local and rejected == []
+
+
+def test_rules_arriving_as_a_stream_take_effect_at_their_times_and_late_ones_are_set_aside(spark, tmp_path):
+    """Events of times 0-24, 25-49, 50-74, 75-99 in micro-batches 0 to 3; the rows of
+    micro-batch ``b`` arrive at the frontier the events before it reached.
+
+    Key ``q`` has one event at 45, applied in micro-batch 2, which begins a partial
+    match of rule "big", whose pattern has no window: nothing wakes ``q`` until the
+    retirement of "big" at 52 arrives in that micro-batch, which ends it at 52."""
+    from statemachines.spark.rule_stream import read_rejected_rules
+
+    rnd = random.Random(5)
+    events = [
+        (f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS[:3]), rnd.choice([None, 5, 50])), t // 3, t % 3)
+        for t in range(300)
+    ]
+    events[135] = ("q", Login("ok", 50), 45, 0)
+    big = Pattern.begin("big").where("amount > 40").followed_by("fail").where("kind = 'fail'").to_json()
+    arriving = [
+        [("big", big, 30)],
+        [("fraud", fraud(4, 0), 40), ("late", fraud(2, 0), 10)],  # the frontier is 24: 10 is late
+        [("big", None, 52)],
+    ]
+    first = [("fraud", fraud(3, 10), 0)]
+    case = Case("rules", RuleDetector(first), events, [], schema=SCHEMA)
+    streamed, rejected = stream_runner(case, tmp_path, spark, batches=4, rules=arriving)
+
+    known = run_local(RuleDetector([*first, *arriving[0], arriving[1][0], *arriving[2]]), events).updates
+    assert streamed == known and rejected == []
+    assert {(f.reason, f.rule, f.time) for f in ended(known)} == {("replaced", "fraud", 40), ("retired", "big", 52)}
+    assert [(f.rule, f.time) for f in ended(known) if f.key == "q"] == [("big", 52)]
+    assert [(r.row, r.reason) for r in read_rejected_rules(tmp_path / "arr")] == [(arriving[1][1], "late")]
+
+
+def test_a_rules_stream_is_refused_where_it_cannot_be_used(spark, tmp_path):
+    from statemachines import InvalidArgument
+    from statemachines.library import Upsert
+    from statemachines.spark import run_stream
+
+    events = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    rules = spark.readStream.schema("rule_id string, pattern_json string, valid_from long").parquet(str(tmp_path))
+    table = spark.createDataFrame(RULES, "rule_id string, pattern_json string, valid_from long")
+    kept = dict(into=tmp_path / "arr", checkpoint=tmp_path / "ckpt")
+    with pytest.raises(InvalidArgument, match="needs a RuleDetector"):
+        run_stream(Upsert(), events, rules=rules, **kept)
+    with pytest.raises(InvalidArgument, match="streaming DataFrame"):
+        run_stream(RuleDetector(RULES), events, rules=table, **kept)
+    with pytest.raises(InvalidArgument, match="no column valid_from"):
+        run_stream(RuleDetector(RULES), events, rules=rules.drop("valid_from"), **kept)

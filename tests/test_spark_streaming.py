@@ -212,7 +212,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     rows.add([(("k", "a"), 5, 1)], [Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
     # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
     packed = spark.createDataFrame(
-        [(7, encode_table(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None)], BUCKET_OUTPUT
+        [(7, encode_table(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None, None)], BUCKET_OUTPUT
     )
     reports = []
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
@@ -389,6 +389,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
                 "bucket": [bucket], "payload": [encode_table(out.take()) if len(out) else None],
                 "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
                 "waiting_for": [None if earliest is None else str(earliest)], "arrived": [None],
+                "rules_rejected": [None],
             })
 
         def close(self):

@@ -1,0 +1,144 @@
+"""Rules arriving as a stream while a :class:`~statemachines.library.RuleDetector` runs.
+
+``run_stream(detector, events, rules=stream, ...)`` takes rule rows
+``(rule_id, pattern_json, valid_from)`` from a second streaming DataFrame. Each row
+is copied to every key bucket in the micro-batch that brings it, so every bucket
+reads the same rows at the same watermark. A bucket keeps the rows it accepted in
+its state's record and runs ``detector`` with its book extended by them
+(:meth:`~statemachines.library.RuleBook.extended`), exactly as a
+:class:`~statemachines.LocalRuntime` does when rows arrive at its frontier::
+
+    micro-batch  frontier  rows arriving                 each bucket
+    0            (none)    (fraud, v2, 40)               book: fraud v1, v2 from 40
+    1            24        (burst, p, 30), (late, p, 10) book gains burst; late set aside
+    2            49        (burst, null, 70)             burst ends at 70
+
+After taking rows, a bucket arms every live key's deadline again: a rule retired
+at 70 ends the partial matches of keys that get no more events. Rows set aside
+(late: ``valid_from`` below the frontier; conflicting; unreadable) are reported
+once, by bucket 0, and read with :func:`read_rejected_rules`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from statemachines import InvalidArgument, Machine
+from statemachines.columns import python_rows
+from statemachines.library.rules import RejectedRule, RuleDetector, RuleWhy
+from statemachines.persisted import read_state
+from statemachines.times import decode_time, encode_time
+
+__all__ = ["RULE_COLUMNS", "book_of", "check_rules", "packed_rules", "read_rejected_rules", "rule_rows", "take_rules"]
+
+RULE_COLUMNS = ("rule_id", "pattern_json", "valid_from")
+REPORTING_BUCKET = 0  # the bucket that reports rows set aside (every bucket sees them)
+
+
+def check_rules(machine: Machine, rules: Any) -> None:
+    """Refuse a rules input ``run_stream`` cannot take, saying why."""
+    if not isinstance(machine, RuleDetector):
+        raise InvalidArgument(f"rules= needs a RuleDetector, whose rule book it extends; not {machine!r}")
+    if not rules.isStreaming:
+        raise InvalidArgument(
+            "rules= takes a streaming DataFrame; rules known before the query starts are the "
+            "detector's own: RuleDetector(spark.table(...).collect())"
+        )
+    missing = [c for c in RULE_COLUMNS if c not in rules.columns]
+    if missing:
+        raise InvalidArgument(f"the rules stream has no column {', '.join(missing)}; it needs {', '.join(RULE_COLUMNS)}")
+
+
+def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
+    """The rule rows as packed rows of ``schema`` (``bucket, payload, clock, rules``):
+    each micro-batch's rows, as Arrow IPC bytes, once for every bucket.
+
+    ``valid_from`` is cast to the events' time type (a value that does not cast
+    becomes null, and its row is set aside as ``invalid_time``).
+    """
+    from statemachines.spark.bucket_state import encode_table
+    from statemachines.spark.shipping import carried
+
+    document = rules.schema["pattern_json"].dataType
+    text = F.to_json("pattern_json") if isinstance(document, T.StructType | T.MapType) else F.col("pattern_json").cast("string")
+    valid_from = F.col("valid_from")
+    if rules.schema["valid_from"].dataType != time_type:
+        valid_from = valid_from.try_cast(time_type)
+    rows = rules.select(
+        F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))).alias("bucket"),
+        F.col("rule_id").cast("string").alias("rule_id"), text.alias("pattern_json"), valid_from.alias("valid_from"),
+    )
+
+    def pack(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            ids = pc.unique(batch.column(0)).to_pylist()
+            rows = batch.select([1, 2, 3])
+            payloads = [encode_table(rows.filter(pc.equal(batch.column(0), b))) for b in ids]
+            n = len(ids)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(ids, pa.int32()), pa.nulls(n, pa.binary()), pa.nulls(n, schema.field("clock").type),
+                 pa.array(payloads, pa.binary())],
+                schema=schema,
+            )
+
+    return rows.mapInArrow(carried(rules.sparkSession, pack), from_arrow_schema(schema))
+
+
+def take_rules(
+    bucket: int, record: dict[str, Any], machine: RuleDetector, rows: list[tuple[Any, ...]], frontier: Any
+) -> tuple[RuleDetector, str | None]:
+    """A bucket takes rule rows arriving at ``frontier``: the rows accepted join its
+    ``record``. Returns the detector with the extended book, and (bucket
+    :data:`REPORTING_BUCKET` only) the rows set aside as JSON."""
+    book = machine.rules.extended(rows, frontier=frontier)
+    set_aside = book.rejected[len(machine.rules.rejected) :]
+    refused = {id(r.row) for r in set_aside}
+    record["rules"] = [*record.get("rules", []), *(_encoded(row) for row in rows if id(row) not in refused)]
+    report = None
+    if set_aside and bucket == REPORTING_BUCKET:
+        report = json.dumps([[_encoded(r.row), r.reason.value, r.detail] for r in set_aside])
+    return RuleDetector(book), report
+
+
+def book_of(initial: RuleDetector, record: dict[str, Any], cache: dict[str, RuleDetector]) -> RuleDetector:
+    """The detector a bucket runs: ``initial`` with the rows its record accepted."""
+    stored = record.get("rules")
+    if not stored:
+        return initial
+    text = json.dumps(stored)
+    if text not in cache:
+        cache.clear()  # one book is current; the one before it is not needed again
+        cache[text] = RuleDetector(initial.rules.extended([_decoded(row) for row in stored]))
+    return cache[text]
+
+
+def rule_rows(payloads: list[bytes]) -> list[tuple[Any, ...]]:
+    """The rule rows of packed payloads."""
+    from statemachines.spark.bucket_state import decode_table
+
+    return [row for payload in payloads for row in python_rows(decode_table(payload))]
+
+
+def read_rejected_rules(path: Any) -> list[RejectedRule]:
+    """The rule rows a stream's ``rules`` input set aside, each with its reason, in
+    the order they arrived."""
+    stream = read_state(path).get("stream") or {}
+    return [RejectedRule(_decoded(row), RuleWhy(reason), detail) for row, reason, detail in stream.get("rejected_rules", [])]
+
+
+def _encoded(row: tuple[Any, ...]) -> list[Any]:
+    rule_id, pattern_json, valid_from = row
+    return [rule_id, pattern_json, encode_time(valid_from)]
+
+
+def _decoded(row: list[Any]) -> tuple[Any, ...]:
+    rule_id, pattern_json, valid_from = row
+    return (rule_id, pattern_json, decode_time(valid_from))
