@@ -7,7 +7,8 @@ given Spark, then writes ``WORKDIR/result.json``: per run, the updates, the reje
 rows and the streaming reports. A run is ``MACHINE-MODE``: machine ``main`` is
 :class:`Tags` below, defined in this script's ``__main__`` as a user's script or
 notebook would; ``module`` is ``tests.machines.Fragile``, from a module the
-cluster's Python cannot import; mode ``batch`` or ``stream``.
+cluster's Python cannot import; ``rules`` is a RuleDetector whose rules also
+arrive as a stream (:func:`rules_case`); mode ``batch`` or ``stream``.
 Streaming writes the events as two files (a micro-batch each) and a flush event far
 in the future, so every event is final when the run ends.
 """
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,7 +27,15 @@ import pyarrow.parquet as pq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from statemachines import Machine, PersistedArrangement  # noqa: E402
-from statemachines.spark import flush_progress, read_rejected, run_batch, run_stream, session  # noqa: E402
+from statemachines.library import Pattern, RuleDetector  # noqa: E402
+from statemachines.spark import (  # noqa: E402
+    flush_progress,
+    read_rejected,
+    read_rejected_rules,
+    run_batch,
+    run_stream,
+    session,
+)
 
 SCHEMA = "key string, symbol string, time long, order long"
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
@@ -39,27 +49,48 @@ class Tags(Machine):
         return values | {tag} if op == "add" else values - {tag}
 
 
-def machine_named(name: str) -> Machine:
+class Act(NamedTuple):
+    """A symbol ``op:tag`` as a record, for the rules' SQL conditions."""
+
+    op: str
+    tag: str | None
+
+
+ACT = pa.struct([("op", pa.string()), ("tag", pa.string())])
+
+
+def rules_case(events: list[list]) -> tuple[list, list[list], list[list]]:
+    """The rule detector's first rules, the rule rows arriving with each of the two
+    micro-batches of events (the second at a frontier near time 20: a row from time
+    1 is late), and the events with :class:`Act` symbols."""
+
+    def twice(op: str) -> str:
+        step = f"op = '{op}'"
+        return Pattern.begin("first").where(step).followed_by("again").where(step).within(6).to_json()
+
+    first = [("adds", twice("add"), 0)]
+    arriving = [[("dels", twice("del"), 10)], [("adds", None, 25), ("late", twice("add"), 1)]]
+    acts = [[k, Act(*s.split(":")) if ":" in s else Act(s, None), t, o] for k, s, t, o in events]
+    return first, arriving, acts
+
+
+def machine_named(name: str, events: list[list]) -> Machine:
     if name == "main":
         return Tags()
+    if name == "rules":
+        return RuleDetector(rules_case(events)[0])
     from tests.machines import Fragile
 
     return Fragile()
 
 
-def write_files(events: list[list], source: str) -> None:
+def write_files(files: list[list], source: str, schema: dict[str, pa.DataType]) -> None:
+    """Each of ``files`` (lists of rows) as a parquet file of ``schema`` in ``source``,
+    in order of modification time."""
     os.makedirs(source)
-    half = len(events) // 2
-    for i, rows in enumerate([events[:half], events[half:], [[FLUSH_KEY, "flush", FLUSH_TIME, None]]]):
+    for i, rows in enumerate(files):
         columns = list(zip(*rows, strict=True))
-        table = pa.table(
-            {
-                "key": pa.array(columns[0], pa.string()),
-                "symbol": pa.array(columns[1], pa.string()),
-                "time": pa.array(columns[2], pa.int64()),
-                "order": pa.array(columns[3], pa.int64()),
-            }
-        )
+        table = pa.table({name: pa.array(c, t) for (name, t), c in zip(schema.items(), columns, strict=True)})
         path = os.path.join(source, f"{i:02d}.parquet")
         pq.write_table(table, path)
         os.utime(path, (1_700_000_000 + i,) * 2)
@@ -68,20 +99,32 @@ def write_files(events: list[list], source: str) -> None:
 def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) -> dict:
     """One run: its updates, rejected rows and (streaming) the micro-batch reports."""
     reports: list = []
+    rules = None
+    schema, symbol = SCHEMA, "string"
+    if isinstance(machine, RuleDetector):
+        _, arriving, events = rules_case(events)
+        schema, symbol = SCHEMA.replace("symbol string", "symbol struct<op string, tag string>"), ACT
+        rules = os.path.join(workdir, "rules")
+        write_files(arriving, rules, {"rule_id": pa.string(), "pattern_json": pa.string(), "valid_from": pa.int64()})
+        rules = spark.readStream.schema("rule_id string, pattern_json string, valid_from long")
+        rules = rules.option("maxFilesPerTrigger", 1).parquet(os.path.join(workdir, "rules"))
     if mode == "batch":
-        frame = spark.createDataFrame([tuple(e) for e in events], SCHEMA)
+        frame = spark.createDataFrame([tuple(e) for e in events], schema)
         result = run_batch(machine, frame, order="order", value_type="string")
         updates = [[r.key, r.value, r.time, r.diff] for r in result.updates.collect()]
         rejected = [[r.key, r.time, r.reason] for r in result.rejected.collect()]
     else:
         source = os.path.join(workdir, "in")
-        write_files(events, source)
+        half = len(events) // 2
+        flush = [FLUSH_KEY, "flush" if symbol == "string" else Act("flush", None), FLUSH_TIME, None]
+        files = [events[:half], events[half:], [flush]]
+        write_files(files, source, {"key": pa.string(), "symbol": symbol, "time": pa.int64(), "order": pa.int64()})
         into = os.path.join(workdir, "arr")
-        frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(source)
+        frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(source)
         query = run_stream(
             machine, frame, into=into, checkpoint=os.path.join(workdir, "ckpt"),
-            order="order", value_type="string", trigger={"availableNow": True},
-            progress=reports.append,
+            order="order", value_type=None if rules else "string", trigger={"availableNow": True},
+            progress=reports.append, rules=rules,
         )
         query.awaitTermination()
         flush_progress(query)
@@ -93,6 +136,7 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
         "updates": updates,
         "rejected": rejected,
         "reports": [[r.batch_id, r.events, r.updates, r.rejected] for r in reports],
+        "rules_rejected": [[*r.row, r.reason.value] for r in read_rejected_rules(into)] if rules else [],
     }
 
 
@@ -116,7 +160,7 @@ def main(argv: list[str]) -> None:
         }
     for name in args.runs.split(","):
         machine, mode = name.split("-")
-        results[name] = run(spark, machine_named(machine), mode, events, os.path.join(args.workdir, name))
+        results[name] = run(spark, machine_named(machine, events), mode, events, os.path.join(args.workdir, name))
     with open(os.path.join(args.workdir, "result.json"), "w") as out:
         json.dump(results, out)
     spark.stop()

@@ -4,8 +4,9 @@ Both servers start from the pip package on 127.0.0.1 (``tests/servers.py``) and 
 their Python through an interpreter that can import neither this project nor the
 tests, so everything a job needs must be shipped. The driver of each run is its own
 process (``tests/remote_job.py``), as a user's script: one machine defined in its
-``__main__``, one in a test module, each in batch and in streaming. Every result
-must equal ``run_local`` on the same events.
+``__main__``, one in a test module, each in batch and in streaming, and a rule
+detector whose rules also arrive as a stream. Every result must equal
+``run_local`` on the same events.
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from statemachines import consolidate, run_local
+from statemachines.library import RuleDetector
 from tests import servers
 from tests.machines import Fragile
-from tests.remote_job import Tags
+from tests.remote_job import Tags, rules_case
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ["main-batch", "main-stream", "module-batch", "module-stream"]
+RUNS = ["main-batch", "main-stream", "module-batch", "module-stream", "rules-stream"]
 JOB_TIMEOUT = 480  # seconds for one driver process and its four runs
 
 
@@ -45,10 +48,22 @@ def make_events(seed: int = 7, n: int = 120) -> list[list]:
 
 
 def expected(machine_name: str, events: list[list]) -> tuple[list, list]:
-    machine = Tags() if machine_name == "main" else Fragile()
+    if machine_name == "rules":  # the rule book of the rows that arrive in time, from the start
+        first, arriving, events = rules_case(events)
+        machine: Any = RuleDetector([*first, *arriving[0], arriving[1][0]])
+    else:
+        machine = Tags() if machine_name == "main" else Fragile()
     result = run_local(machine, [tuple(e) for e in events])
     rejected = sorted(([r.event.key, r.event.time, r.reason.value] for r in result.rejected), key=repr)
-    return result.updates, rejected
+    return [((k, as_json(v)), t, d) for (k, v), t, d in result.updates], rejected
+
+
+def as_json(value: Any) -> Any:
+    """A value as it comes back through JSON, with tuples for lists (hashable)."""
+    def tuples(x: Any) -> Any:
+        return tuple(tuples(y) for y in x) if isinstance(x, list) else x
+
+    return tuples(json.loads(json.dumps(value)))
 
 
 def driver_env(python: str) -> dict[str, str]:
@@ -110,9 +125,13 @@ def connect_results(connect, tmp_path_factory):
 def check(result: dict, run: str) -> None:
     machine_name, mode = run.split("-")
     updates, rejected = expected(machine_name, make_events())
-    assert consolidate((tuple(d[:2]), d[2], d[3]) for d in result["updates"]) == updates
+    assert consolidate(((d[0], as_json(d[1])), d[2], d[3]) for d in result["updates"]) == updates
     assert sorted(result["rejected"], key=repr) == rejected
     assert updates and rejected  # the events exercise both
+    if machine_name == "rules":
+        _, arriving, _ = rules_case(make_events())
+        assert result["rules_rejected"] == [[*arriving[1][1], "late"]]
+        assert any(value[0] == "retired" for (_, value), _, _ in updates)
     if mode == "stream":  # reports reach the driver, with the counts of the published batches
         reports = result["reports"]
         assert [r[0] for r in reports] == list(range(len(reports)))
