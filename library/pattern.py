@@ -35,7 +35,8 @@ then complete when the window closes without such an event).
 Conditions: ``where(cond)`` (and), ``or_where(cond)`` (or). ``cond(event)`` sees the
 event's symbol; ``cond(event, matched)`` also sees the events the partial match has
 taken so far, as ``{step name: (symbols...)}``. A condition may also be SQL text
-over the event's fields, ``where("kind = 'fail' AND amount > 100")``: such
+over the event's fields, ``where("kind = 'fail' AND amount > 100")``, or a Spark
+``Column`` (written back as that text: :mod:`statemachines.spark.column_sql`): such
 conditions are evaluated for a whole batch of events at once (see
 :mod:`statemachines.library.expressions`), and a step's conditions are then all
 expressions.
@@ -102,18 +103,18 @@ def _always(event: Any, matched: Any) -> bool:
 
 def _as_condition(cond: Callable[..., bool] | str, what: str) -> Condition:
     """``cond`` as a two-argument condition (one-argument conditions ignore ``matched``),
-    or as an :class:`Expression` if it is SQL text."""
+    or as an :class:`Expression` if it is SQL text or a Spark Column (written back as
+    SQL text: :mod:`statemachines.spark.column_sql`)."""
     if isinstance(cond, str):
         return Expression(cond)
     if isinstance(cond, Expression):
         return cond
     if type(cond).__name__ == "Column" and type(cond).__module__.startswith("pyspark."):
-        raise DefinitionError(
-            f"{what} takes SQL text, not a Spark Column: write {cond!r} as SQL, "
-            f"e.g. \"kind = 'fail' AND amount > 100\" (a Column carries no SQL to read back)"
-        )
+        from statemachines.spark.column_sql import column_sql  # a Column means PySpark is here
+
+        return Expression(column_sql(cond))
     if not callable(cond):
-        raise DefinitionError(f"{what} needs a function or SQL text, got {cond!r}")
+        raise DefinitionError(f"{what} needs a function, SQL text or a Spark Column, got {cond!r}")
     try:
         params = [
             p
@@ -244,12 +245,12 @@ class Pattern:
 
     # -- conditions ----------------------------------------------------------------------
 
-    def where(self, cond: Callable[..., bool] | str) -> Pattern:
+    def where(self, cond: Callable[..., bool] | str | Any) -> Pattern:
         """The current step also requires ``cond``."""
         condition = _as_condition(cond, "where")
         return self._change(lambda old: condition if old is _always else _combined(old, condition, "AND"))
 
-    def or_where(self, cond: Callable[..., bool] | str) -> Pattern:
+    def or_where(self, cond: Callable[..., bool] | str | Any) -> Pattern:
         """The current step accepts events meeting its condition so far or ``cond``."""
         condition = _as_condition(cond, "or_where")
         if self._condition() is _always:

@@ -133,11 +133,3 @@ def test_expression_conditions_on_struct_events_find_on_spark_what_they_find_loc
     assert [r.reason for r in refused] == ["condition_failed"] * 5
     assert all("'status'" in r.detail for r in refused)
 
-
-def test_a_spark_column_condition_is_refused_asking_for_sql_text(spark):
-    from pyspark.sql import functions as F
-
-    from statemachines import DefinitionError
-
-    with pytest.raises(DefinitionError, match="SQL text, not a Spark Column"):
-        Pattern.begin("fail").where(F.col("kind") == "fail")

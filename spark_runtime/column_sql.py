@@ -1,0 +1,175 @@
+"""A Spark ``Column`` condition as the SQL text of a pattern step.
+
+``Pattern.begin("fail").where(F.col("kind") == "fail")`` is the same step as
+``.where("kind = 'fail'")``: the Column's expression tree (a classic session's, read
+through the JVM, or a Spark Connect Column's, read in Python) is written back as SQL
+text, which the pattern keeps, evaluates and serialises like any other::
+
+    Column                                           SQL text
+    (F.col("kind") == "fail") & (F.col("n") > 1)     ((kind = 'fail') AND (n > 1))
+    F.col("amount").isNull() | ~F.col("k").isin(1)   ((amount IS NULL) OR (NOT (k IN (1))))
+    F.lower("s.name").like("a%")                     (lower(s.name) LIKE 'a%')
+    F.expr("kind = 'ok'")                            (kind = 'ok')
+
+What the expression language of :class:`~statemachines.library.expressions.Expression`
+does not support (a cast, ``when``, a user-defined function...) is refused when the
+pattern is built, naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from pyspark.sql import types as T
+
+from statemachines.errors import DefinitionError
+
+__all__ = ["column_sql"]
+
+_INFIX = {
+    "=": "=", "==": "=", "<=>": "<=>", "!=": "!=", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
+    "and": "AND", "or": "OR", "+": "+", "-": "-", "*": "*", "/": "/", "%": "%",
+    "like": "LIKE", "ilike": "ILIKE", "rlike": "RLIKE",
+}
+_POSTFIX = {"isnull": "IS NULL", "isnotnull": "IS NOT NULL"}
+_PREFIX = {"!": "NOT", "not": "NOT", "negative": "-"}
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# the types of Spark Connect literals whose Python value is written as it is
+_PLAIN_TYPES = (
+    T.StringType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+    T.NullType,
+)
+
+
+def column_sql(column: Any) -> str:
+    """The SQL text of a Spark Column's expression."""
+    if type(column).__module__.startswith("pyspark.sql.connect."):  # its tree is Python objects
+        return _sql(_ConnectNode(column._expr))
+    return _sql(_ClassicNode(column._jc.node()))
+
+
+def _sql(node: Any) -> str:
+    kind = node.kind
+    if kind == "attribute":
+        return node.name
+    if kind == "literal":
+        return _literal(node.value)
+    if kind == "sql":
+        return f"({node.text})"
+    if kind != "function":
+        raise DefinitionError(
+            f"a Column condition is written as SQL text, and {node.text} has no place in it; "
+            f"write the condition as SQL text (see Pattern.where)"
+        )
+    name, args = node.name, [_sql(a) for a in node.arguments]
+    low = name.lower()
+    if low in _INFIX and len(args) == 2:
+        return f"({args[0]} {_INFIX[low]} {args[1]})"
+    if low in _POSTFIX and len(args) == 1:
+        return f"({args[0]} {_POSTFIX[low]})"
+    if low in _PREFIX and len(args) == 1:
+        return f"({_PREFIX[low]} {args[0]})"
+    if low == "in" and args:
+        return f"({args[0]} IN ({', '.join(args[1:])}))"
+    return f"{name}({', '.join(args)})"
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise DefinitionError(
+        f"a Column condition's literal {value!r} has no SQL text here (strings, numbers, "
+        f"booleans and NULL do); write the condition as SQL text"
+    )
+
+
+def _identifier(parts: list[str]) -> str:
+    return ".".join(p if _PLAIN.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in parts)
+
+
+class _ClassicNode:
+    """A classic Column's node (``org.apache.spark.sql.internal.ColumnNode``), read
+    through the JVM."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self.kind = {
+            "UnresolvedAttribute": "attribute", "Literal": "literal", "SqlExpression": "sql",
+            "UnresolvedFunction": "function",
+        }.get(node.getClass().getSimpleName(), "other")
+
+    @property
+    def name(self) -> str:
+        if self.kind == "attribute":
+            return _identifier(_items(self._node.nameParts()))
+        return str(self._node.functionName())
+
+    @property
+    def value(self) -> Any:
+        value = self._node.value()
+        return value if value is None or isinstance(value, bool | int | float | str) else _Opaque(self._node.sql())
+
+    @property
+    def text(self) -> str:
+        return str(self._node.expression()) if self.kind == "sql" else str(self._node.sql())
+
+    @property
+    def arguments(self) -> list[_ClassicNode]:
+        return [_ClassicNode(a) for a in _items(self._node.arguments())]
+
+
+class _ConnectNode:
+    """A Spark Connect Column's expression (``pyspark.sql.connect.expressions``)."""
+
+    def __init__(self, expression: Any) -> None:
+        self._expression = expression
+        self.kind = {
+            "ColumnReference": "attribute", "LiteralExpression": "literal", "SQLExpression": "sql",
+            "UnresolvedFunction": "function",
+        }.get(type(expression).__name__, "other")
+
+    @property
+    def name(self) -> str:
+        if self.kind == "attribute":
+            return str(self._expression._unparsed_identifier)  # SQL identifier syntax already
+        return str(self._expression._name)
+
+    @property
+    def value(self) -> Any:
+        value, data_type = self._expression._value, self._expression._dataType
+        if isinstance(data_type, _PLAIN_TYPES):
+            return value
+        return _Opaque(f"{value!r} (a {data_type.simpleString()})")
+
+    @property
+    def text(self) -> str:
+        return str(self._expression._expr) if self.kind == "sql" else str(self._expression)
+
+    @property
+    def arguments(self) -> list[_ConnectNode]:
+        return [_ConnectNode(a) for a in self._expression._args]
+
+
+class _Opaque:
+    """A literal of a type with no SQL text here (a date, a decimal...)."""
+
+    def __init__(self, shown: str) -> None:
+        self.shown = shown
+
+    def __repr__(self) -> str:
+        return self.shown
+
+
+def _items(seq: Any) -> list[Any]:
+    """The items of a Scala ``Seq`` seen through the JVM."""
+    return [seq.apply(i) for i in range(seq.length())]

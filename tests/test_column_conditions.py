@@ -1,0 +1,106 @@
+"""Spark Column conditions: written back as SQL text, they mean what the Column means
+(SQL's three-valued logic, checked against a model), from a classic session's
+Columns and from Spark Connect's alike."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import DefinitionError
+from statemachines.library import Pattern
+from statemachines.library.expressions import Expression, records_table
+from tests.test_expressions import Login, _and, _not, _or, logins
+
+pytestmark = pytest.mark.spark
+
+
+def _field(name, test):
+    """A model reading one field: NULL when the field is NULL."""
+    return lambda e: None if getattr(e, name) is None else test(getattr(e, name))
+
+
+# (make, model): make(F) builds the Column with the functions module F
+ATOMS = [
+    (lambda F: F.col("kind") == "fail", _field("kind", lambda k: k == "fail")),
+    (lambda F: F.col("kind") != "ok", _field("kind", lambda k: k != "ok")),
+    (lambda F: F.col("amount") > 5, _field("amount", lambda a: a > 5)),
+    (lambda F: F.col("amount") <= 20, _field("amount", lambda a: a <= 20)),
+    (lambda F: F.col("kind").isNull(), lambda e: e.kind is None),
+    (lambda F: F.col("amount").isNotNull(), lambda e: e.amount is not None),
+    (lambda F: F.col("kind").isin("fail", "view"), _field("kind", lambda k: k in ("fail", "view"))),
+    (lambda F: F.col("amount").between(5, 20), _field("amount", lambda a: 5 <= a <= 20)),
+    (lambda F: F.col("kind").like("f%"), _field("kind", lambda k: k.startswith("f"))),
+    (lambda F: F.col("amount") * 2 > 30, _field("amount", lambda a: a * 2 > 30)),
+    (lambda F: -F.col("amount") < -10, _field("amount", lambda a: -a < -10)),
+    (lambda F: F.col("amount").eqNullSafe(None), lambda e: e.amount is None),
+    (lambda F: F.coalesce(F.col("amount"), F.lit(0)) == 0, lambda e: (e.amount or 0) == 0),
+    (lambda F: F.lower(F.col("kind")) == "ok", _field("kind", lambda k: k.lower() == "ok")),
+    (lambda F: F.expr("kind = 'view'"), _field("kind", lambda k: k == "view")),
+    (lambda F: F.col("kind") == "it's", _field("kind", lambda k: k == "it's")),
+]
+
+
+def _combine(children):
+    def join(pair):
+        op, (lmake, lm), (rmake, rm) = pair
+        if op == "&":
+            return (lambda F: lmake(F) & rmake(F), lambda e: _and(lm(e), rm(e)))
+        return (lambda F: lmake(F) | rmake(F), lambda e: _or(lm(e), rm(e)))
+
+    def negate(child):
+        make, model = child
+        return (lambda F: ~make(F), lambda e: _not(model(e)))
+
+    return st.one_of(st.tuples(st.sampled_from("&|"), children, children).map(join), children.map(negate))
+
+
+columns = st.recursive(st.sampled_from(ATOMS), _combine, max_leaves=5)
+KINDS_TOO = st.builds(Login, st.sampled_from(["fail", "ok", "view", "it's", None]), st.sampled_from([None, 0, 5, 20, 150]))
+
+
+@pytest.fixture(scope="module")
+def flavours(spark):
+    """The functions modules of a classic session and of Spark Connect."""
+    from pyspark.sql import functions as classic
+    from pyspark.sql.connect import functions as connect
+
+    return {"classic": classic, "connect": connect}
+
+
+@settings(max_examples=100, deadline=None)
+@given(columns, st.lists(st.one_of(logins, KINDS_TOO), min_size=1, max_size=30))
+def test_a_column_condition_means_what_the_column_means(flavours, condition, events):
+    make, model = condition
+    records = records_table(events, Login._fields, None)
+    expected = [model(e) is True for e in events]
+    for F in flavours.values():
+        step = Pattern.begin("a").where(make(F))
+        expression = step.steps[0].condition
+        assert isinstance(expression, Expression) and expression.evaluate(records).to_pylist() == expected
+        assert Pattern.from_json(step.to_json()) == step  # kept as its SQL text
+
+
+def test_a_column_step_is_the_step_of_its_sql_text(flavours):
+    for F in flavours.values():
+        fraud = Pattern.begin("fail").where((F.col("kind") == "fail") & F.col("amount").isNotNull()).times(2)
+        assert fraud == Pattern.begin("fail").where("((kind = 'fail') AND (amount IS NOT NULL))").times(2)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda F: F.col("amount").cast("string") == "5", "(?i)cast"),
+        (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), "CASE WHEN|CaseWhen"),
+        (lambda F: F.col("day") == F.lit(datetime.date(2026, 1, 1)), "2026|date"),
+        (lambda F: F.col("amount") == float("nan"), "nan"),
+        (lambda F: F.sqrt("amount") > 1, "sqrt"),
+    ],
+)
+def test_a_column_the_expressions_cannot_write_or_run_is_refused_naming_it(flavours, make, says):
+    for F in flavours.values():
+        with pytest.raises(DefinitionError, match=says):
+            Pattern.begin("a").where(make(F))
