@@ -45,10 +45,11 @@ Values and findings are a :class:`Detector`'s with the rule id appended::
 from __future__ import annotations
 
 import bisect
+import datetime
 import enum
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -206,6 +207,15 @@ class RuleBook:
             read[at] = (row, pattern)
             kind = kind or time_kind(at[1])
         return RuleBook(_versions(read, [])[0], rejected)
+
+    def with_times(self, convert: Callable[[Any], Any]) -> RuleBook:
+        """This book with every ``valid_from`` and ``valid_until`` converted."""
+        versions = [
+            attrs.evolve(v, valid_from=convert(v.valid_from),
+                         valid_until=None if v.valid_until is None else convert(v.valid_until))
+            for v in self.versions
+        ]
+        return RuleBook(versions, self.rejected)
 
     def in_force(self, time: Any) -> tuple[Version, ...]:
         """The rule versions valid at ``time``, by rule id."""
@@ -374,6 +384,15 @@ class RuleDetector(Machine):
 
     def __hash__(self) -> int:
         return hash((RuleDetector, self.rules))
+
+    def for_time_kind(self, kind: str | None) -> RuleDetector:
+        """This detector for events whose times are of ``kind``: a book of naive
+        datetimes, read as local times (as PySpark's ``collect()`` gives a timestamp
+        column), is made time-zone aware for events with time-zone aware times (a
+        Spark ``timestamp`` column); otherwise the detector itself."""
+        if kind == "datetime_tz" and self.rules.time_kind == "datetime":
+            return RuleDetector(self.rules.with_times(lambda t: t.astimezone(datetime.UTC)))
+        return self
 
     def value_type(self, symbol_type: Any, time_type: Any) -> Any:
         """A detector's value type with the rule id appended."""

@@ -34,6 +34,7 @@ from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
+from statemachines.library.rules import RuleDetector
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
@@ -491,6 +492,8 @@ def process_events(
         output = output.unionByName(refused, allowMissingColumns=True)
         return output.persist() if cache else output
     kind = time_kind_of(prepared.schema["time"].dataType)
+    if isinstance(machine, RuleDetector):  # its rules' times, as the events' times are read here
+        machine = machine.for_time_kind(kind)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
     if fast is not None:

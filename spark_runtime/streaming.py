@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
+from statemachines.library.rules import RuleDetector
 from statemachines.persisted import publish_batch, read_state
 from statemachines.spark.batch import (
     EventColumns,
@@ -419,6 +420,8 @@ def run_stream(
     prepared = prepare_events(events, columns)  # column and type errors surface now
     ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
+    if isinstance(machine, RuleDetector):  # its rules' times, as the buckets read the events' times
+        machine = machine.for_time_kind(kind)
     into = open_arrangement(into)
     checkpoint = absolute(checkpoint)
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from statemachines import consolidate, run_local
+from statemachines import PersistedArrangement, consolidate, run_local
 from statemachines.library import Pattern, RuleDetector, ended, matches, timeouts
 from tests.contract import Case
 from tests.test_contract import stream_runner
@@ -107,3 +107,54 @@ def test_a_rules_stream_is_refused_where_it_cannot_be_used(spark, tmp_path):
         run_stream(RuleDetector(RULES), events, rules=table, **kept)
     with pytest.raises(InvalidArgument, match="no column valid_from"):
         run_stream(RuleDetector(RULES), events, rules=rules.drop("valid_from"), **kept)
+
+
+def test_rules_of_timestamp_times_from_a_table_and_a_stream_match_timestamp_events(spark, tmp_path):
+    """A table's timestamps come back from ``collect()`` as naive local times, the
+    events' as UTC times: the detector reads its rules' times as the events' are."""
+    import datetime as dt
+
+    from statemachines.spark import read_rejected_rules, run_batch, run_stream
+    from tests.test_contract import file_stream
+
+    utc = dt.UTC
+    at = lambda s: dt.datetime(2026, 1, 1, tzinfo=utc) + dt.timedelta(seconds=s)  # noqa: E731
+
+    def fraud(fails):
+        return (
+            Pattern.begin("fail").where("kind = 'fail'").times(fails).followed_by("ok").where("kind = 'ok'")
+            .within(dt.timedelta(seconds=12))
+        ).to_json()
+
+    rnd = random.Random(3)
+    events = [(f"u{rnd.randrange(4)}", Login(rnd.choice(KINDS[:3]), 5), at(t // 3), t % 3) for t in range(240)]
+    schema = SCHEMA.replace("time long", "time timestamp")
+    rows = "rule_id string, pattern_json string, valid_from timestamp"
+    detector = RuleDetector(spark.createDataFrame([("fraud", fraud(2), at(0))], rows).collect())
+    arriving = [[("fraud", fraud(3), at(30))], [("late", fraud(2), at(5)), ("fraud", None, at(60))]]
+    in_time_rows = [("fraud", fraud(2), at(0)), arriving[0][0], arriving[1][1]]
+    in_time = RuleDetector(in_time_rows)
+    def read(updates):  # naive times, as collect() gives them, are local times
+        def aware(x):
+            if isinstance(x, dt.datetime):
+                return x.astimezone(utc)
+            return tuple(aware(y) for y in x) if isinstance(x, tuple) else x
+
+        return consolidate(((k, aware(plain(v))), aware(t), d) for (k, v), t, d in updates)
+
+    expected = read(run_local(in_time, events).updates)
+    assert {(f.reason, f.time) for f in ended(expected)} == {("replaced", at(30)), ("retired", at(60))}
+
+    from_table = RuleDetector(spark.createDataFrame(in_time_rows, rows).collect())
+    batch = run_batch(from_table, spark.createDataFrame(events, schema), order="order").updates.collect()
+    assert read(((r.key, r.value), r.time, r.diff) for r in batch) == expected
+
+    files = [events[i : i + 60] for i in range(0, 240, 60)] + [[("~flush", None, at(10**6), None)]]
+    run_stream(
+        detector, file_stream(spark, files, schema, tmp_path / "in"), into=tmp_path / "arr",
+        checkpoint=tmp_path / "ckpt", order="order", trigger={"availableNow": True}, progress=None,
+        rules=file_stream(spark, arriving, rows, tmp_path / "rules"),
+    ).awaitTermination()
+    streamed = PersistedArrangement(tmp_path / "arr").updates()
+    assert read(streamed) == expected
+    assert [(r.row[0], r.reason) for r in read_rejected_rules(tmp_path / "arr")] == [("late", "late")]
