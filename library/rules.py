@@ -71,7 +71,7 @@ from statemachines.library.cep import (
 )
 from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
-from statemachines.times import time_kind
+from statemachines.times import decode_time, encode_time, time_kind
 
 __all__ = ["REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended"]
 
@@ -185,11 +185,7 @@ class RuleBook:
             row (r2, p, 10)      late                         (set aside)
             row (r1, None, 40)   would void the retirement at 50 (set aside)
         """
-        read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}  # the book's rows
-        for v in self.versions:
-            read[(v.rule_id, v.valid_from)] = ((v.rule_id, v.pattern, v.valid_from), v.pattern)
-            if v.ends_as == RETIRED:
-                read[(v.rule_id, v.valid_until)] = ((v.rule_id, None, v.valid_until), None)
+        read = {(row[0], row[2]): (row, row[1]) for row in self.rows()}  # as from_rows reads rows
         rejected = list(self.rejected)
         kind = self.time_kind
         for row in rows:
@@ -207,6 +203,16 @@ class RuleBook:
             read[at] = (row, pattern)
             kind = kind or time_kind(at[1])
         return RuleBook(_versions(read, [])[0], rejected)
+
+    def rows(self) -> list[tuple[str, Pattern | None, Any]]:
+        """The rows this book holds, ``(rule_id, pattern, valid_from)`` (``None``: a
+        retirement), by rule and time."""
+        rows: list[tuple[str, Pattern | None, Any]] = []
+        for v in self.versions:
+            rows.append((v.rule_id, v.pattern, v.valid_from))
+            if v.ends_as == RETIRED:
+                rows.append((v.rule_id, None, v.valid_until))
+        return rows
 
     def with_times(self, convert: Callable[[Any], Any]) -> RuleBook:
         """This book with every ``valid_from`` and ``valid_until`` converted."""
@@ -265,7 +271,7 @@ def _read_row(row: Any) -> tuple[tuple[str, Any], Pattern | None] | RejectedRule
     if time_kind(valid_from) is None or (isinstance(valid_from, float) and not math.isfinite(valid_from)):
         return RejectedRule(row, RuleWhy.INVALID_TIME, f"valid_from {valid_from!r} is not a finite time")
     try:
-        pattern = None if text is None else Pattern.from_json(_document_text(text))
+        pattern = text if text is None or isinstance(text, Pattern) else Pattern.from_json(_document_text(text))
     except DefinitionError as error:
         return RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error))
     return (rule_id, valid_from), pattern
@@ -302,6 +308,20 @@ def _voiding(
         other = _fields(voided[0].row)
         return RuleWhy.CONFLICTING, f"it would leave rule {at[0]!r}'s row at {other[2]!r} without effect"
     return None
+
+
+def _compact(document: str) -> str:
+    return json.dumps(json.loads(document), separators=(",", ":"))
+
+
+def _as_text(row: tuple[str, Pattern | None, Any]) -> tuple[str, str | None, Any]:
+    """A book row with its pattern as JSON text (``repr`` for one that has none)."""
+    rule_id, pattern, valid_from = row
+    try:
+        text = None if pattern is None else pattern.to_json()
+    except DefinitionError:
+        text = repr(pattern)
+    return rule_id, text, valid_from
 
 
 def _document_text(document: Any) -> str | bytes:
@@ -393,6 +413,49 @@ class RuleDetector(Machine):
         if kind == "datetime_tz" and self.rules.time_kind == "datetime":
             return RuleDetector(self.rules.with_times(lambda t: t.astimezone(datetime.UTC)))
         return self
+
+    def settings(self) -> Any:
+        """The book's rows as JSON ``[rule_id, pattern_json, valid_from]`` (``None`` if a
+        pattern has function conditions, which have no JSON)."""
+        try:
+            return [
+                [rule_id, None if pattern is None else _compact(pattern.to_json()), encode_time(valid_from)]
+                for rule_id, pattern, valid_from in self.rules.rows()
+            ]
+        except DefinitionError:
+            return None
+
+    def resumed(self, settings: Any, frontier: Any) -> RuleDetector:
+        """This detector continuing output that the rows ``settings`` made up to
+        ``frontier``: the earlier rows below the frontier, then this book's rows from it.
+
+        Raises:
+            DefinitionError: this book has a row below the frontier that the earlier
+                runs did not have (those events were matched without it).
+        """
+        kept = RuleBook.from_rows((rule_id, text, decode_time(t)) for rule_id, text, t in settings).rows()
+        # this book's rows, with its retirements of rules it holds no earlier row of
+        # (set aside alone, they may retire a rule the kept rows hold)
+        mine = self.rules.rows() + [
+            (rule_id, None, valid_from)
+            for r in self.rules.rejected if r.reason == RuleWhy.NOT_IN_FORCE
+            for (rule_id, valid_from), _ in [_read_row(r.row)]
+        ]
+        try:
+            past = [row for row in kept if row[2] < frontier]
+            known = {_as_text(row) for row in past}
+            late = [row for row in mine if row[2] < frontier and _as_text(row) not in known]
+        except TypeError:
+            raise DefinitionError(
+                f"the rules' times cannot be compared with the output's frontier {frontier!r}"
+            ) from None
+        if late:
+            shown = ", ".join(f"({r[0]!r}, {'retired' if r[1] is None else 'a pattern'}, {r[2]!r})" for r in late)
+            raise DefinitionError(
+                f"rule rows below the output's frontier {frontier!r}, where earlier runs matched "
+                f"without them: {shown}; give them a valid_from at or after {frontier!r}"
+            )
+        return RuleDetector([*past, *(row for row in mine if not row[2] < frontier)])
 
     def value_type(self, symbol_type: Any, time_type: Any) -> Any:
         """A detector's value type with the rule id appended."""

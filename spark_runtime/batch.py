@@ -35,6 +35,7 @@ from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX
 from statemachines.library.rules import RuleDetector
+from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
@@ -375,7 +376,10 @@ def _run_batch(
     into = open_arrangement(into)
     state = read_state(into)
     lower = decode_time(state["upper"])
-    notes: dict[str, Any] = {}
+    if isinstance(machine, RuleDetector):  # its rules' times, as the events' times are read here
+        machine = machine.for_time_kind(time_kind_of(prepared.schema["time"].dataType))
+    machine = resume_machine(machine, state.get("notes") or {}, lower)  # as earlier runs into it
+    notes: dict[str, Any] = settings_note(machine)
     if machine.spec.has_deadlines or machine.spec.has_waterline:  # the run needs upto first
         upto = _upto(prepared.agg(latest_time(prepared)).toArrow().column(0)[0].as_py(), lower)
 

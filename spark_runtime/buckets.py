@@ -85,10 +85,10 @@ __all__ = [
 # per bucket and micro-batch: its output rows in Arrow IPC form (or null), the events
 # it took, the watermark, the events still waiting with the earliest of their times
 # (JSON, as encode_time), when the earliest event it applied arrived (Unix ms), and
-# the rule rows it set aside (JSON, see rule_stream.take_rules)
+# the rule rows it accepted and set aside (JSON, see rule_stream.take_rules)
 BUCKET_OUTPUT = (
     "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string, "
-    "arrived long, rules_rejected string"
+    "arrived long, rules_taken string"
 )
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
@@ -239,9 +239,9 @@ class Bucket:
         watermark_ms = timer_values.getCurrentWatermarkInMs()
         now_ms = round(time.time() * 1000)
         updates, rejected, arrived = advance(state, machine, events, watermark_ms, self.kind, self.check, now_ms)
-        rules_rejected = None
+        rules_taken = None
         if rules:  # they take effect from the frontier just reached, in every bucket alike
-            machine, rules_rejected = take_rules(bucket, state.record, machine, rules, state.frontier)
+            machine, rules_taken = take_rules(bucket, state.record, machine, rules, state.frontier)
             state.rearm(machine)
         self._save(bucket, state, watermark_ms)
         out = OutputRows(self.arrow_schema)
@@ -256,7 +256,7 @@ class Bucket:
                 "waiting": [state.pending.num_rows],
                 "waiting_for": [_earliest_pending(state)],
                 "arrived": [arrived],
-                "rules_rejected": [rules_rejected],
+                "rules_taken": [rules_taken],
             }
         )
 

@@ -16,7 +16,10 @@ its state's record and runs ``detector`` with its book extended by them
 After taking rows, a bucket arms every live key's deadline again: a rule retired
 at 70 ends the partial matches of keys that get no more events. Rows set aside
 (late: ``valid_from`` below the frontier; conflicting; unreadable) are reported
-once, by bucket 0, and read with :func:`read_rejected_rules`.
+once, by bucket 0, and read with :func:`read_rejected_rules`; the rows accepted
+are reported too, and kept with the book in the arrangement's settings note, so a
+later run continuing the arrangement agrees with them
+(:meth:`~statemachines.library.RuleDetector.resumed`).
 """
 
 from __future__ import annotations
@@ -34,10 +37,21 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from statemachines import InvalidArgument, Machine
 from statemachines.columns import python_rows
 from statemachines.library.rules import RejectedRule, RuleDetector, RuleWhy
+from statemachines.machine import SETTINGS_NOTE
 from statemachines.persisted import read_state
 from statemachines.times import decode_time, encode_time
 
-__all__ = ["RULE_COLUMNS", "book_of", "check_rules", "packed_rules", "read_rejected_rules", "rule_rows", "take_rules"]
+__all__ = [
+    "RULE_COLUMNS",
+    "book_of",
+    "check_rules",
+    "kept_settings",
+    "packed_rules",
+    "read_rejected_rules",
+    "rule_rows",
+    "take_rules",
+    "taken_rules",
+]
 
 RULE_COLUMNS = ("rule_id", "pattern_json", "valid_from")
 REPORTING_BUCKET = 0  # the bucket that reports rows set aside (every bucket sees them)
@@ -97,15 +111,37 @@ def take_rules(
 ) -> tuple[RuleDetector, str | None]:
     """A bucket takes rule rows arriving at ``frontier``: the rows accepted join its
     ``record``. Returns the detector with the extended book, and (bucket
-    :data:`REPORTING_BUCKET` only) the rows set aside as JSON."""
+    :data:`REPORTING_BUCKET` only) the rows accepted and set aside, as JSON."""
     book = machine.rules.extended(rows, frontier=frontier)
     set_aside = book.rejected[len(machine.rules.rejected) :]
     refused = {id(r.row) for r in set_aside}
-    record["rules"] = [*record.get("rules", []), *(_encoded(row) for row in rows if id(row) not in refused)]
+    accepted = [_encoded(row) for row in rows if id(row) not in refused]
+    record["rules"] = [*record.get("rules", []), *accepted]
     report = None
-    if set_aside and bucket == REPORTING_BUCKET:
-        report = json.dumps([[_encoded(r.row), r.reason.value, r.detail] for r in set_aside])
+    if bucket == REPORTING_BUCKET:
+        rejected = [[_encoded(r.row), r.reason.value, r.detail] for r in set_aside]
+        report = json.dumps({"accepted": accepted, "rejected": rejected})
     return RuleDetector(book), report
+
+
+def taken_rules(reports: list[str], stream: dict[str, Any]) -> dict[str, Any]:
+    """The stream progress's rule rows accepted and set aside so far, with a
+    micro-batch's ``reports`` (of :func:`take_rules`) added."""
+    accepted, rejected = list(stream.get("rules_accepted", [])), list(stream.get("rejected_rules", []))
+    for text in reports:
+        report = json.loads(text)
+        accepted += report["accepted"]
+        rejected += report["rejected"]
+    return {"rules_accepted": accepted, "rejected_rules": rejected} if accepted or rejected else {}
+
+
+def kept_settings(settings: dict[str, Any], accepted: list[Any]) -> dict[str, Any]:
+    """The settings note of a rule detector's stream: the book it started with
+    (``settings``, :func:`~statemachines.machine.settings_note`), then the rows
+    accepted from the stream."""
+    if SETTINGS_NOTE not in settings:
+        return settings
+    return {SETTINGS_NOTE: [*settings[SETTINGS_NOTE], *accepted]}
 
 
 def book_of(initial: RuleDetector, record: dict[str, Any], cache: dict[str, RuleDetector]) -> RuleDetector:

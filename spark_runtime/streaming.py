@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
 from statemachines.library.rules import RuleDetector
+from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import publish_batch, read_state
 from statemachines.spark.batch import (
     EventColumns,
@@ -64,7 +65,7 @@ from statemachines.spark.output import (
     write_parts,
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
-from statemachines.spark.rule_stream import check_rules
+from statemachines.spark.rule_stream import check_rules, kept_settings, taken_rules
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.stored import ROW_GROUP_ROWS
 from statemachines.times import decode_time, encode_time
@@ -238,6 +239,7 @@ class BucketSink:
     buckets: int
     progress: Callable[[MicroBatchReport], None] | None = print
     after_publish: Callable[[str], None] | None = None
+    settings: dict[str, Any] = attrs.Factory(dict)  # the machine's settings note (settings_note)
 
     def __call__(self, packed: Any, batch_id: int) -> None:
         self._run(packed, batch_id)
@@ -271,16 +273,15 @@ class BucketSink:
             "buckets": self.buckets,
             "waiting": waiting,
         }
-        rules_rejected = [row for text in table["rules_rejected"].drop_null().to_pylist() for row in json.loads(text)]
-        if rules_rejected or stream.get("rejected_rules"):
-            progress["rejected_rules"] = stream.get("rejected_rules", []) + rules_rejected
+        progress.update(taken_rules(table["rules_taken"].drop_null().to_pylist(), stream))
+        notes = kept_settings(self.settings, progress.get("rules_accepted", []))
         arrived = pc.min(table["arrived"]).as_py()
         report = MicroBatchReport(
             batch_id, n_events or 0, n_updates, n_rejected, n_waiting, upper,
             _time.perf_counter() - started, waiting_for=earliest,
             latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
-        publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress)
+        publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress, notes or None)
 
 
 def published(into: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -423,6 +424,8 @@ def run_stream(
     if isinstance(machine, RuleDetector):  # its rules' times, as the buckets read the events' times
         machine = machine.for_time_kind(kind)
     into = open_arrangement(into)
+    state = read_state(into)  # as the runs into it so far, up to its upper
+    machine = resume_machine(machine, state.get("notes") or {}, decode_time(state["upper"]))
     checkpoint = absolute(checkpoint)
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
         raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
@@ -436,7 +439,7 @@ def run_stream(
         output, arrow_schema, buckets = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules
         )
-        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish)
+        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish, settings_note(machine))
         writer = output.writeStream
     writer = writer.foreachBatch(self_contained(spark, sink)).option("checkpointLocation", checkpoint)
     if trigger:

@@ -31,7 +31,7 @@ from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending
 from statemachines.errors import InvalidArgument
 from statemachines.events import Event, Reason, Rejected
 from statemachines.intake import Intake
-from statemachines.machine import Machine
+from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import time_after, time_kind
@@ -86,6 +86,8 @@ class LocalRuntime:
                 f"LocalRuntime needs a Machine instance, got {machine!r}; "
                 f"pass an instance such as Upsert(), not the class"
             )
+        if into is not None:  # what earlier runs into it used up to its upper
+            machine = resume_machine(machine, into.notes, into.upper)
         self.machine = machine
         self._values: dict[Any, frozenset[Any]] = {}
         self._rejected: list[Rejected] = []
@@ -379,8 +381,9 @@ class LocalRuntime:
         self._intake.kind = kind
         result = self._process(frontier)
         if self._into is not None and frontier != self._frontier:
-            notes = {NOTE: mark_note(self._high)} if self.machine.spec.has_waterline else None
-            self._into.append(result.updates, lower=self._frontier, upper=frontier, notes=notes)
+            notes = {NOTE: mark_note(self._high)} if self.machine.spec.has_waterline else {}
+            notes.update(settings_note(self.machine))
+            self._into.append(result.updates, lower=self._frontier, upper=frontier, notes=notes or None)
         self._frontier = frontier
         return result
 

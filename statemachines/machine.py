@@ -57,6 +57,13 @@ Optional hooks, each with a default that does nothing special:
   conditions here). ``transition`` must give the same result whether or not it was
   called: it is an optimisation, never a channel.
 - ``diagram()``: the machine's own drawing (default ``None``: explore it).
+- ``settings()`` and ``resumed(settings, frontier)``: a machine whose behaviour at
+  a time is data that may change between runs (a rule detector's book). A runtime
+  writing into an arrangement keeps ``settings()`` (JSON-able) with the output; a
+  later run continuing that output from its ``frontier`` runs
+  ``machine.resumed(kept, frontier)``: the machine to use, which agrees with the
+  kept settings below the frontier (or raises ``DefinitionError`` saying why it
+  cannot). Define both or neither.
 
 A transition refuses an event by raising :class:`~statemachines.events.Refused` with
 a reason of its own (a ``StrEnum`` member) and a detail; any other exception rejects
@@ -106,13 +113,33 @@ _SIGNATURES = {
     "value_type": ("symbol_type", "time_type"),
     "prepare_symbols": ("symbols", "symbol_type"),
     "diagram": (),
+    "settings": (),
+    "resumed": ("settings", "frontier"),
 }
 
 # hooks that only make sense together: defining one of a pair means defining both
 _PAIRS = (
     ("deadline", "on_deadline", "deadline says when to wake, on_deadline what to do then"),
     ("insert_marks", "with_waterline", "insert_marks gives the marks, with_waterline reads them"),
+    ("settings", "resumed", "settings are kept with the output, resumed reads them back"),
 )
+
+
+SETTINGS_NOTE = "machine_settings"  # the arrangement note holding a machine's settings()
+
+
+def resume_machine(machine: Machine, notes: dict[str, Any], frontier: Any) -> Machine:
+    """``machine`` as a run continuing an output (its ``notes``) from ``frontier`` runs it."""
+    kept = notes.get(SETTINGS_NOTE)
+    if not machine.spec.keeps_settings or kept is None or frontier is None:
+        return machine
+    return machine.resumed(kept, frontier)
+
+
+def settings_note(machine: Machine) -> dict[str, Any]:
+    """The note to keep ``machine``'s settings with its output (``{}``: none)."""
+    settings = machine.settings() if machine.spec.keeps_settings else None
+    return {} if settings is None else {SETTINGS_NOTE: settings}
 
 
 class Emit(tuple):
@@ -151,6 +178,7 @@ class MachineSpec:
     takes_position: bool  # transition accepts ``position``
     prepares_symbols: bool  # prepare_symbols: the runtime hands over each batch's symbols
     values_fit_own_type: bool  # new values need no check against value_type's type
+    keeps_settings: bool  # settings and resumed: kept with the output, read back to continue
 
 
 class Machine:
@@ -215,6 +243,14 @@ class Machine:
     def diagram(self) -> Diagram | None:
         """The machine's own diagram (default ``None``: draw it by exploring)."""
         return None
+
+    def settings(self) -> Any:
+        """What a later run continuing this one's output must agree with (JSON-able)."""
+        return None
+
+    def resumed(self, settings: Any, frontier: Any) -> Machine:
+        """The machine to continue output made with ``settings`` up to ``frontier``."""
+        return self
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -301,6 +337,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         takes_position=_accepts(cls.transition, "position"),
         prepares_symbols=_overrides(cls, "prepare_symbols"),
         values_fit_own_type=bool(cls.values_fit_own_type),
+        keeps_settings=_overrides(cls, "settings"),
     )
 
 

@@ -63,6 +63,17 @@ def test_deadline_hooks_come_in_pairs():
                 return 1
 
 
+def test_settings_hooks_come_in_pairs():
+    with pytest.raises(DefinitionError, match="defines settings but not resumed"):
+
+        class Forgetting(Machine):
+            def transition(self, key, values, symbol, time):
+                return values
+
+            def settings(self):
+                return {"threshold": 3}
+
+
 def test_values_fit_own_type_needs_a_declared_value_type():
     with pytest.raises(DefinitionError, match="sets values_fit_own_type but does not define value_type"):
 

@@ -263,3 +263,45 @@ def test_a_runtime_takes_another_machine_of_its_class_only():
 
     with pytest.raises(InvalidArgument, match="RuleDetector"):
         LocalRuntime(RuleDetector(RuleBook([]))).reconfigure(Upsert())
+
+
+END = 100  # past every event and window
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rule_rows(),
+    st.integers(1, 29),
+    st.booleans(),
+    st.lists(st.tuples(st.sampled_from(["k1", "k2"]), logins, st.integers(0, 30)), min_size=5, max_size=60),
+)
+def test_a_run_continuing_an_arrangement_keeps_the_rules_earlier_runs_used(rows, upper, whole, events):
+    """Run 1 knows the rows before ``upper``; run 2 continues its arrangement with the
+    rows from ``upper`` on (and, or not, the earlier ones again): together they find
+    what one run with every row finds."""
+    from statemachines import Arrangement
+
+    book = RuleBook.from_rows(rows)
+    clean = book.rows()
+    arrangement = Arrangement()
+    first = run_local(RuleDetector([r for r in clean if r[2] < upper]), [e for e in events if e[2] < upper],
+                      frontier=upper, into=arrangement)
+    # a table of the later rows only may retire a rule it does not hold: a RuleBook runs it
+    second = RuleDetector(RuleBook.from_rows(clean if whole else [r for r in clean if r[2] >= upper]))
+    rest = run_local(second, [e for e in events if e[2] >= upper], frontier=END, into=arrangement)
+    assert first.rejected == rest.rejected == []
+    alone = run_local(RuleDetector(book), events, frontier=END, into=Arrangement()).updates
+    assert observed([*first.updates, *rest.updates]) == observed(alone)
+
+
+def test_a_rule_row_below_the_arrangements_upper_that_earlier_runs_did_not_use_is_refused():
+    from statemachines import Arrangement
+
+    arrangement = Arrangement()
+    run_local(RuleDetector([("fraud", fraud(2).to_json(), 0)]), [("u", Login("fail", 1), 3)], frontier=10, into=arrangement)
+    changed = RuleDetector([("fraud", fraud(2).to_json(), 0), ("fraud", fraud(3).to_json(), 5)])
+    with pytest.raises(DefinitionError, match=r"below the output's frontier 10.*'fraud', a pattern, 5"):
+        run_local(changed, [("u", Login("ok", 1), 12)], into=arrangement)
+    later = RuleDetector([("fraud", fraud(3).to_json(), 10)])  # from the upper on: taken
+    updates = run_local(later, [("u", Login("ok", 1), 12)], into=arrangement).updates
+    assert [(f.time, f.reason) for f in ended(updates)] == [(10, "replaced")]

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from statemachines import PersistedArrangement, consolidate, run_local
-from statemachines.library import Pattern, RuleDetector, ended, matches, timeouts
+from statemachines.library import Pattern, RuleBook, RuleDetector, ended, matches, timeouts
 from tests.contract import Case
 from tests.test_contract import stream_runner
 from tests.test_expressions import KINDS, Login
@@ -91,6 +91,17 @@ def test_rules_arriving_as_a_stream_take_effect_at_their_times_and_late_ones_are
     assert [(f.rule, f.time) for f in ended(known) if f.key == "q"] == [("big", 52)]
     assert [(r.row, r.reason) for r in read_rejected_rules(tmp_path / "arr")] == [(arriving[1][1], "late")]
 
+    # the book is kept with the arrangement: a run continuing it agrees with the rows
+    # that arrived as a stream, and refuses a table that rewrites its past
+    from statemachines import DefinitionError, PersistedArrangement
+    from statemachines.spark import run_batch
+
+    kept = PersistedArrangement(tmp_path / "arr").notes["machine_settings"]
+    assert RuleBook.from_rows(kept) == RuleDetector([*first, *arriving[0], arriving[1][0], *arriving[2]]).rules
+    rewritten = RuleDetector([("fraud", fraud(2, 0), 0)])
+    with pytest.raises(DefinitionError, match="below the output's frontier"):
+        run_batch(rewritten, spark.createDataFrame(events[:1], SCHEMA), into=tmp_path / "arr", order="order")
+
 
 def test_a_rules_stream_is_refused_where_it_cannot_be_used(spark, tmp_path):
     from statemachines import InvalidArgument
@@ -158,3 +169,24 @@ def test_rules_of_timestamp_times_from_a_table_and_a_stream_match_timestamp_even
     streamed = PersistedArrangement(tmp_path / "arr").updates()
     assert read(streamed) == expected
     assert [(r.row[0], r.reason) for r in read_rejected_rules(tmp_path / "arr")] == [("late", "late")]
+
+
+def test_a_batch_run_continuing_an_arrangement_runs_the_rules_earlier_runs_used(spark, tmp_path):
+    """The rows before 50 in the first run, the retirement at 70 alone in the second:
+    together they find what one run with every row finds."""
+    from statemachines import Arrangement, PersistedArrangement
+    from statemachines.library import RuleBook
+    from statemachines.spark import run_batch
+
+    rnd = random.Random(11)
+    events = [
+        (f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS[:3]), rnd.choice([None, 5, 50])), t // 3, t % 3)
+        for t in range(300)
+    ]
+    for part, rows in ((lambda t: t < 50, RULES[:3]), (lambda t: t >= 50, RULES[3:])):
+        frame = spark.createDataFrame([e for e in events if part(e[2])], SCHEMA)
+        run_batch(RuleDetector(RuleBook.from_rows(rows)), frame, into=tmp_path / "arr", order="order")
+    alone = run_local(RuleDetector(RULES), events, into=Arrangement()).updates
+    published = PersistedArrangement(tmp_path / "arr").updates()
+    assert consolidate(((k, plain(v)), t, d) for (k, v), t, d in published) == alone
+    assert ("retired", 70) in {(f.reason, f.time) for f in ended(alone)}

@@ -389,7 +389,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
                 "bucket": [bucket], "payload": [encode_table(out.take()) if len(out) else None],
                 "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
                 "waiting_for": [None if earliest is None else str(earliest)], "arrived": [None],
-                "rules_rejected": [None],
+                "rules_taken": [None],
             })
 
         def close(self):
