@@ -41,7 +41,7 @@ from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
 from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
-from statemachines.persisted import publish_batch, read_state
+from statemachines.persisted import is_replay, publish_batch, read_state
 from statemachines.spark.batch import (
     EventColumns,
     latest_time,
@@ -143,6 +143,7 @@ class MicroBatchRunner:
     native: bool = True
     progress: Callable[[MicroBatchReport], None] | None = print
     after_publish: Callable[[str], None] | None = None
+    checkpoint: str | None = None  # the query's: micro-batch ids count within one checkpoint
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         self._run(batch, batch_id)
@@ -152,7 +153,7 @@ class MicroBatchRunner:
     def _run(self, batch: Any, batch_id: int) -> None:
         started = _time.perf_counter()
         state, stream = published(self.into)
-        if batch_id <= stream.get("batch_id", -1):
+        if replayed(stream, self.checkpoint, batch_id):
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
         spark = batch.sparkSession
@@ -196,6 +197,7 @@ class MicroBatchRunner:
         n_updates, n_rejected, n_pending = (counts.get(k, 0) for k in (UPDATE, REJECTED, PENDING))
         progress = {
             "batch_id": batch_id,
+            "checkpoint": self.checkpoint,
             "frontier": encode_time(frontier),
             "pending": aside(name, PENDING) if n_pending else None,
             "pending_count": n_pending,
@@ -240,6 +242,7 @@ class BucketSink:
     progress: Callable[[MicroBatchReport], None] | None = print
     after_publish: Callable[[str], None] | None = None
     settings: dict[str, Any] = attrs.Factory(dict)  # the machine's settings note (settings_note)
+    checkpoint: str | None = None  # the query's: micro-batch ids count within one checkpoint
 
     def __call__(self, packed: Any, batch_id: int) -> None:
         self._run(packed, batch_id)
@@ -249,7 +252,7 @@ class BucketSink:
     def _run(self, packed: Any, batch_id: int) -> None:
         started = _time.perf_counter()
         state, stream = published(self.into)
-        if batch_id <= stream.get("batch_id", -1):
+        if replayed(stream, self.checkpoint, batch_id):
             # Spark requires every state store partition to commit the replayed batch;
             # the buckets recompute the same state from the one before, output unused
             packed.write.format("noop").mode("overwrite").save()
@@ -263,11 +266,13 @@ class BucketSink:
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
         name, counts = write_output(table["payload"], self.arrow_schema, self.into)
         n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
-        waiting = waiting_by_bucket(stream.get("waiting") or {}, table)
+        same_query = stream.get("checkpoint", self.checkpoint) == self.checkpoint
+        waiting = waiting_by_bucket(stream.get("waiting") or {} if same_query else {}, table)
         n_waiting = sum(count for count, _ in waiting.values())
         earliest = min((decode_time(json.loads(t)) for _, t in waiting.values()), default=None)
         progress = {
             "batch_id": batch_id,
+            "checkpoint": self.checkpoint,
             "frontier": encode_time(upper),
             "rejected": stream.get("rejected", []) + ([aside(name, REJECTED)] if n_rejected else []),
             "buckets": self.buckets,
@@ -282,6 +287,13 @@ class BucketSink:
             latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
         publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress, notes or None)
+
+
+def replayed(stream: dict[str, Any], checkpoint: str | None, batch_id: int) -> bool:
+    """Whether micro-batch ``batch_id`` of the query on ``checkpoint`` is published
+    already (Spark replays it after a failure; see
+    :func:`~statemachines.persisted.is_replay`)."""
+    return is_replay(stream, {"batch_id": batch_id, "checkpoint": checkpoint})
 
 
 def published(into: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -433,13 +445,15 @@ def run_stream(
     # with Spark Connect the sink runs on the server: reports come back through the arrangement
     in_sink = None if is_connect(spark) else progress
     if machine.spec.has_waterline:
-        sink: Any = MicroBatchRunner(machine, into, columns, delay, value_type, native, in_sink, after_publish)
+        sink: Any = MicroBatchRunner(
+            machine, into, columns, delay, value_type, native, in_sink, after_publish, checkpoint
+        )
         writer = events.writeStream
     else:
         output, arrow_schema, buckets = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules
         )
-        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish, settings_note(machine))
+        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish, settings_note(machine), checkpoint)
         writer = output.writeStream
     writer = writer.foreachBatch(self_contained(spark, sink)).option("checkpointLocation", checkpoint)
     if trigger:

@@ -37,6 +37,7 @@ __all__ = [
     "DamagedArrangement",
     "PersistedArrangement",
     "check",
+    "is_replay",
     "publish_batch",
     "read_state",
     "set_aside",
@@ -177,6 +178,19 @@ def set_aside(path: str | os.PathLike[str], relative: str, name: str) -> str | N
     return target
 
 
+def is_replay(published: dict[str, Any] | None, stream: dict[str, Any]) -> bool:
+    """Whether a streaming writer's progress ``stream`` is for a micro-batch already
+    published (``published``: the progress published last, if any).
+
+    Micro-batch ids count within one streaming query, named by its ``checkpoint``: a
+    query on another checkpoint (a new one continuing the arrangement) starts
+    afresh at micro-batch 0. Progress without a checkpoint counts as the same query's.
+    """
+    published = published or {}
+    same_query = published.get("checkpoint", stream.get("checkpoint")) == stream.get("checkpoint")
+    return same_query and stream["batch_id"] <= published.get("batch_id", -1)
+
+
 def publish_batch(
     path: str | os.PathLike[str],
     name: str,
@@ -196,8 +210,9 @@ def publish_batch(
 
     Args:
         stream: a streaming writer's progress (``batch_id``, ``pending``,
-            ``rejected``, ...), published in the same commit; a ``batch_id`` not
-            above the published one makes the call an ignored replay.
+            ``rejected``, ``checkpoint``...), published in the same commit; a
+            ``batch_id`` not above the published one of the same query makes the
+            call an ignored replay (:func:`is_replay`).
         notes: the writer's notes (see ``Arrangement.append``).
 
     Returns:
@@ -345,7 +360,7 @@ class PersistedArrangement(Arrangement):
         The batch joins the spine as appended batches do (see :meth:`_tidy`), so a
         stream of small micro-batches keeps few batches however long it runs.
         """
-        if stream is not None and stream["batch_id"] <= (self._stream or {}).get("batch_id", -1):
+        if stream is not None and is_replay(self._stream, stream):
             return False
         files, schema = self._written(name, count)
 

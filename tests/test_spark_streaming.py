@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from operator import itemgetter
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +18,7 @@ from statemachines import (
     consolidate,
     run_local,
 )
-from statemachines.library import Upsert
+from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
@@ -418,3 +419,28 @@ def test_a_checkpoint_of_the_earlier_state_format_is_read_and_continued(spark, t
         os.link(source / name, first / name)
     stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
     assert published(spark, tmp_path / "arr") == local_reference(files)
+
+
+@pytest.mark.parametrize(
+    "machine", [Upsert(), UpsertWithLateness(100, value_time=itemgetter(0))], ids=["buckets", "arrangement-state"]
+)
+def test_a_query_on_a_new_checkpoint_continues_the_arrangement_with_new_micro_batches(spark, tmp_path, machine):
+    """Micro-batch ids count within one checkpoint: the second query's batch 0 is new,
+    not a replay of the first query's batch 0. (The first query's last event, at its
+    frontier 10, waits in its checkpoint's buckets, which a new checkpoint does not
+    read; the arrangement-state runner keeps waiting events in the arrangement.)"""
+    from tests.test_contract import file_stream
+
+    schema = "key string, symbol struct<at: long, tag: string>, time long, order long"
+    first = [[("k1", (1, "a"), 1, 0), ("k2", (2, "b"), 2, 0)], [("k1", (5, "c"), 5, 0)], [("k9", (10, "z"), 10, 0)]]
+    second = [[("k3", (20, "d"), 20, 0), ("k1", (21, "e"), 21, 0)], [("k9", (40, "y"), 40, 0)]]
+    for name, files in (("first", first), ("second", second)):
+        run_stream(
+            machine, file_stream(spark, files, schema, tmp_path / name), into=tmp_path / "arr",
+            checkpoint=tmp_path / f"ckpt-{name}", order="order", trigger={"availableNow": True}, progress=None,
+        ).awaitTermination()
+    events = [e for files in (first, second) for rows in files for e in rows]
+    if isinstance(machine, Upsert):
+        events.remove(("k9", (10, "z"), 10, 0))
+    expected = [u for u in run_local(machine, events).updates if u.time < 40]  # 40 waits: the frontier is 40
+    assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
