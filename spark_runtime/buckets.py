@@ -362,6 +362,7 @@ def bucketed_output(
     value_type: Any,
     buckets: int | None,
     rules: Any = None,
+    abandon_waiting: bool = False,
 ) -> tuple[Any, Any, int]:
     """The streaming DataFrame of bucket outputs, the Arrow schema of their rows, and
     how many buckets hold the state (``buckets``, or when ``None`` the count the query
@@ -382,7 +383,9 @@ def bucketed_output(
             f"session (statemachines.spark.session() does)"
         )
     state = read_state(into)
-    kept = (state.get("stream") or {}).get("buckets")
+    stream = state.get("stream") or {}
+    _check_waiting(stream, checkpoint, abandon_waiting)
+    kept = stream.get("buckets")
     started = _started(checkpoint)
     if buckets is None:
         buckets = kept if kept is not None and started else default_buckets(spark)
@@ -427,6 +430,22 @@ def default_buckets(spark: Any) -> int:
     columns read. Many more buckets than tasks only add calls.
     """
     return max(16, 4 * int(spark.conf.get("spark.sql.shuffle.partitions")))
+
+
+def _check_waiting(stream: dict[str, Any], checkpoint: str, abandon: bool) -> None:
+    """Refuse to start a query on a new checkpoint while the arrangement's last query
+    holds events not yet final in its own checkpoint (a new one never reads them),
+    unless ``abandon``."""
+    before = stream.get("checkpoint")
+    waiting = sum(count for count, _ in (stream.get("waiting") or {}).values())
+    if before is None or before == checkpoint or not waiting or abandon:
+        return
+    raise InvalidArgument(
+        f"the arrangement's last query (checkpoint {before}) holds {waiting} events not yet "
+        f"final in its checkpoint's state, which a query on checkpoint {checkpoint} does "
+        f"not read: restart the query on {before} to apply them, or pass "
+        f"abandon_waiting=True to start without them"
+    )
 
 
 def _started(checkpoint: str) -> bool:

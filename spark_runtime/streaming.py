@@ -379,6 +379,7 @@ def run_stream(
     refusal: str | None = None,
     after_publish: Callable[[str], None] | None = None,
     rules: Any = None,
+    abandon_waiting: bool = False,
 ) -> Any:
     """Start a streaming query that runs ``machine`` over the streaming DataFrame ``events``.
 
@@ -421,6 +422,9 @@ def run_stream(
             its book while the query runs, each from the frontier of the micro-batch
             that brings it (:mod:`statemachines.spark.rule_stream`). Rows set aside
             are read with :func:`~statemachines.spark.rule_stream.read_rejected_rules`.
+        abandon_waiting: start on a new ``checkpoint`` although the arrangement's
+            last query holds events not yet final in its own checkpoint (without it,
+            that is refused: the new query would never apply them).
 
     Returns:
         The started ``StreamingQuery``.
@@ -451,7 +455,7 @@ def run_stream(
         writer = events.writeStream
     else:
         output, arrow_schema, buckets = bucketed_output(
-            machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules
+            machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules, abandon_waiting
         )
         sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish, settings_note(machine), checkpoint)
         writer = output.writeStream

@@ -434,13 +434,19 @@ def test_a_query_on_a_new_checkpoint_continues_the_arrangement_with_new_micro_ba
     schema = "key string, symbol struct<at: long, tag: string>, time long, order long"
     first = [[("k1", (1, "a"), 1, 0), ("k2", (2, "b"), 2, 0)], [("k1", (5, "c"), 5, 0)], [("k9", (10, "z"), 10, 0)]]
     second = [[("k3", (20, "d"), 20, 0), ("k1", (21, "e"), 21, 0)], [("k9", (40, "y"), 40, 0)]]
-    for name, files in (("first", first), ("second", second)):
-        run_stream(
+    def stream(name, files, **options):
+        return run_stream(
             machine, file_stream(spark, files, schema, tmp_path / name), into=tmp_path / "arr",
             checkpoint=tmp_path / f"ckpt-{name}", order="order", trigger={"availableNow": True}, progress=None,
-        ).awaitTermination()
+            **options,
+        )
+
+    stream("first", first).awaitTermination()
     events = [e for files in (first, second) for rows in files for e in rows]
-    if isinstance(machine, Upsert):
+    if isinstance(machine, Upsert):  # refused, then abandoned on purpose
+        with pytest.raises(InvalidArgument, match="holds 1 events not yet final"):
+            stream("refused", second)
         events.remove(("k9", (10, "z"), 10, 0))
+    stream("second", second, abandon_waiting=True).awaitTermination()
     expected = [u for u in run_local(machine, events).updates if u.time < 40]  # 40 waits: the frontier is 40
     assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
