@@ -49,7 +49,7 @@ import datetime
 import enum
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -155,12 +155,7 @@ class RuleBook:
         rejected: list[RejectedRule] = []
         read: dict[tuple[str, Any], tuple[Any, Pattern | None]] = {}
         conflicting: set[tuple[str, Any]] = set()
-        for row in rows:
-            item = _read_row(row)
-            if isinstance(item, RejectedRule):
-                rejected.append(item)
-                continue
-            at, pattern = item
+        for row, at, pattern in _readable(rows, rejected):
             if at in read and read[at][1] != pattern:
                 conflicting.add(at)
                 rejected.append(RejectedRule(row, RuleWhy.CONFLICTING, f"rule {at[0]!r} has another row at {at[1]!r}"))
@@ -188,12 +183,7 @@ class RuleBook:
         read = {(row[0], row[2]): (row, row[1]) for row in self.rows()}  # as from_rows reads rows
         rejected = list(self.rejected)
         kind = self.time_kind
-        for row in rows:
-            item = _read_row(row)
-            if isinstance(item, RejectedRule):
-                rejected.append(item)
-                continue
-            at, pattern = item
+        for row, at, pattern in _readable(rows, rejected):
             if at in read and read[at][1] == pattern:  # a repeat: one row
                 continue
             problem = _arrival_problem(at, read, kind, frontier) or _voiding(at, row, pattern, read)
@@ -275,6 +265,17 @@ def _read_row(row: Any) -> tuple[tuple[str, Any], Pattern | None] | RejectedRule
     except DefinitionError as error:
         return RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error))
     return (rule_id, valid_from), pattern
+
+
+def _readable(rows: Iterable[Any], rejected: list[RejectedRule]) -> Iterator[tuple[Any, tuple[str, Any], Pattern | None]]:
+    """Each row that can be read, with its ``(rule_id, valid_from)`` and pattern; the
+    others join ``rejected``."""
+    for row in rows:
+        item = _read_row(row)
+        if isinstance(item, RejectedRule):
+            rejected.append(item)
+        else:
+            yield row, *item
 
 
 def _arrival_problem(
