@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 RULE_COLUMNS = ("rule_id", "pattern_json", "valid_from")
-REPORTING_BUCKET = 0  # the bucket that reports rows set aside (every bucket sees them)
+REPORTING_BUCKET = 0  # the bucket that reports the rows taken and set aside (every bucket sees them)
 
 
 def check_rules(machine: Machine, rules: Any) -> None:
