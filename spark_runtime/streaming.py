@@ -156,6 +156,7 @@ class MicroBatchRunner:
         if replayed(stream, self.checkpoint, batch_id):
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
+        check_sole_writer(state, stream, self.checkpoint)
         spark = batch.sparkSession
         taken, refused = split_refused(prepare_events(batch, self.columns))
         taken = taken.withColumn(ARRIVED, F.lit(round(_time.time() * 1000)).cast("long"))
@@ -258,6 +259,7 @@ class BucketSink:
             packed.write.format("noop").mode("overwrite").save()
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
             return
+        check_sole_writer(state, stream, self.checkpoint)
         # one row per bucket that ran: a single job, and the output is one micro-batch's
         table = packed.toArrow()
         watermark, n_events = pc.max(table["watermark"]).as_py(), pc.sum(table["events"]).as_py()
@@ -294,6 +296,25 @@ def replayed(stream: dict[str, Any], checkpoint: str | None, batch_id: int) -> b
     already (Spark replays it after a failure; see
     :func:`~statemachines.persisted.is_replay`)."""
     return is_replay(stream, {"batch_id": batch_id, "checkpoint": checkpoint})
+
+
+def check_sole_writer(state: dict[str, Any], stream: dict[str, Any], checkpoint: str | None) -> None:
+    """Refuse to go on with the query on ``checkpoint`` if another writer appended to
+    its arrangement (published ``state``, the query's progress ``stream``) since the
+    query's last micro-batch: the query's state (its keys' values, its events not yet
+    final) no longer matches the arrangement, and going on would publish updates
+    that contradict it."""
+    if stream.get("checkpoint", checkpoint) != checkpoint or "frontier" not in stream:
+        return
+    mine, upper = decode_time(stream["frontier"]), decode_time(state["upper"])
+    if mine != upper:
+        raise InvalidArgument(
+            f"another writer appended to the arrangement (its upper is {upper!r}) after this "
+            f"query's last micro-batch (frontier {mine!r}): the query's state on checkpoint "
+            f"{checkpoint} no longer matches it. Start the query on a new checkpoint to continue "
+            f"from the arrangement's values (with abandon_waiting=True if this one holds events "
+            f"not yet final)"
+        )
 
 
 def published(into: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -440,9 +461,10 @@ def run_stream(
     if isinstance(machine, RuleDetector):  # its rules' times, as the buckets read the events' times
         machine = machine.for_time_kind(kind)
     into = open_arrangement(into)
-    state = read_state(into)  # as the runs into it so far, up to its upper
-    machine = resume_machine(machine, state.get("notes") or {}, decode_time(state["upper"]))
     checkpoint = absolute(checkpoint)
+    state = read_state(into)  # as the runs into it so far, up to its upper
+    check_sole_writer(state, state.get("stream") or {}, checkpoint)
+    machine = resume_machine(machine, state.get("notes") or {}, decode_time(state["upper"]))
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
         raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
     spark = events.sparkSession

@@ -450,3 +450,21 @@ def test_a_query_on_a_new_checkpoint_continues_the_arrangement_with_new_micro_ba
     stream("second", second, abandon_waiting=True).awaitTermination()
     expected = [u for u in run_local(machine, events).updates if u.time < 40]  # 40 waits: the frontier is 40
     assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
+
+
+def test_a_query_whose_arrangement_another_writer_appended_to_is_refused(spark, tmp_path):
+    """A backfill by run_batch between two runs of a query: its buckets still hold the
+    values from before, so going on would retract values the arrangement no longer has."""
+    from statemachines.spark import run_batch
+    from tests.test_contract import file_stream
+
+    schema = "key string, symbol string, time long, order long"
+    source = tmp_path / "src"
+    options = dict(into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order", progress=None)
+    files = [[("k1", "a", 1, 0)], [("k2", "b", 10, 0)]]
+    run_stream(Upsert(), file_stream(spark, files, schema, source), trigger={"availableNow": True}, **options).awaitTermination()
+    run_batch(Upsert(), spark.createDataFrame([("k1", "B", 50, 0)], schema), into=tmp_path / "arr", order="order")
+    before = PersistedArrangement(tmp_path / "arr").updates()
+    with pytest.raises(InvalidArgument, match=r"another writer appended to the arrangement \(its upper is 51\)"):
+        run_stream(Upsert(), spark.readStream.schema(schema).parquet(str(source)), **options)
+    assert PersistedArrangement(tmp_path / "arr").updates() == before
