@@ -296,6 +296,7 @@ def run_batch(
     native: bool = True,
     progress: Any = False,
     refusal: str | None = None,
+    abandon_waiting: bool = False,
 ) -> BatchResult:
     """Run ``machine`` over the DataFrame ``events`` on Spark.
 
@@ -316,6 +317,9 @@ def run_batch(
             :class:`~statemachines.spark.progress.StageProgress`) and prints the summary at
             the end; it counts the input first (one more Spark job). A
             ``StageProgress`` of your own is moved instead, and nothing is printed.
+        abandon_waiting: append to an arrangement whose streaming query holds events
+            not yet final (without it, that is refused: the append moves the
+            arrangement's upper past them, and the query could never apply them).
 
     Returns:
         A :class:`BatchResult`. With ``into``, its DataFrames read the files the run
@@ -327,13 +331,16 @@ def run_batch(
     """
     columns = EventColumns(key, symbol, time, order, refusal)
     if not progress:
-        return _run_batch(machine, events, columns, into, value_type, native)
+        return _run_batch(machine, events, columns, into, value_type, native, abandon_waiting=abandon_waiting)
 
     if isinstance(progress, StageProgress):
-        return _run_batch(machine, events, columns, into, value_type, native, progress.counter)
+        return _run_batch(
+            machine, events, columns, into, value_type, native, progress.counter, abandon_waiting=abandon_waiting
+        )
     result, _, counts = run_batch_drawn(
         machine, events, label=f"run_batch {machine.spec.name}", key=key, symbol=symbol,
         time=time, order=order, into=into, value_type=value_type, native=native, refusal=refusal,
+        abandon_waiting=abandon_waiting,
     )
     print(result.summary(counts), file=sys.stderr)
     return result
@@ -367,6 +374,8 @@ def _run_batch(
     value_type: Any,
     native: bool,
     counter: Any = None,
+    *,
+    abandon_waiting: bool = False,
 ) -> BatchResult:
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
@@ -375,6 +384,7 @@ def _run_batch(
         return _result(output)
     into = open_arrangement(into)
     state = read_state(into)
+    _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
     lower = decode_time(state["upper"])
     if isinstance(machine, RuleDetector):  # its rules' times, as the events' times are read here
         machine = machine.for_time_kind(time_kind_of(prepared.schema["time"].dataType))
@@ -398,6 +408,18 @@ def _run_batch(
         counter=counter, notes=notes, cache=False,
     )
     return _publish(output, into, state, lower, upto_of, notes, key_ordered=not machine.spec.has_waterline)
+
+
+def _check_stream_waiting(stream: dict[str, Any], abandon: bool) -> None:
+    """Refuse to append to an arrangement whose streaming query holds events not yet
+    final (in its checkpoint's buckets, or pending in the arrangement), unless ``abandon``."""
+    waiting = sum(count for count, _ in (stream.get("waiting") or {}).values()) + (stream.get("pending_count") or 0)
+    if waiting and not abandon:
+        raise InvalidArgument(
+            f"the arrangement's streaming query holds {waiting} events not yet final; appending "
+            f"now would move its upper past them, and the query could never apply them. Let the "
+            f"stream apply them first, or pass abandon_waiting=True to append without them"
+        )
 
 
 def _upto(latest: Any, lower: Any) -> Any:

@@ -453,8 +453,9 @@ def test_a_query_on_a_new_checkpoint_continues_the_arrangement_with_new_micro_ba
 
 
 def test_a_query_whose_arrangement_another_writer_appended_to_is_refused(spark, tmp_path):
-    """A backfill by run_batch between two runs of a query: its buckets still hold the
-    values from before, so going on would retract values the arrangement no longer has."""
+    """A backfill by run_batch between two runs of a query (refused while the query holds
+    an event not yet final, then forced): the query's buckets still hold the values
+    from before, so going on would retract values the arrangement no longer has."""
     from statemachines.spark import run_batch
     from tests.test_contract import file_stream
 
@@ -463,7 +464,10 @@ def test_a_query_whose_arrangement_another_writer_appended_to_is_refused(spark, 
     options = dict(into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order", progress=None)
     files = [[("k1", "a", 1, 0)], [("k2", "b", 10, 0)]]
     run_stream(Upsert(), file_stream(spark, files, schema, source), trigger={"availableNow": True}, **options).awaitTermination()
-    run_batch(Upsert(), spark.createDataFrame([("k1", "B", 50, 0)], schema), into=tmp_path / "arr", order="order")
+    backfill = spark.createDataFrame([("k1", "B", 50, 0)], schema)
+    with pytest.raises(InvalidArgument, match="streaming query holds 1 events not yet final"):
+        run_batch(Upsert(), backfill, into=tmp_path / "arr", order="order")  # k2 at 10 waits
+    run_batch(Upsert(), backfill, into=tmp_path / "arr", order="order", abandon_waiting=True)
     before = PersistedArrangement(tmp_path / "arr").updates()
     with pytest.raises(InvalidArgument, match=r"another writer appended to the arrangement \(its upper is 51\)"):
         run_stream(Upsert(), spark.readStream.schema(schema).parquet(str(source)), **options)
