@@ -310,6 +310,7 @@ def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any
     _, total, (updates, reasons) = run_batch_drawn(
         machine, frame, label=f"run {machine.spec.name}", enabled=_progress_wanted(args),
         key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into,
+        abandon_waiting=args.abandon_waiting,
     )
     return RunSummary(total, updates, Counter(reasons))
 
@@ -333,7 +334,7 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str, sche
         query = run_stream(
             machine, frame, into=args.into, checkpoint=args.checkpoint,
             key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
-            trigger={"availableNow": True}, progress=report,
+            trigger={"availableNow": True}, progress=report, abandon_waiting=args.abandon_waiting,
         )
         query.awaitTermination()
         flush_progress(query)
@@ -681,6 +682,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
     run.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
     run.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest time")
+    run.add_argument(
+        "--abandon-waiting", action="store_true",
+        help="Spark: go on although the arrangement's last stream holds events not yet final, without them",
+    )
     run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
     run.add_argument(
         "--progress", choices=CHOICES, default="auto",

@@ -199,6 +199,15 @@ def test_stream_a_directory_of_files(tmp_path, spark, capsys):
     assert main(argv) == 0  # nothing new: the checkpoint remembers the files
     assert "0 events in" in capsys.readouterr().out
 
+    # a batch run into the streamed arrangement would leave the waiting events behind
+    later = tmp_path / "later.jsonl"
+    later.write_text(json.dumps({"key": "a", "symbol": "z", "time": 1000, "order": 0}) + "\n")
+    batch = ["run", "upsert", str(later), "--into", str(into), "--runtime", "spark", "--order", "order"]
+    assert main(batch) == 2
+    assert f"holds {waiting} events not yet final" in capsys.readouterr().err
+    assert main([*batch, "--abandon-waiting"]) == 0
+    assert PersistedArrangement(into).values("a") == {"z"}
+
 
 @pytest.mark.spark
 def test_stage_progress_reports_running_stages(spark):
