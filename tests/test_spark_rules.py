@@ -100,7 +100,10 @@ def test_rules_arriving_as_a_stream_take_effect_at_their_times_and_late_ones_are
     assert RuleBook.from_rows(kept) == RuleDetector([*first, *arriving[0], arriving[1][0], *arriving[2]]).rules
     rewritten = RuleDetector([("fraud", fraud(2, 0), 0)])
     with pytest.raises(DefinitionError, match="below the output's frontier"):
-        run_batch(rewritten, spark.createDataFrame(events[:1], SCHEMA), into=tmp_path / "arr", order="order")
+        run_batch(
+            rewritten, spark.createDataFrame(events[:1], SCHEMA), into=tmp_path / "arr", order="order",
+            abandon_waiting=True,  # the flush event waits in the stream
+        )
 
 
 def test_a_rules_stream_is_refused_where_it_cannot_be_used(spark, tmp_path):
