@@ -46,7 +46,9 @@ from statemachines.columns import column_to_python
 from statemachines.spark.clock import frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
-__all__ = ["FORMAT", "PARTS", "BucketState", "BucketTypes", "advance", "decode_table", "encode_table"]
+__all__ = [
+    "FORMAT", "PARTS", "BucketState", "BucketTypes", "advance", "decode_table", "encode_table", "split_by_bucket",
+]
 
 FORMAT = 1  # the record's "format"
 PARTS = ("record", "base", "recent", "pending")
@@ -65,6 +67,15 @@ def encode_table(table: Any) -> bytes:
 def decode_table(data: bytes) -> Any:
     """The table :func:`encode_table` wrote."""
     return pa.ipc.open_stream(data).read_all()
+
+
+def split_by_bucket(batch: Any) -> tuple[list[int], list[bytes]]:
+    """The buckets a record batch's first column names, and for each its rows' other
+    columns (:func:`encode_table`): one payload per bucket."""
+    buckets = batch.column(0)
+    rows = batch.select(list(range(1, batch.num_columns)))
+    ids = pc.unique(buckets).to_pylist()
+    return ids, [encode_table(rows.filter(pc.equal(buckets, bucket))) for bucket in ids]
 
 
 @attrs.frozen

@@ -65,6 +65,7 @@ from statemachines.spark.bucket_state import (
     advance,
     decode_table,
     encode_table,
+    split_by_bucket,
 )
 from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
 from statemachines.spark.output import OutputRows, output_schema
@@ -131,12 +132,7 @@ def pack_events(delay: float, schema: Any):
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            buckets = batch.column(0)
-            events = batch.select(list(range(1, batch.num_columns)))  # key, symbol, time, order[, refusal]
-            ids, payloads = [], []
-            for bucket in pc.unique(buckets).to_pylist():
-                ids.append(bucket)
-                payloads.append(encode_table(events.filter(pc.equal(buckets, bucket))))
+            ids, payloads = split_by_bucket(batch)  # key, symbol, time, order[, refusal]
             times = batch.column(3)
             if batch.num_columns > 5:  # a refused row's time moves no clock
                 times = pc.filter(times, pc.is_null(batch.column(5)))
@@ -343,10 +339,7 @@ def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
     """The ``mapInArrow`` function packing ``bucket, key, value`` rows (initial state)."""
 
     for batch in batches:
-        buckets = batch.column(0)
-        pairs = batch.select([1, 2])
-        ids = pc.unique(buckets).to_pylist()
-        payloads = [encode_table(pairs.filter(pc.equal(buckets, b))) for b in ids]
+        ids, payloads = split_by_bucket(batch)
         yield pa.RecordBatch.from_arrays(
             [pa.array(ids, pa.int32()), pa.array(payloads, pa.binary())], names=["bucket", "payload"]
         )

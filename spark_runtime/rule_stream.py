@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -78,7 +77,7 @@ def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
     ``valid_from`` is cast to the events' time type (a value that does not cast
     becomes null, and its row is set aside as ``invalid_time``).
     """
-    from statemachines.spark.bucket_state import encode_table
+    from statemachines.spark.bucket_state import split_by_bucket
     from statemachines.spark.shipping import carried
 
     document = rules.schema["pattern_json"].dataType
@@ -93,9 +92,7 @@ def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
 
     def pack(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            ids = pc.unique(batch.column(0)).to_pylist()
-            rows = batch.select([1, 2, 3])
-            payloads = [encode_table(rows.filter(pc.equal(batch.column(0), b))) for b in ids]
+            ids, payloads = split_by_bucket(batch)  # rule_id, pattern_json, valid_from
             n = len(ids)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(ids, pa.int32()), pa.nulls(n, pa.binary()), pa.nulls(n, schema.field("clock").type),
