@@ -52,6 +52,7 @@ from statemachines.spark.output import (
     drop,
     move_aside,
     output_schema,
+    waiting_count,
     write_parts,
 )
 from statemachines.spark.progress import StageProgress
@@ -413,7 +414,7 @@ def _run_batch(
 def _check_stream_waiting(stream: dict[str, Any], abandon: bool) -> None:
     """Refuse to append to an arrangement whose streaming query holds events not yet
     final (in its checkpoint's buckets, or pending in the arrangement), unless ``abandon``."""
-    waiting = sum(count for count, _ in (stream.get("waiting") or {}).values()) + (stream.get("pending_count") or 0)
+    waiting = waiting_count(stream.get("waiting") or {}) + (stream.get("pending_count") or 0)
     if waiting and not abandon:
         raise InvalidArgument(
             f"the arrangement's streaming query holds {waiting} events not yet final; appending "

@@ -56,7 +56,7 @@ from statemachines import Event, InvalidArgument, Machine, Rejected
 from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
 from statemachines.library.rules import RuleDetector
-from statemachines.persisted import read_state
+from statemachines.persisted import read_state, same_query
 from statemachines.spark.batch import checks_values, resolve_value_type
 from statemachines.spark.bucket_state import (
     PARTS,
@@ -68,7 +68,7 @@ from statemachines.spark.bucket_state import (
     split_by_bucket,
 )
 from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
-from statemachines.spark.output import OutputRows, output_schema
+from statemachines.spark.output import OutputRows, output_schema, waiting_count
 from statemachines.spark.rule_stream import book_of, packed_rules, rule_rows, take_rules
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
@@ -430,8 +430,8 @@ def _check_waiting(stream: dict[str, Any], checkpoint: str, abandon: bool) -> No
     holds events not yet final in its own checkpoint (a new one never reads them),
     unless ``abandon``."""
     before = stream.get("checkpoint")
-    waiting = sum(count for count, _ in (stream.get("waiting") or {}).values())
-    if before is None or before == checkpoint or not waiting or abandon:
+    waiting = waiting_count(stream.get("waiting") or {})
+    if same_query(stream, checkpoint) or not waiting or abandon:
         return
     raise InvalidArgument(
         f"the arrangement's last query (checkpoint {before}) holds {waiting} events not yet "

@@ -21,7 +21,9 @@ from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import set_aside
 from statemachines.spark.session import scoped_conf
 
-__all__ = ["OutputRows", "aside", "count_rows", "drop", "move_aside", "output_schema", "write_parts"]
+__all__ = [
+    "OutputRows", "aside", "count_rows", "drop", "move_aside", "output_schema", "waiting_count", "write_parts",
+]
 
 UPDATE = 0
 REJECTED = 1
@@ -155,3 +157,9 @@ def drop(into: str, relative: str) -> None:
     """Delete a directory of the arrangement that no version names any more."""
     loc = location(into)
     loc.filesystem.delete_dir(loc.path(relative))
+
+
+def waiting_count(waiting: dict[str, Any]) -> int:
+    """How many events a bucketed stream's buckets hold not yet final, by its
+    progress's ``waiting`` (bucket -> ``[count, earliest time]``)."""
+    return sum(count for count, _ in waiting.values())

@@ -41,7 +41,7 @@ from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
 from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
-from statemachines.persisted import is_replay, publish_batch, read_state
+from statemachines.persisted import is_replay, publish_batch, read_state, same_query
 from statemachines.spark.batch import (
     EventColumns,
     latest_time,
@@ -62,6 +62,7 @@ from statemachines.spark.output import (
     aside,
     drop,
     move_aside,
+    waiting_count,
     write_parts,
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
@@ -268,9 +269,9 @@ class BucketSink:
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
         name, counts = write_output(table["payload"], self.arrow_schema, self.into)
         n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
-        same_query = stream.get("checkpoint", self.checkpoint) == self.checkpoint
-        waiting = waiting_by_bucket(stream.get("waiting") or {} if same_query else {}, table)
-        n_waiting = sum(count for count, _ in waiting.values())
+        before = (stream.get("waiting") or {}) if same_query(stream, self.checkpoint) else {}
+        waiting = waiting_by_bucket(before, table)
+        n_waiting = waiting_count(waiting)
         earliest = min((decode_time(json.loads(t)) for _, t in waiting.values()), default=None)
         progress = {
             "batch_id": batch_id,
@@ -304,7 +305,7 @@ def check_sole_writer(state: dict[str, Any], stream: dict[str, Any], checkpoint:
     query's last micro-batch: the query's state (its keys' values, its events not yet
     final) no longer matches the arrangement, and going on would publish updates
     that contradict it."""
-    if stream.get("checkpoint", checkpoint) != checkpoint or "frontier" not in stream:
+    if not same_query(stream, checkpoint) or "frontier" not in stream:
         return
     mine, upper = decode_time(stream["frontier"]), decode_time(state["upper"])
     if mine != upper:

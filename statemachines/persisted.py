@@ -40,6 +40,7 @@ __all__ = [
     "is_replay",
     "publish_batch",
     "read_state",
+    "same_query",
     "set_aside",
     "table_files",
 ]
@@ -178,6 +179,12 @@ def set_aside(path: str | os.PathLike[str], relative: str, name: str) -> str | N
     return target
 
 
+def same_query(stream: dict[str, Any] | None, checkpoint: str | None) -> bool:
+    """Whether a streaming writer's progress ``stream`` is the query's on
+    ``checkpoint`` (progress written before checkpoints were noted counts as its)."""
+    return (stream or {}).get("checkpoint", checkpoint) == checkpoint
+
+
 def is_replay(published: dict[str, Any] | None, stream: dict[str, Any]) -> bool:
     """Whether a streaming writer's progress ``stream`` is for a micro-batch already
     published (``published``: the progress published last, if any).
@@ -186,9 +193,7 @@ def is_replay(published: dict[str, Any] | None, stream: dict[str, Any]) -> bool:
     query on another checkpoint (a new one continuing the arrangement) starts
     afresh at micro-batch 0. Progress without a checkpoint counts as the same query's.
     """
-    published = published or {}
-    same_query = published.get("checkpoint", stream.get("checkpoint")) == stream.get("checkpoint")
-    return same_query and stream["batch_id"] <= published.get("batch_id", -1)
+    return same_query(published, stream.get("checkpoint")) and stream["batch_id"] <= (published or {}).get("batch_id", -1)
 
 
 def publish_batch(
