@@ -159,6 +159,13 @@ def time_kind_of(data_type: Any) -> str:
     )
 
 
+def for_event_times(machine: Machine, kind: str) -> Machine:
+    """``machine`` comparing its own times with events' times of ``kind`` as the Spark
+    runtimes read them (a rule detector's book of naive datetimes, for a timestamp
+    column read as UTC times: :meth:`~statemachines.library.RuleDetector.for_time_kind`)."""
+    return machine.for_time_kind(kind) if isinstance(machine, RuleDetector) else machine
+
+
 def latest_time(events: Any) -> Any:
     """The aggregate of the latest valid time of ``events``: times the intake rejects
     (NaN, infinities, the greatest long) are left out, so they cannot move ``upper``."""
@@ -387,8 +394,7 @@ def _run_batch(
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
     lower = decode_time(state["upper"])
-    if isinstance(machine, RuleDetector):  # its rules' times, as the events' times are read here
-        machine = machine.for_time_kind(time_kind_of(prepared.schema["time"].dataType))
+    machine = for_event_times(machine, time_kind_of(prepared.schema["time"].dataType))
     machine = resume_machine(machine, state.get("notes") or {}, lower)  # as earlier runs into it
     notes: dict[str, Any] = settings_note(machine)
     if machine.spec.has_deadlines or machine.spec.has_waterline:  # the run needs upto first
@@ -519,8 +525,7 @@ def process_events(
         output = output.unionByName(refused, allowMissingColumns=True)
         return output.persist() if cache else output
     kind = time_kind_of(prepared.schema["time"].dataType)
-    if isinstance(machine, RuleDetector):  # its rules' times, as the events' times are read here
-        machine = machine.for_time_kind(kind)
+    machine = for_event_times(machine, kind)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
     if fast is not None:

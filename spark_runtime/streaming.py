@@ -39,11 +39,11 @@ from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
-from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import is_replay, publish_batch, read_state, same_query
 from statemachines.spark.batch import (
     EventColumns,
+    for_event_times,
     latest_time,
     open_arrangement,
     prepare_events,
@@ -459,8 +459,7 @@ def run_stream(
     prepared = prepare_events(events, columns)  # column and type errors surface now
     ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
-    if isinstance(machine, RuleDetector):  # its rules' times, as the buckets read the events' times
-        machine = machine.for_time_kind(kind)
+    machine = for_event_times(machine, kind)
     into = open_arrangement(into)
     checkpoint = absolute(checkpoint)
     state = read_state(into)  # as the runs into it so far, up to its upper
