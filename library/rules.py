@@ -73,7 +73,10 @@ from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
 from statemachines.times import decode_time, encode_time, time_kind
 
-__all__ = ["REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended"]
+__all__ = [
+    "REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended", "row_as_json",
+    "row_from_json",
+]
 
 RETIRED, REPLACED = "retired", "replaced"
 _ENDINGS = frozenset({MATCH, TIMEOUT, RETIRED, REPLACED})
@@ -311,6 +314,17 @@ def _voiding(
     return None
 
 
+def row_as_json(rule_id: Any, pattern_json: Any, valid_from: Any) -> list[Any]:
+    """A rule row as JSON, its time tagged as :func:`~statemachines.times.encode_time` tags it."""
+    return [rule_id, pattern_json, encode_time(valid_from)]
+
+
+def row_from_json(row: list[Any]) -> tuple[Any, Any, Any]:
+    """The rule row :func:`row_as_json` wrote."""
+    rule_id, pattern_json, valid_from = row
+    return rule_id, pattern_json, decode_time(valid_from)
+
+
 def _compact(document: str) -> str:
     return json.dumps(json.loads(document), separators=(",", ":"))
 
@@ -420,7 +434,7 @@ class RuleDetector(Machine):
         pattern has function conditions, which have no JSON)."""
         try:
             return [
-                [rule_id, None if pattern is None else _compact(pattern.to_json()), encode_time(valid_from)]
+                row_as_json(rule_id, None if pattern is None else _compact(pattern.to_json()), valid_from)
                 for rule_id, pattern, valid_from in self.rules.rows()
             ]
         except DefinitionError:
@@ -434,7 +448,7 @@ class RuleDetector(Machine):
             DefinitionError: this book has a row below the frontier that the earlier
                 runs did not have (those events were matched without it).
         """
-        kept = RuleBook.from_rows((rule_id, text, decode_time(t)) for rule_id, text, t in settings).rows()
+        kept = RuleBook.from_rows(row_from_json(row) for row in settings).rows()
         # this book's rows, with its retirements of rules it holds no earlier row of
         # (set aside alone, they may retire a rule the kept rows hold)
         mine = self.rules.rows() + [

@@ -35,10 +35,15 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from statemachines import InvalidArgument, Machine
 from statemachines.columns import python_rows
-from statemachines.library.rules import RejectedRule, RuleDetector, RuleWhy
+from statemachines.library.rules import (
+    RejectedRule,
+    RuleDetector,
+    RuleWhy,
+    row_as_json,
+    row_from_json,
+)
 from statemachines.machine import SETTINGS_NOTE
 from statemachines.persisted import read_state
-from statemachines.times import decode_time, encode_time
 
 __all__ = [
     "RULE_COLUMNS",
@@ -112,11 +117,11 @@ def take_rules(
     book = machine.rules.extended(rows, frontier=frontier)
     set_aside = book.rejected[len(machine.rules.rejected) :]
     refused = {id(r.row) for r in set_aside}
-    accepted = [_encoded(row) for row in rows if id(row) not in refused]
+    accepted = [row_as_json(*row) for row in rows if id(row) not in refused]
     record["rules"] = [*record.get("rules", []), *accepted]
     report = None
     if bucket == REPORTING_BUCKET:
-        rejected = [[_encoded(r.row), r.reason.value, r.detail] for r in set_aside]
+        rejected = [[row_as_json(*r.row), r.reason.value, r.detail] for r in set_aside]
         report = json.dumps({"accepted": accepted, "rejected": rejected})
     return RuleDetector(book), report
 
@@ -149,7 +154,7 @@ def book_of(initial: RuleDetector, record: dict[str, Any], cache: dict[str, Rule
     text = json.dumps(stored)
     if text not in cache:
         cache.clear()  # one book is current; the one before it is not needed again
-        cache[text] = RuleDetector(initial.rules.extended([_decoded(row) for row in stored]))
+        cache[text] = RuleDetector(initial.rules.extended([row_from_json(row) for row in stored]))
     return cache[text]
 
 
@@ -164,14 +169,5 @@ def read_rejected_rules(path: Any) -> list[RejectedRule]:
     """The rule rows a stream's ``rules`` input set aside, each with its reason, in
     the order they arrived."""
     stream = read_state(path).get("stream") or {}
-    return [RejectedRule(_decoded(row), RuleWhy(reason), detail) for row, reason, detail in stream.get("rejected_rules", [])]
+    return [RejectedRule(row_from_json(row), RuleWhy(reason), detail) for row, reason, detail in stream.get("rejected_rules", [])]
 
-
-def _encoded(row: tuple[Any, ...]) -> list[Any]:
-    rule_id, pattern_json, valid_from = row
-    return [rule_id, pattern_json, encode_time(valid_from)]
-
-
-def _decoded(row: list[Any]) -> tuple[Any, ...]:
-    rule_id, pattern_json, valid_from = row
-    return (rule_id, pattern_json, decode_time(valid_from))
