@@ -163,12 +163,7 @@ class BucketState:
             by_key: dict[Any, set[Any]] = {}
             for key, value in zip(column_to_python(pairs["key"]), column_to_python(pairs["value"]), strict=True):
                 by_key.setdefault(key, set()).add(value)
-            deadline = machine.deadline if machine.spec.has_deadlines else None
-            rows = []
-            for key, vs in by_key.items():
-                due = deadline(key, frozenset(vs)) if deadline is not None else None
-                rows.append((key, vs, None if due is None else timer_ms(due)))
-            state.base = _keyed_table(types, rows)
+            state.base = _keyed_table(types, _armed(machine, by_key.items()))
         else:
             values = grouped["value_list"].cast(pa.list_(types.value))
             state.base = pa.table([grouped["key"], values, pa.nulls(grouped.num_rows, pa.int64())], schema=types.keyed())
@@ -295,12 +290,8 @@ class BucketState:
         """Ask ``machine`` again when each live key wakes (it replaced the machine the
         keys were armed by): every key is read and the base rewritten."""
         live = self.live()
-        deadline = machine.deadline if machine.spec.has_deadlines else None
-        rows = []
-        for key, values in zip(column_to_python(live["key"]), column_to_python(live["values"]), strict=True):
-            due = deadline(key, frozenset(values)) if deadline is not None else None
-            rows.append((key, values, None if due is None else timer_ms(due)))
-        self._rebase(_keyed_table(self.types, rows))
+        keyed = zip(column_to_python(live["key"]), column_to_python(live["values"]), strict=True)
+        self._rebase(_keyed_table(self.types, _armed(machine, keyed)))
 
     def parts(self) -> dict[str, bytes]:
         """The parts changed since this state was read, encoded for storing."""
@@ -372,6 +363,16 @@ def advance(
     rejected += runtime.take_rejected()
     state.put(runtime, keys, now_ms)
     return updates, rejected, arrived
+
+
+def _armed(machine: Machine, keyed: Iterable[tuple[Any, Iterable[Any]]]) -> list[tuple[Any, Iterable[Any], int | None]]:
+    """Each key's values with the wake its deadline asks for (``None``: none)."""
+    deadline = machine.deadline if machine.spec.has_deadlines else None
+    rows = []
+    for key, values in keyed:
+        due = deadline(key, frozenset(values)) if deadline is not None else None
+        rows.append((key, values, None if due is None else timer_ms(due)))
+    return rows
 
 
 def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], int | None]]) -> Any:

@@ -120,9 +120,7 @@ class LocalRuntime:
         if into is not None and into.upper is not None:
             self._frontier = into.upper
             self._intake.kind = time_kind(into.upper)
-            if machine.spec.has_deadlines:
-                for key in into.keys():  # noqa: SIM118 - an Arrangement, not a dict
-                    self._deadlines.arm(key, into.values(key))
+            self._arm_every_key()
 
     # -- reading --------------------------------------------------------------------
 
@@ -312,9 +310,7 @@ class LocalRuntime:
         if frontier is not None:
             self._frontier = frontier
             self._intake.kind = time_kind(frontier)
-        if self.machine.spec.has_deadlines:
-            for key, vs in self._values.items():
-                self._deadlines.arm(key, vs)
+        self._arm_every_key()
 
     def reconfigure(self, machine: Machine) -> None:
         """Run ``machine`` in place of the current one from the frontier on.
@@ -335,7 +331,11 @@ class LocalRuntime:
         if machine.spec.reduces_same_time and self._check is None:
             self._pending = PendingEvents(machine.reduce_same_time, self._pending.by_key)
         self._deadlines = Deadlines(machine.deadline)
-        if machine.spec.has_deadlines:
+        self._arm_every_key()
+
+    def _arm_every_key(self) -> None:
+        """Arm each live key for the deadline its values ask the machine for."""
+        if self.machine.spec.has_deadlines:
             keys = self._into.keys() if self._into is not None else list(self._values)
             for key in keys:
                 self._deadlines.arm(key, self.values(key))
