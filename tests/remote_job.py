@@ -104,10 +104,10 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
     if isinstance(machine, RuleDetector):
         _, arriving, events = rules_case(events)
         schema, symbol = SCHEMA.replace("symbol string", "symbol struct<op string, tag string>"), ACT
-        rules = os.path.join(workdir, "rules")
-        write_files(arriving, rules, {"rule_id": pa.string(), "pattern_json": pa.string(), "valid_from": pa.int64()})
+        rule_files = os.path.join(workdir, "rules")
+        write_files(arriving, rule_files, {"rule_id": pa.string(), "pattern_json": pa.string(), "valid_from": pa.int64()})
         rules = spark.readStream.schema("rule_id string, pattern_json string, valid_from long")
-        rules = rules.option("maxFilesPerTrigger", 1).parquet(os.path.join(workdir, "rules"))
+        rules = rules.option("maxFilesPerTrigger", 1).parquet(rule_files)
     if mode == "batch":
         frame = spark.createDataFrame([tuple(e) for e in events], schema)
         result = run_batch(machine, frame, order="order", value_type="string")
