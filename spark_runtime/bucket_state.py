@@ -38,12 +38,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, LocalRuntime, Machine, Rejected, Update
 from statemachines.columns import column_to_python
-from statemachines.spark.clock import frontier_of, timer_ms
+from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
 __all__ = [
@@ -234,15 +235,58 @@ class BucketState:
         }
         return LocalRuntime.restore(machine, checkpoint, value_check=value_check)
 
+    def value_lists(self, keys: Any) -> Any:
+        """The values of each of ``keys`` (an array) as a list array (null: none kept),
+        looked up in ``recent``, then ``base``, without a Python object per key."""
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        found = pa.nulls(len(keys), pa.list_(self.types.value))
+        missing = pa.array(np.ones(len(keys), dtype=bool))
+        for table in (self.recent, self.base):
+            if table.num_rows == 0 or len(keys) == 0:
+                continue
+            at = pc.index_in(keys, value_set=table["key"])
+            hit = pc.and_(missing, pc.is_valid(at))
+            found = pc.if_else(hit, table["values"].combine_chunks().take(pc.fill_null(at, 0)), found)
+            missing = pc.and_(missing, pc.invert(hit))
+        return found
+
+    def keep_values(self, keys: Any, values: Any) -> None:
+        """Each of ``keys`` (distinct) now holds its value in ``values`` (null: none)."""
+        if len(keys) == 0:
+            return
+        present = pc.is_valid(values).to_numpy(zero_copy_only=False)
+        offsets = pa.array(np.concatenate([[0], np.cumsum(present)]).astype(np.int32))
+        lists = pa.ListArray.from_arrays(offsets, pc.drop_null(values)).cast(pa.list_(self.types.value))
+        self._replace(pa.table([keys, lists, pa.nulls(len(keys), pa.int64())], schema=self.types.keyed()))
+
+    def due_rows(self, watermark_ms: int) -> Any:
+        """The pending events due at ``watermark_ms`` (a table; they stay pending)."""
+        return self.pending.filter(pc.less_equal(self.pending["wake"], watermark_ms))
+
+    def buffer(self, events: Any, now_ms: int | None) -> None:
+        """Keep ``events`` (a table ``key, symbol, time, order`` the intake took), arrived at ``now_ms``."""
+        if events.num_rows == 0:
+            return
+        rows = events.append_column("wake", _wakes(events["time"])).append_column(
+            "arrived", pa.array(np.full(events.num_rows, now_ms), pa.int64()) if now_ms is not None else pa.nulls(events.num_rows, pa.int64())
+        )
+        self.pending = pa.concat_tables([self.pending, rows.cast(self.types.events())])
+        self._changed.add("pending")
+
+    def take_due_rows(self, watermark_ms: int) -> Any:
+        """Remove and return the pending events due at ``watermark_ms`` (a table)."""
+        taken = self.due_rows(watermark_ms)
+        if taken.num_rows:
+            self.pending = self.pending.filter(pc.greater(self.pending["wake"], watermark_ms))
+            self._changed.add("pending")
+        return taken
+
     def take_due_events(self, watermark_ms: int) -> tuple[list[Event], int | None]:
         """Remove and return the pending events due at ``watermark_ms``, and when the
         earliest of them arrived (Unix milliseconds; ``None``: none, or not known)."""
-        due = pc.less_equal(self.pending["wake"], watermark_ms)
-        taken = self.pending.filter(due)
+        taken = self.take_due_rows(watermark_ms)
         if taken.num_rows == 0:
             return [], None
-        self.pending = self.pending.filter(pc.invert(due))
-        self._changed.add("pending")
         columns = [column_to_python(taken[name]) for name in ("key", "symbol", "time", "order")]
         return [Event(*row) for row in zip(*columns, strict=True)], pc.min(taken["arrived"]).as_py()
 
@@ -284,6 +328,11 @@ class BucketState:
         self.record.update(
             frontier=encode_time(checkpoint["frontier"]), kind=checkpoint["kind"], order_kind=checkpoint["order_kind"]
         )
+        self._changed.add("record")
+
+    def note(self, **fields: Any) -> None:
+        """Set fields of the record (``frontier`` as ``encode_time`` gives it, ``kind``, ``order_kind``)."""
+        self.record.update(fields)
         self._changed.add("record")
 
     def rearm(self, machine: Machine) -> None:
@@ -383,6 +432,16 @@ def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], in
         wakes.append(wake)
     schema = types.keyed()
     return pa.table([pa.array(c, f.type) for c, f in zip((keys, values, wakes), schema, strict=True)], schema=schema)
+
+
+def _wakes(times: Any) -> Any:
+    """:func:`~statemachines.spark.clock.timer_ms` of each time of an integer or
+    microsecond timestamp column."""
+    if pa.types.is_timestamp(times.type):
+        ms = np.floor_divide(pc.cast(times, pa.int64()).to_numpy(zero_copy_only=False), 1000)
+    else:
+        ms = pc.cast(times, pa.int64()).to_numpy(zero_copy_only=False)
+    return pc.add_checked(pa.array(ms), 1 + CLOCK_SHIFT_MS)  # beyond Spark's clock: an error
 
 
 def _events_table(types: BucketTypes, events: Iterable[Event], arrived: int | None) -> Any:

@@ -67,6 +67,7 @@ from statemachines.spark.bucket_state import (
     encode_table,
     split_by_bucket,
 )
+from statemachines.spark.bucket_upsert import upsert_step
 from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
 from statemachines.spark.output import OutputRows, output_schema, waiting_count
 from statemachines.spark.rule_stream import book_of, packed_rules, rule_rows, take_rules
@@ -167,15 +168,14 @@ class Bucket:
         self.types = BucketTypes.of(self.arrow_schema)
         self.check = value_check_for(self.arrow_schema.field("value").type) if check_values else None
         self.books: dict[str, Any] = {}  # a rule detector's book extended by a rules stream
+        self.upsert = upsert_step(self.machine, self.types)  # the step in Arrow, if it applies
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         if key[0] == CLOCK_ROWS:
             return
         events, rules = [], []
         for frame in rows:
-            for payload in frame["payload"].dropna():
-                table = decode_table(payload)
-                events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
+            events.extend(decode_table(payload) for payload in frame["payload"].dropna())
             rules.extend(frame["rules"].dropna())
         with gc_paused():
             output = self._step(key[0], events, timerValues, rule_rows(rules))
@@ -230,24 +230,35 @@ class Bucket:
         _BASES[bucket] = (state.record["base"], state.base)
 
     def _step(self, bucket: int, events: list[Any], timer_values: Any, rules: list[Any] = ()) -> Any:
+        """``events``: the micro-batch's event tables for this bucket (see :func:`pack_events`)."""
         state = self._load(bucket)
         machine = book_of(self.machine, state.record, self.books) if isinstance(self.machine, RuleDetector) else self.machine
         watermark_ms = timer_values.getCurrentWatermarkInMs()
         now_ms = round(time.time() * 1000)
-        updates, rejected, arrived = advance(state, machine, events, watermark_ms, self.kind, self.check, now_ms)
+        out = OutputRows(self.arrow_schema)
+        stepped = None
+        if self.upsert is not None:
+            stepped = self.upsert(state, machine, self._table(events), watermark_ms, self.kind, now_ms)
+        if stepped is None:
+            updates, rejected, arrived = advance(
+                state, machine, _python_events(events), watermark_ms, self.kind, self.check, now_ms
+            )
+            out.add(updates, rejected)
+        else:
+            updated, rejected, arrived = stepped
+            out.add_table(updated)
+            out.add(rejected=rejected)
         rules_taken = None
         if rules:  # they take effect from the frontier just reached, in every bucket alike
             machine, rules_taken = take_rules(bucket, state.record, machine, rules, state.frontier)
             state.rearm(machine)
         self._save(bucket, state, watermark_ms)
-        out = OutputRows(self.arrow_schema)
-        out.add(updates, rejected)
         payload = encode_table(out.take()) if len(out) else None
         return pd.DataFrame(
             {
                 "bucket": [bucket],
                 "payload": [payload],
-                "events": [len(events)],
+                "events": [sum(table.num_rows for table in events)],
                 "watermark": [watermark_ms],
                 "waiting": [state.pending.num_rows],
                 "waiting_for": [_earliest_pending(state)],
@@ -255,6 +266,21 @@ class Bucket:
                 "rules_taken": [rules_taken],
             }
         )
+
+
+    def _table(self, events: list[Any]) -> Any:
+        """The event tables as one (``key, symbol, time, order[, refusal]``)."""
+        if events:
+            return pa.concat_tables(events)
+        return self.types.events().empty_table().select(["key", "symbol", "time", "order"])
+
+
+def _python_events(tables: list[Any]) -> list[Any]:
+    """The rows of event tables as events (or, with a ``refusal`` column, their refusals)."""
+    events: list[Any] = []
+    for table in tables:
+        events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
+    return events
 
 
 def _earliest_pending(state: BucketState) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 from pyarrow import fs
@@ -59,16 +60,33 @@ class OutputRows:
         self.schema = schema
         self.updates: list[Any] = []  # ((key, value), time, diff)
         self.rejected: list[Any] = []  # Rejected
+        self.tables: list[Any] = []  # updates as tables of key, value, time, diff
 
     def __len__(self) -> int:
-        return len(self.updates) + len(self.rejected)
+        return len(self.updates) + len(self.rejected) + sum(table.num_rows for table in self.tables)
 
     def add(self, updates: Any = (), rejected: Any = ()) -> None:
         self.updates.extend(updates)
         self.rejected.extend(rejected)
 
+    def add_table(self, updates: Any) -> None:
+        """Add updates given as a table ``key, value, time, diff`` of the schema's types."""
+        self.tables.append(updates)
+
     def take(self) -> Any:
-        """One record batch of the rows gathered so far; starts afresh."""
+        """The rows gathered so far (a record batch, or a table when some came as
+        tables), updates first; starts afresh."""
+        tables, self.tables = self.tables, []
+        if not tables:
+            return self._batch()
+        n = sum(table.num_rows for table in tables)
+        updates = pa.concat_tables(tables)
+        nulls = {name: pa.nulls(n, self.schema.field(name).type) for name in ("symbol", "order", "reason", "detail")}
+        columns = {"kind": pa.array(np.full(n, UPDATE, dtype=np.int8)), **{c: updates[c] for c in UPDATE_COLUMNS}, **nulls}
+        given = pa.table([columns[field.name] for field in self.schema], schema=self.schema)
+        return pa.concat_tables([given, pa.Table.from_batches([self._batch()])])
+
+    def _batch(self) -> Any:
         updates, rejected = self.updates, self.rejected
         self.updates, self.rejected = [], []
         u, r = len(updates), len(rejected)

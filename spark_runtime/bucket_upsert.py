@@ -1,0 +1,228 @@
+"""Upsert's micro-batch in a key bucket, computed in Arrow.
+
+:func:`~statemachines.spark.bucket_state.advance` runs a bucket's micro-batch through
+a :class:`~statemachines.LocalRuntime`: every event becomes a Python object twice
+(when it is buffered and when it is applied). For :class:`~statemachines.library.Upsert`
+over plain columns, :func:`advance_upsert` gives the same updates, rejections and
+state with whole-column operations instead:
+
+=====================  ================================================================
+step                   in Arrow
+=====================  ================================================================
+apply the due events   sort by ``(key, time, order, symbol)``; the last command of
+                       each ``(key, time)`` wins; compare each winner with the one
+                       before it, or with the key's value in the state
+buffer the new events  the rows the intake would take (key and time set, time in
+                       range and not late) keep the winner of each ``(key, time)``
+refuse the others      each through the runtime's own :class:`~statemachines.intake.Intake`,
+                       for the same reason and detail
+=====================  ================================================================
+
+    before  after  updates at the winner's time
+    absent  v      (k, v) +1
+    v       w      (k, v) -1, (k, w) +1
+    v       None   (k, v) -1
+    v       v      (nothing)
+
+:func:`upsert_step` says whether a run can take this path (the machine is exactly
+``Upsert``, its values are its symbols in a column of their type, keys, symbols, times and orders of
+types whose Arrow order is the intake's). A micro-batch whose state holds a key with
+several values (seeded from an arrangement another machine wrote) declines, and the
+bucket runs it through the runtime instead: both read and write the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statemachines import Event, Machine, Rejected
+from statemachines.columns import python_rows
+from statemachines.intake import INT64_MAX, Intake
+from statemachines.library import Upsert
+from statemachines.spark.bucket_state import BucketState, BucketTypes
+from statemachines.spark.clock import frontier_of
+from statemachines.times import encode_time
+
+__all__ = ["advance_upsert", "upsert_step"]
+
+Step = Callable[..., Any]
+
+
+def _ordered_like_python(kind: Any) -> bool:
+    """Whether Arrow sorts and compares values of ``kind`` as the intake's Python does."""
+    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def upsert_step(machine: Machine, types: BucketTypes) -> Step | None:
+    """:func:`advance_upsert` if it gives exactly the runtime's micro-batch for this
+    run, else ``None``. Its values are its symbols, in a column of their own type, so
+    none needs the runtime's check that it fits."""
+    time = types.time
+    plain = (
+        type(machine) is Upsert
+        and types.value == types.symbol
+        and all(_ordered_like_python(kind) for kind in (types.key, types.symbol))
+        and (_ordered_like_python(types.order) or pa.types.is_null(types.order))
+        and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
+    )
+    return advance_upsert if plain else None
+
+
+def advance_upsert(
+    state: BucketState, machine: Machine, events: Any, watermark_ms: int, kind: str, now_ms: int | None = None
+) -> tuple[Any, list[Rejected], int | None] | None:
+    """One micro-batch of an upsert bucket, as :func:`~statemachines.spark.bucket_state.advance`
+    gives it: the updates (a table ``key, value, time, diff``), the rejected events,
+    and when the earliest event applied arrived. ``None`` (nothing changed) where the
+    state holds a key with several values.
+
+    ``events``: a table ``key, symbol, time, order`` and optionally ``refusal``
+    (``struct<reason, detail>``: refused before the run).
+    """
+    types = state.types
+    record = state.record
+    if record["kind"] not in (None, kind) or record["order_kind"] not in (None, _order_kind_of(types.order)):
+        return None  # state another run left: the intake would refuse every event
+    frontier = frontier_of(watermark_ms, kind)
+    advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
+    due = state.due_rows(watermark_ms) if advancing else types.events().empty_table()
+    winners = _last_per_key_time(due)
+    before = _single_values(state, winners["key"])
+    if before is None:
+        return None
+    if advancing:
+        state.take_due_rows(watermark_ms)
+        state.note(frontier=encode_time(frontier), kind=kind)
+    updates = _changes(winners, before)
+    state.keep_values(*_last_per_key(winners))
+    taken, rejected = _intake(state, machine, events, kind)
+    state.buffer(_last_per_key_time(taken), now_ms)
+    arrived = pc.min(due["arrived"]).as_py() if due.num_rows else None
+    return updates, rejected, arrived
+
+
+def _order_kind_of(kind: Any) -> str | None:
+    """The intake's order kind of the values of an order column of Arrow type ``kind``."""
+    if pa.types.is_integer(kind):
+        return "number"
+    return "text" if pa.types.is_string(kind) or pa.types.is_large_string(kind) else None
+
+
+def _last_per_key_time(events: Any) -> Any:
+    """The command that wins each ``(key, time)`` (the last by ``order``, then symbol,
+    nulls first), in ``(key, time)`` order."""
+    if events.num_rows == 0:
+        return events
+    ranked = events.take(
+        pc.sort_indices(
+            events,
+            sort_keys=[(name, "ascending", "at_start") for name in ("key", "time", "order", "symbol")],
+        )
+    )
+    return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
+
+
+def _last_per_key(winners: Any) -> tuple[Any, Any]:
+    """Each key of ``winners`` (in key order) and the value its last command leaves."""
+    kept = winners.filter(_last_of_runs(winners["key"]))
+    return kept["key"].combine_chunks(), kept["symbol"].combine_chunks()
+
+
+def _last_of_runs(*columns: Any) -> Any:
+    """Whether each row is the last of its run of equal values in ``columns``."""
+    steps = _steps(*columns)
+    return pa.array(np.append(steps, True) if len(columns[0]) else steps)
+
+
+def _steps(*columns: Any) -> Any:
+    """Whether each row after the first differs from the one before it in ``columns``
+    (a numpy array, one shorter than the columns)."""
+    n = len(columns[0])
+    steps = np.zeros(max(n - 1, 0), dtype=bool)
+    for column in columns if n else ():
+        steps |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    return steps
+
+
+def _single_values(state: BucketState, keys: Any) -> Any:
+    """The value each of ``keys`` holds in ``state`` (null: none), or ``None`` if some
+    key holds several."""
+    lists = state.value_lists(keys)
+    lengths = pc.fill_null(pc.list_value_length(lists), 0)
+    if len(lists) and pc.max(lengths).as_py() > 1:
+        return None
+    present = pc.greater(lengths, 0)
+    return pc.replace_with_mask(pa.nulls(len(keys), state.types.value), present, pc.list_flatten(lists))
+
+
+def _changes(winners: Any, before: Any) -> Any:
+    """The updates ``key, value, time, diff`` of the winners, each compared with the
+    key's winner before it or, for its first, with ``before``."""
+    fields = winners.schema
+    schema = pa.schema([("key", fields.field("key").type), ("value", fields.field("symbol").type),
+                        ("time", fields.field("time").type), ("diff", pa.int64())])
+    if winners.num_rows == 0:
+        return schema.empty_table()
+    keys, values, times = (winners[name].combine_chunks() for name in ("key", "symbol", "time"))
+    later = pa.array(np.insert(_steps(keys), 0, True) == False)  # noqa: E712 - numpy
+    previous = pa.concat_arrays([pa.nulls(1, values.type), values.slice(0, len(values) - 1)])
+    prior = pc.if_else(later, previous, before)
+    same = pc.or_(pc.fill_null(pc.equal(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
+    changed = pc.invert(same)
+    parts = []
+    for rows, value, diff in ((pc.and_(changed, pc.is_valid(prior)), prior, -1), (pc.and_(changed, pc.is_valid(values)), values, 1)):
+        count = pc.sum(rows).as_py() or 0
+        parts.append(pa.table([keys.filter(rows), value.filter(rows), times.filter(rows), pa.array(np.full(count, diff))], schema=schema))
+    return pa.concat_tables(parts)
+
+
+def _intake(state: BucketState, machine: Machine, events: Any, kind: str) -> tuple[Any, list[Rejected]]:
+    """The events the intake takes at the state's frontier (a table ``key, symbol,
+    time, order``) and the rejected ones; the record's time and order kinds as the
+    intake leaves them."""
+    frontier = state.frontier
+    refused = events["refusal"] if "refusal" in events.column_names else None
+    events = events.select(["key", "symbol", "time", "order"])
+    timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
+    if refused is not None:
+        timed = pc.and_(timed, pc.is_null(refused))
+    plain = timed
+    time_type = events.schema.field("time").type
+    if pa.types.is_int64(time_type):
+        plain = pc.and_(plain, pc.not_equal(events["time"], INT64_MAX))
+    if frontier is not None:
+        plain = pc.and_(plain, pc.greater_equal(events["time"], pa.scalar(frontier, time_type)))
+    plain = pc.fill_null(plain, False)
+    taken = events.filter(plain)
+    if pc.any(timed).as_py():  # the first event with a key and a time fixes the time kind
+        state.note(kind=kind)
+    if taken.num_rows > taken["order"].null_count:  # the first order taken fixes the order kind
+        state.note(order_kind=_order_kind_of(events.schema.field("order").type))
+    rejected = _refused(state, machine, events.filter(pc.invert(plain)),
+                        None if refused is None else refused.filter(pc.invert(plain)), frontier)
+    return taken, rejected
+
+
+def _refused(state: BucketState, machine: Machine, events: Any, refused: Any, frontier: Any) -> list[Rejected]:
+    """The rejection of each event, as the runtime's intake gives it."""
+    if events.num_rows == 0:
+        return []
+    intake = Intake(machine, kind=state.record["kind"])
+    intake.order_kind = state.record["order_kind"]
+    reasons = refused.to_pylist() if refused is not None else [None] * events.num_rows
+    out = []
+    for row, refusal in zip(python_rows(events), reasons, strict=True):
+        event = Event(*row)
+        if refusal is not None:
+            out.append(Rejected(event, refusal["reason"], refusal["detail"]))
+            continue
+        checked = intake.check(event, frontier)
+        if type(checked) is not Rejected:
+            raise AssertionError(f"the intake takes {event!r}, which the upsert step refused")
+        out.append(checked)
+    return out

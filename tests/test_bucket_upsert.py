@@ -1,0 +1,128 @@
+"""Upsert's micro-batch in Arrow gives what the runtime's micro-batch gives: the same
+updates, rejections, arrival and state, micro-batch after micro-batch."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines.columns import python_rows
+from statemachines.intake import INT64_MAX
+from statemachines.library import Upsert
+from statemachines.spark.bucket_state import BucketState, BucketTypes, advance
+from statemachines.spark.bucket_upsert import advance_upsert, upsert_step
+from statemachines.spark.clock import timer_ms
+from statemachines.updates import sort_updates
+from tests.machines import Tags
+
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+TYPES = {
+    "number": BucketTypes(pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64()),
+    "datetime_tz": BucketTypes(pa.int64(), pa.int64(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.string()),
+}
+REFUSAL = pa.struct([("reason", pa.string()), ("detail", pa.string())])
+
+
+def time_of(kind, t):
+    if t is None or kind == "number":
+        return t
+    return EPOCH + dt.timedelta(milliseconds=t // 3, microseconds=t % 3)  # some times share a millisecond
+
+
+def event_rows(kind):
+    keys = st.sampled_from(["ann", "bob", "cy", None]) if kind == "number" else st.sampled_from([1, 2, 3, None])
+    symbols = st.none() | (st.sampled_from(["a", "b", "c"]) if kind == "number" else st.integers(0, 2))
+    orders = st.none() | (st.integers(0, 3) if kind == "number" else st.sampled_from(["0/1", "0/2"]))
+    times = st.none() | st.integers(0, 40)
+    if kind == "number":
+        times = times | st.just(INT64_MAX)
+    refusals = st.none() | st.just(("unreadable", "a row the source refused"))
+    return st.lists(st.tuples(keys, symbols, times.map(lambda t: time_of(kind, t)), orders, refusals), max_size=12)
+
+
+def table_of(types, rows, refused):
+    columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
+    names = ["key", "symbol", "time", "order"]
+    arrays = [pa.array(list(c), k) for c, k in zip(columns, (types.key, types.symbol, types.time, types.order), strict=False)]
+    if refused:
+        arrays.append(pa.array([None if r is None else {"reason": r[0], "detail": r[1]} for r in columns[4]], REFUSAL))
+        names.append("refusal")
+    return pa.table(arrays, names=names)
+
+
+def state_of(state):
+    live = state.live()
+    values = sorted((k, tuple(sorted(vs))) for k, vs in zip(*(c.to_pylist() for c in (live["key"], live["values"])), strict=True))
+    pending = sorted(map(repr, python_rows(state.pending.select(["key", "symbol", "time", "order", "wake"]))))
+    return values, pending, state.record["frontier"], state.record["kind"], state.record["order_kind"]
+
+
+def round_trip(state, stored):
+    stored.update(state.parts())
+    return BucketState.decode(state.types, stored)
+
+
+@pytest.mark.parametrize("kind", sorted(TYPES))
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_the_arrow_step_gives_what_the_runtime_gives(kind, data):
+    types = TYPES[kind]
+    refused = data.draw(st.booleans(), label="refusal column")
+    batches = data.draw(st.lists(event_rows(kind), min_size=1, max_size=6), label="micro-batches")
+    steps = data.draw(st.lists(st.integers(0, 12), min_size=len(batches), max_size=len(batches)), label="watermark steps")
+    generic, generic_stored = BucketState.fresh(types), {}
+    arrow, arrow_stored = BucketState.fresh(types), {}
+    watermark = 0
+    for i, (rows, step) in enumerate(zip(batches, steps, strict=True)):
+        if i and step:  # Spark's watermark: 0 until the first micro-batch, then it only moves on
+            watermark = max(watermark, timer_ms(time_of(kind, 3 * step * i)) - 1)
+        table = table_of(types, rows, refused)
+        expected = advance(generic, Upsert(), [*map(tuple_of, python_rows(table))], watermark, kind, None, 1000 + i)
+        got = advance_upsert(arrow, Upsert(), table, watermark, kind, 1000 + i)
+        assert got is not None
+        updates, rejected, arrived = got
+        assert sort_updates(update_list(updates)) == sort_updates(list(expected[0]))
+        assert sorted(map(repr, rejected)) == sorted(map(repr, expected[1]))
+        assert arrived == expected[2]
+        generic, arrow = round_trip(generic, generic_stored), round_trip(arrow, arrow_stored)
+        assert state_of(arrow) == state_of(generic)
+
+
+def tuple_of(row):
+    """A row of an event table as the bucket hands it to the runtime."""
+    from statemachines.spark.buckets import _refused_or_event
+
+    return _refused_or_event(row) if len(row) == 5 else row
+
+
+def update_list(table):
+    from statemachines import Update
+
+    return [Update((k, v), t, d) for k, v, t, d in python_rows(table)]
+
+
+def test_a_key_holding_several_values_is_left_to_the_runtime():
+    types = TYPES["number"]
+    state = BucketState.seeded(types, Upsert(), pa.table({"key": ["k", "k"], "value": ["a", "b"]}), 0)
+    state.buffer(table_of(types, [("k", "c", 5, None, None)], False), 1)
+    kept = state_of(state)
+    assert advance_upsert(state, Upsert(), table_of(types, [], False), timer_ms(10), "number") is None
+    assert state_of(state) == kept
+    updates, _, _ = advance(state, Upsert(), [], timer_ms(10), "number")
+    assert sorted(u.diff for u in updates) == [-1, -1, 1]
+
+
+def test_the_step_applies_only_where_arrow_orders_as_the_intake():
+    plain = TYPES["number"]
+    assert upsert_step(Upsert(), plain) is advance_upsert
+    assert upsert_step(Tags(), plain) is None
+    wider = BucketTypes(pa.string(), pa.large_string(), pa.string(), pa.int64(), pa.int64())
+    assert upsert_step(Upsert(), wider) is None  # a value column of another type: the runtime checks each
+    floats = BucketTypes(pa.string(), pa.float64(), pa.float64(), pa.int64(), pa.int64())
+    assert upsert_step(Upsert(), floats) is None
+    float_times = BucketTypes(pa.string(), pa.string(), pa.string(), pa.float64(), pa.int64())
+    assert upsert_step(Upsert(), float_times) is None
