@@ -25,9 +25,10 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import threading
 import time as _time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -40,7 +41,13 @@ from pyspark.sql import functions as F
 from statemachines import InvalidArgument, Machine
 from statemachines.delta import location
 from statemachines.machine import resume_machine, settings_note
-from statemachines.persisted import is_replay, publish_batch, read_state, same_query
+from statemachines.persisted import (
+    PersistedArrangement,
+    is_replay,
+    publish_batch,
+    read_state,
+    same_query,
+)
 from statemachines.spark.batch import (
     EventColumns,
     for_event_times,
@@ -262,7 +269,8 @@ class BucketSink:
             return
         check_sole_writer(state, stream, self.checkpoint)
         # one row per bucket that ran: a single job, and the output is one micro-batch's
-        table = packed.toArrow()
+        with merging_meanwhile(self.into):
+            table = packed.toArrow()
         watermark, n_events = pc.max(table["watermark"]).as_py(), pc.sum(table["events"]).as_py()
         lower = decode_time(state["upper"])
         frontier = frontier_of(watermark or 0, self.kind)
@@ -289,7 +297,36 @@ class BucketSink:
             _time.perf_counter() - started, waiting_for=earliest,
             latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
-        publish_micro_batch(self.into, name, lower, upper, progress, stream, report, self.progress, notes or None)
+        publish_micro_batch(
+            self.into, name, lower, upper, progress, stream, report, self.progress, notes or None, merge=False
+        )
+
+
+@contextlib.contextmanager
+def merging_meanwhile(into: str) -> Iterator[None]:
+    """Merge the batches the last micro-batch published unmerged into the
+    arrangement's spine (:meth:`PersistedArrangement.merge_batches`, one commit) in a
+    thread of this process, while the block runs Spark's job for the next one.
+
+    The merge is over when the block ends, so it never meets the next publish or
+    another writer; an error in it is raised here.
+    """
+    failed: list[BaseException] = []
+
+    def merge() -> None:
+        try:
+            PersistedArrangement.open(into).merge_batches()
+        except BaseException as exc:  # noqa: BLE001 - raised in the sink's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=merge, name="statemachines-merge")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def replayed(stream: dict[str, Any], checkpoint: str | None, batch_id: int) -> bool:
@@ -338,6 +375,7 @@ def publish_micro_batch(
     report: MicroBatchReport,
     callback: Callable[[MicroBatchReport], None] | None,
     notes: dict[str, Any] | None = None,
+    merge: bool = True,
 ) -> None:
     """Publish the micro-batch written as ``into/name`` with its progress and report, then tell.
 
@@ -345,13 +383,14 @@ def publish_micro_batch(
     the stream progress (with the micro-batch id, which makes a replay a no-op) and
     the report with the running totals. The rejected rows and pending events the
     micro-batch wrote (``name/kind=1``, ``kind=2``) are first set aside in the
-    state directory (see :func:`aside`), where the progress names them.
+    state directory (see :func:`aside`), where the progress names them. With
+    ``merge=False`` the batch joins the spine unmerged (see :func:`merging_meanwhile`).
     """
     for kind in (REJECTED, PENDING):
         move_aside(into, name, kind)
     publish_batch(
         into, f"{name}/kind={UPDATE}", lower, upper, report.updates,
-        stream=with_report(progress, stream, report), notes=notes,
+        stream=with_report(progress, stream, report), notes=notes, merge=merge,
     )
     before = stream.get("pending")
     if before and before != progress.get("pending"):  # read by nobody now

@@ -371,17 +371,31 @@ class Arrangement:
         j = bisect_left(bounds, upper, 1)
         return lower_ok and j < len(bounds) and bounds[j] == upper
 
-    def _push(self, batch: Batch) -> None:
+    def _push(self, batch: Batch, *, merge: bool = True) -> None:
+        """Add ``batch`` at the end of the spine, merging as :meth:`_merged` says
+        (unless ``merge`` is false: :meth:`_merge_spine` does it later)."""
         self._add_boundaries(batch.lower, batch.upper)
         # The spine is rebuilt aside and swapped in whole, so a reader in another
         # thread sees the spine before or after, never a batch missing mid-merge.
-        spine = [*self._batches, batch]
+        self._batches = self._merged(self._batches, batch) if merge else [*self._batches, batch]
+        self._upper = batch.upper
+
+    def _merged(self, spine: list[Batch], batch: Batch) -> list[Batch]:
+        """A merged spine (no two neighbours that :meth:`_merges`) with ``batch`` added at its end."""
+        spine = [*spine, batch]
         while len(spine) >= 2 and self._merges(spine[-2], spine[-1]):
             newer = spine.pop()
             older = spine.pop()
             spine.append(self._merge([older, newer]))
-        self._batches = self._tidy(spine)
-        self._upper = batch.upper
+        return self._tidy(spine)
+
+    def _merge_spine(self) -> None:
+        """Merge the spine as if each batch had been merged when it was added: the
+        batches added without merging join one by one."""
+        spine: list[Batch] = []
+        for batch in self._batches:
+            spine = self._merged(spine, batch)
+        self._batches = spine
 
     def _merges(self, older: Batch, newer: Batch) -> bool:
         """Geometric merging: merge while the newer batch is at least half the older."""

@@ -205,6 +205,7 @@ def publish_batch(
     *,
     stream: dict[str, Any] | None = None,
     notes: dict[str, Any] | None = None,
+    merge: bool = True,
 ) -> bool:
     """Publish a batch another writer (e.g. Spark) wrote under ``path/name`` as one commit.
 
@@ -219,11 +220,15 @@ def publish_batch(
             ``batch_id`` not above the published one of the same query makes the
             call an ignored replay (:func:`is_replay`).
         notes: the writer's notes (see ``Arrangement.append``).
+        merge: merge the spine now; with ``False`` a later ``merge_batches`` does
+            (a stream does it while Spark computes the next micro-batch).
 
     Returns:
         True if published, False if it was a replay.
     """
-    return PersistedArrangement.open(path).publish_files(name, lower, upper, count, stream=stream, notes=notes)
+    return PersistedArrangement.open(path).publish_files(
+        name, lower, upper, count, stream=stream, notes=notes, merge=merge
+    )
 
 
 def _checked_schema(loc: Location, relative: str, table_schema: Any) -> Any:
@@ -359,11 +364,13 @@ class PersistedArrangement(Arrangement):
         *,
         stream: dict[str, Any] | None = None,
         notes: dict[str, Any] | None = None,
+        merge: bool = True,
     ) -> bool:
         """Publish the batch another writer wrote under ``name``: see :func:`publish_batch`.
 
         The batch joins the spine as appended batches do (see :meth:`_tidy`), so a
-        stream of small micro-batches keeps few batches however long it runs.
+        stream of small micro-batches keeps few batches however long it runs. With
+        ``merge=False`` it joins unmerged, and a later :meth:`merge_batches` merges it.
         """
         if stream is not None and is_replay(self._stream, stream):
             return False
@@ -373,7 +380,7 @@ class PersistedArrangement(Arrangement):
             if upper is not None and upper != lower:
                 if not staged._accepts(lower, upper):
                     return False
-                staged._push(self._stored(files, lower, upper, staged._since, count))
+                staged._push(self._stored(files, lower, upper, staged._since, count), merge=merge)
             if stream is not None:
                 staged._stream = stream
             if notes is not None:
@@ -381,6 +388,12 @@ class PersistedArrangement(Arrangement):
             return True
 
         return bool(self._transact(change, "publish", schema=schema))
+
+    def merge_batches(self) -> None:
+        """Merge the batches published with ``merge=False`` into the spine, as they
+        would have been merged when published (one commit, if any merges). The
+        contents at every version stay the same: only how they are stored changes."""
+        self._transact(lambda staged: Arrangement._merge_spine(staged), "merge")
 
     def replace_all(self, name: str, count: int, since: Any) -> None:
         """Replace every batch with the one another writer wrote under ``name`` (one commit).

@@ -342,3 +342,39 @@ def test_batches_another_writer_publishes_merge_to_the_same_updates(tmp_path, mo
     assert PersistedArrangement.open(tmp_path).updates() == consolidate(updates)
     PersistedArrangement.open(tmp_path).compact(6)
     assert PersistedArrangement.open(tmp_path).updates() == consolidate((d, max(t, 6), n) for d, t, n in updates)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 9), min_size=1, max_size=8), merge_at=st.sets(st.integers(0, 8)))
+def test_batches_published_unmerged_merge_later_into_the_spine_merging_at_once_makes(tmp_path_factory, sizes, merge_at):
+    """A stream publishes each micro-batch unmerged and merges the spine while Spark
+    computes the next one: the spine ends as merging at once makes it, and every
+    version holds the same updates."""
+    from statemachines.persisted import publish_batch
+
+    def spine(path):
+        return [(b.lower, b.upper, b.count) for b in PersistedArrangement.open(path).batches]
+
+    at_once, later = tmp_path_factory.mktemp("at-once"), tmp_path_factory.mktemp("later")
+    updates = []
+    for path in (at_once, later):
+        PersistedArrangement(path).append([(("k", "v"), 0, 1)], lower=0, upper=1)
+    for step, size in enumerate(sizes, start=1):
+        batch = consolidate(((f"k{(step * 7 + i) % 13}", f"v{step % 3}"), step, 1) for i in range(size))
+        updates += batch
+        for path, merge in ((at_once, True), (later, False)):
+            (path / f"b{step}").mkdir()
+            pq.write_table(pa.table({
+                "key": pa.array([u.data[0] for u in batch], pa.string()),
+                "value": pa.array([u.data[1] for u in batch], pa.string()),
+                "time": pa.array([u.time for u in batch], pa.int64()),
+                "diff": pa.array([u.diff for u in batch], pa.int64()),
+            }).sort_by("key"), path / f"b{step}" / "part-0.parquet")
+            publish_batch(path, f"b{step}", step, step + 1, len(batch), merge=merge)
+        assert PersistedArrangement.open(later).updates() == PersistedArrangement.open(at_once).updates()
+        if step in merge_at:
+            PersistedArrangement.open(later).merge_batches()
+            assert PersistedArrangement.open(later).updates() == PersistedArrangement.open(at_once).updates()
+    PersistedArrangement.open(later).merge_batches()
+    assert spine(later) == spine(at_once)
+    assert PersistedArrangement.open(later).updates() == consolidate([(("k", "v"), 0, 1), *updates])

@@ -110,6 +110,9 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert reports[0].latency is None  # the first applies nothing: its watermark is not set
     assert published(spark, tmp_path / "arr") == local_reference(files)
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
+    # each micro-batch merged the spine the one before it published, all but the last batch
+    counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
+    assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1]))
 
 
 def write_files(directory, files, schema=SCHEMA):
