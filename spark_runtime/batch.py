@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_type
 
-from statemachines import Intake, InvalidArgument, Machine, delta, run_key, time_after
+from statemachines import Intake, InvalidArgument, Machine, Reason, delta, run_key, time_after
 from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
@@ -205,6 +205,12 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
         order.alias("order"),
         *refusal,
     )
+
+
+def refusal(reason: Reason, detail: Any) -> Any:
+    """A ``refusal`` column value: ``reason``, and ``detail`` (text or a Column)."""
+    detail = F.lit(detail) if isinstance(detail, str) else detail
+    return F.struct(F.lit(reason.value).alias("reason"), detail.alias("detail"))
 
 
 def split_refused(prepared: Any) -> tuple[Any, Any]:

@@ -3,7 +3,8 @@
 Keys are hashed into a fixed number of buckets. Each bucket's state (its keys'
 values and armed deadlines, its buffered events) is kept in parts as Arrow tables
 (:mod:`statemachines.spark.bucket_state`) in Spark's state store; a micro-batch
-runs a :class:`~statemachines.LocalRuntime` over the keys it touches only. Python is
+runs a :class:`~statemachines.LocalRuntime` over the keys it touches only (``Upsert``
+over plain columns runs in Arrow instead: :mod:`statemachines.spark.bucket_upsert`). Python is
 called once per bucket per micro-batch, never once per key::
     events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (payload)
 
@@ -52,12 +53,13 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming import StatefulProcessor
 
-from statemachines import Event, InvalidArgument, Machine, Rejected
+from statemachines import Event, InvalidArgument, Machine, Reason, Rejected
 from statemachines._gc import gc_paused
 from statemachines.columns import python_rows, value_check_for
+from statemachines.intake import INT64_MAX
 from statemachines.library.rules import RuleDetector
 from statemachines.persisted import read_state, same_query
-from statemachines.spark.batch import checks_values, resolve_value_type
+from statemachines.spark.batch import checks_values, refusal, resolve_value_type
 from statemachines.spark.bucket_state import (
     PARTS,
     BucketState,
@@ -68,8 +70,15 @@ from statemachines.spark.bucket_state import (
     split_by_bucket,
 )
 from statemachines.spark.bucket_upsert import upsert_step
-from statemachines.spark.clock import CLOCK_SHIFT_MS, delay_ms, frontier_of, latest_ms
-from statemachines.spark.output import OutputRows, output_schema, waiting_count
+from statemachines.spark.clock import (
+    CLOCK_LIMIT_MS,
+    CLOCK_SHIFT_MS,
+    DAY_MS,
+    delay_ms,
+    frontier_of,
+    latest_ms,
+)
+from statemachines.spark.output import REFUSAL, OutputRows, output_schema, waiting_count
 from statemachines.spark.rule_stream import book_of, packed_rules, rule_rows, take_rules
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
@@ -109,6 +118,36 @@ def bucket_of(key: str, buckets: int) -> Any:
     """
 
     return F.pmod(F.xxhash64(key), F.lit(buckets)).cast("int").alias("bucket")
+
+
+def beyond_clock(prepared: Any) -> Any:
+    """``prepared`` with the times Spark's clock cannot hold refused as ``bad_time`` in
+    the ``refusal`` column: beyond ± :data:`~statemachines.spark.clock.CLOCK_LIMIT_MS`
+    milliseconds from the epoch (number times in micro- or nanoseconds, a
+    9999-12-31 timestamp), which would fail the query. NaN, infinities and the
+    greatest long stay the intake's to refuse, with its own detail."""
+    kind = prepared.schema["time"].dataType
+    time = F.col("time")
+    if isinstance(kind, T.NumericType):
+        ms = time
+    elif isinstance(kind, T.DateType):
+        ms = F.unix_date(time).cast("long") * DAY_MS
+    else:  # a timestamp, with or without a time zone
+        ms = F.unix_millis(time.cast("timestamp"))
+    beyond = F.abs(ms) > F.lit(CLOCK_LIMIT_MS)
+    if isinstance(kind, T.FloatType | T.DoubleType):
+        beyond = beyond & ~F.isnan(time) & ~time.isin(float("inf"), float("-inf"))
+    elif isinstance(kind, T.LongType):
+        beyond = beyond & (time != F.lit(INT64_MAX))
+    refused = refusal(
+        Reason.BAD_TIME,
+        F.format_string(
+            f"time %s is beyond Spark's event-time clock: a stream's times lie within "
+            f"{CLOCK_LIMIT_MS} milliseconds of the epoch (numbers count milliseconds)", time.cast("string")
+        ),
+    )
+    kept = F.col(REFUSAL) if REFUSAL in prepared.columns else F.lit(None).cast("struct<reason:string,detail:string>")
+    return prepared.withColumn(REFUSAL, F.when(kept.isNull() & beyond, refused).otherwise(kept))
 
 
 def packed_schema() -> Any:
@@ -420,7 +459,7 @@ def bucketed_output(
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
     floor = decode_time(state["upper"])
-    bucketed = prepared.select(bucket_of("key", buckets), "*")
+    bucketed = beyond_clock(prepared).select(bucket_of("key", buckets), "*")
     pack_schema = packed_schema()
     packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), pack_schema)), from_arrow_schema(pack_schema))
     if rules is not None:

@@ -19,9 +19,12 @@ import pyarrow.compute as pc
 
 from statemachines.intake import INT64_MAX
 
-__all__ = ["CLOCK_SHIFT_MS", "DAY_MS", "delay_ms", "frontier_of", "latest_ms", "timer_ms"]
+__all__ = ["CLOCK_SHIFT_MS", "DAY_MS", "CLOCK_LIMIT_MS", "delay_ms", "frontier_of", "latest_ms", "timer_ms"]
 
 CLOCK_SHIFT_MS = 2**41  # about 70 years
+# Spark hands the clock to Python as nanosecond timestamps: a time beyond ± this many
+# milliseconds from the epoch (1747-05-29 to 2192-08-04), shifted, does not fit them
+CLOCK_LIMIT_MS = (2**63 - 1) // 10**6 - CLOCK_SHIFT_MS - 1
 DAY_MS = 86_400_000
 _EPOCH = _dt.datetime(1970, 1, 1)
 _EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)

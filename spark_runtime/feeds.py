@@ -28,17 +28,12 @@ from statemachines.library.feeds import (
     scd_tables,
 )
 from statemachines.scd import END_AT, START_AT, ScdTable
-from statemachines.spark.batch import run_batch
+from statemachines.spark.batch import refusal, run_batch
 from statemachines.spark.streaming import run_stream
 
 __all__ = ["feed_events", "read_scd", "run_feed_batch", "run_feed_stream"]
 
 EVENT_COLUMNS = {"key": "key", "symbol": "symbol", "time": "time", "order": "order", "refusal": "refusal"}
-
-
-def _refusal(reason: Reason, detail: Any) -> Any:
-    detail = F.lit(detail) if isinstance(detail, str) else detail
-    return F.struct(F.lit(reason.value).alias("reason"), detail.alias("detail"))
 
 
 def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
@@ -67,13 +62,13 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
             return F.when(delete, F.col("before")[name]).otherwise(F.col("after")[name])
 
         rules = [
-            (op.isNull(), _refusal(Reason.MISSING_FIELD, "the envelope has no op")),
+            (op.isNull(), refusal(Reason.MISSING_FIELD, "the envelope has no op")),
             (
                 ~op.isin(*DEBEZIUM_UPSERTS, DEBEZIUM_DELETE),
-                _refusal(Reason.BAD_OPERATION, F.format_string("op '%s' is not applied (c, u, r upsert; d deletes)", op)),
+                refusal(Reason.BAD_OPERATION, F.format_string("op '%s' is not applied (c, u, r upsert; d deletes)", op)),
             ),
-            (delete & F.col("before").isNull(), _refusal(Reason.MISSING_FIELD, "op 'd' without before")),
-            (~delete & F.col("after").isNull(), _refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
+            (delete & F.col("before").isNull(), refusal(Reason.MISSING_FIELD, "op 'd' without before")),
+            (~delete & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
         ]
         sequence = [_path(frame, path) for path in columns.sequence_by]
     else:
@@ -82,18 +77,18 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         marked = [F.col(column).isin(*marks) for column, marks in columns.markers]
         delete = F.coalesce(_all(marked), F.lit(False)) if marked else F.lit(False)
         rules = [
-            (F.col(column).isNull(), _refusal(Reason.MISSING_FIELD, f"delete marker {column} is null"))
+            (F.col(column).isNull(), refusal(Reason.MISSING_FIELD, f"delete marker {column} is null"))
             for column, _ in columns.markers
         ]
         sequence = [F.col(c) for c in columns.sequence_by]
-    rules += [(cell(k).isNull(), _refusal(Reason.NULL_KEY, f"key column {k} is null")) for k in columns.keys]
+    rules += [(cell(k).isNull(), refusal(Reason.NULL_KEY, f"key column {k} is null")) for k in columns.keys]
     rules += [
-        (column.isNull(), _refusal(Reason.NULL_TIME, f"sequence column {name} is null"))
+        (column.isNull(), refusal(Reason.NULL_TIME, f"sequence column {name} is null"))
         for name, column in zip(columns.sequence_by, sequence, strict=True)
     ]
-    refusal = F.when(*rules[0])
+    refused = F.when(*rules[0])
     for condition, value in rules[1:]:
-        refusal = refusal.when(condition, value)
+        refused = refused.when(condition, value)
     keys = [cell(k).alias(k) for k in columns.keys]
     rest = sequence[1:]
     order = F.lit(None).cast("long") if not rest else rest[0] if len(rest) == 1 else F.struct(*rest)
@@ -102,7 +97,7 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         F.when(~delete, F.struct(*(cell(v).alias(v) for v in columns.values))).alias("symbol"),
         sequence[0].alias("time"),
         order.alias("order"),
-        refusal.alias("refusal"),
+        refused.alias("refusal"),
     )
     return events, columns
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from statemachines import Machine
+from statemachines.library import Upsert
 
 
 class Tags(Machine):
@@ -71,3 +72,8 @@ class Unpicklable:
 
     def __reduce__(self):
         raise TypeError("this object cannot be pickled")
+
+
+class SubclassedUpsert(Upsert):
+    """Upsert as a user's subclass: the Spark stream runs it through the runtime
+    (its Arrow step takes ``Upsert`` itself only)."""

@@ -23,7 +23,7 @@ from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
 from tests.delta_reader import delta_rs_updates
-from tests.machines import Session
+from tests.machines import Session, SubclassedUpsert
 
 pytestmark = pytest.mark.spark
 
@@ -112,7 +112,7 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
     # each micro-batch merged the spine the one before it published, all but the last batch
     counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
-    assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1]))
+    assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1], strict=True))
 
 
 def write_files(directory, files, schema=SCHEMA):
@@ -310,6 +310,39 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
     assert not (tmp_path / "ckpt").exists()
 
 
+@pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow", "runtime"])
+def test_number_times_beyond_sparks_clock_are_refused_not_a_failed_query(spark, tmp_path, machine):
+    """Spark hands its event-time clock to Python as nanosecond timestamps: number
+    times in nanoseconds since the epoch, or beyond the year 2192 in milliseconds,
+    would fail the query. Such times are rejected as bad_time, naming the clock; the
+    greatest long keeps the intake's own reason; the other events run as locally."""
+    from statemachines.intake import INT64_MAX
+    from statemachines.spark.clock import CLOCK_LIMIT_MS
+
+    beyond = [("a", "x", 1_700_000_000_000_000_000, 0), ("d", "w", -(2**62), 0), ("f", "u", CLOCK_LIMIT_MS + 1, 0)]
+    files = [
+        [("b", "y", 10, 0), *beyond, ("c", "z", INT64_MAX, 0)],
+        [("b", "q", 30, 0), ("e", "v", CLOCK_LIMIT_MS, 0)],
+    ]
+    source = tmp_path / "in"
+    source.mkdir()
+    write_files(source, files)
+    frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+    run_stream(
+        machine, frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order", delay=DELAY,
+        trigger={"availableNow": True}, progress=None,
+    ).awaitTermination()
+    refused = [*beyond, ("c", "z", INT64_MAX, 0)]  # (the reference would let the greatest long move its clock)
+    expected, rejected = local_reference([[r for r in rows if r not in refused] for rows in files], machine)
+    rows = read_rejected(spark, tmp_path / "arr").collect()
+    assert sorted((r.key, r.reason) for r in rows) == sorted(
+        [(key, reason) for key, _, reason in rejected] + [(key, "bad_time") for key, *_ in refused]
+    )
+    assert all("beyond Spark's event-time clock" in r.detail for r in rows if r.key in ("a", "d", "f"))
+    assert all("64-bit integer range" in r.detail for r in rows if r.key == "c")
+    assert PersistedArrangement(tmp_path / "arr").updates() == expected
+
+
 def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
     import datetime as dt
 
@@ -323,6 +356,8 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
         [("a", "z", s(5), 0), ("b", "late", s(0.5), 0), ("c", "w", None, 0)],
         [("c", "v", s(9), 0), ("a", None, s(6.25), 0)],
     ]
+    far = ("d", "open-ended", dt.datetime(9999, 12, 31, tzinfo=dt.UTC), 0)  # beyond Spark's clock: bad_time
+    files[1].append(far)
     schema = pa.schema([("key", pa.string()), ("symbol", pa.string()), ("time", pa.timestamp("us", tz="UTC")), ("order", pa.int64())])
     source = tmp_path / "in"
     source.mkdir()
@@ -336,12 +371,12 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
         Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order",
         delay=dt.timedelta(seconds=2), trigger={"availableNow": True}, progress=None,
     ).awaitTermination()
-    expected, rejected = local_reference(files, delay=dt.timedelta(seconds=2))
+    expected, rejected = local_reference([[r for r in rows if r != far] for rows in files], delay=dt.timedelta(seconds=2))
     assert consolidate(PersistedArrangement(tmp_path / "arr").updates()) == expected
     # (Spark collects timestamps as naive local datetimes: compare keys and reasons)
-    assert [(key, reason) for key, _, reason in published(spark, tmp_path / "arr")[1]] == [
-        (key, reason) for key, _, reason in rejected
-    ]
+    assert sorted((key, reason) for key, _, reason in published(spark, tmp_path / "arr")[1]) == sorted(
+        [(key, reason) for key, _, reason in rejected] + [("d", "bad_time")]
+    )
     assert {(key, reason) for key, _, reason in rejected} == {("b", "late"), ("c", "null_time")}
 
 
