@@ -400,7 +400,9 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
 
         def handleInputRows(self, key, rows, timerValues):
             if key[0] != CLOCK_ROWS:
-                events = [tuple(r) for f in rows for p in f["payload"] for r in decode_table(p).to_pylist() for r in [r.values()]]
+                # (as these versions packed them: without the refusal column packing adds now)
+                tables = [decode_table(p) for f in rows for p in f["payload"]]
+                events = [tuple(r.values())[:4] for t in tables for r in t.to_pylist()]
                 yield self._step(key[0], events, timerValues)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
