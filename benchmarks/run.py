@@ -298,17 +298,11 @@ def spark_approaches(n, k, work):
         """Spark's own cost of the bucketed stream: packing, the stateful operator with
         one small state update per bucket, the collect; no machine runs."""
         import pandas as pd
-        from pyspark.sql.pandas.types import from_arrow_schema
         from pyspark.sql.streaming import StatefulProcessor
 
         from statemachines.spark.batch import EventColumns, prepare_events
         from statemachines.spark.bucket_state import decode_table
-        from statemachines.spark.buckets import (
-            bucket_of,
-            default_buckets,
-            pack_events,
-            packed_schema,
-        )
+        from statemachines.spark.buckets import default_buckets, packed_events
 
         class CountingProcessor(StatefulProcessor):
             """Counts each bucket's events in its state; runs no machine."""
@@ -331,11 +325,8 @@ def spark_approaches(n, k, work):
             "maxFilesPerTrigger", 1
         ).parquet(folder)
         prepared = prepare_events(frame, EventColumns(symbol="value", order="offset"))
-        bucketed = prepared.select(bucket_of("key", default_buckets(spark)), "*")  # as run_stream's
-        schema = packed_schema()
-        packed = bucketed.mapInArrow(pack_events(1000, schema), from_arrow_schema(schema)).withWatermark(
-            "clock", "0 seconds"
-        )
+        # packed as run_stream packs them, into as many buckets
+        packed = packed_events(prepared, default_buckets(spark), 1000).withWatermark("clock", "0 seconds")
         counted = packed.groupBy("bucket").transformWithStateInPandas(
             CountingProcessor(), "events long", "Append", "EventTime"
         )

@@ -43,12 +43,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, LocalRuntime, Machine, Rejected, Update
-from statemachines.columns import column_to_python
+from statemachines.columns import column_to_python, python_rows
 from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
 __all__ = [
-    "FORMAT", "PARTS", "BucketState", "BucketTypes", "advance", "decode_table", "encode_table", "split_by_bucket",
+    "FORMAT", "PARTS", "BucketState", "BucketTypes", "advance", "decode_table", "encode_table", "event_rows",
+    "split_by_bucket",
 ]
 
 FORMAT = 1  # the record's "format"
@@ -432,6 +433,19 @@ def _keyed_table(types: BucketTypes, rows: Iterable[tuple[Any, Iterable[Any], in
         wakes.append(wake)
     schema = types.keyed()
     return pa.table([pa.array(c, f.type) for c, f in zip((keys, values, wakes), schema, strict=True)], schema=schema)
+
+
+def event_rows(table: Any) -> list[Any]:
+    """The rows of an event table (``key, symbol, time, order[, refusal]``) as a
+    runtime takes them: event tuples, or for a row its source refused, its
+    :class:`~statemachines.Rejected`."""
+    rows = python_rows(table)
+    if table.num_columns == 4:
+        return list(rows)
+    out: list[Any] = []
+    for *event, refusal in rows:
+        out.append(tuple(event) if refusal is None else Rejected(Event(*event), *refusal))
+    return out
 
 
 def _wakes(times: Any) -> Any:

@@ -41,10 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, Machine, Rejected
-from statemachines.columns import python_rows
 from statemachines.intake import INT64_MAX, Intake
 from statemachines.library import Upsert
-from statemachines.spark.bucket_state import BucketState, BucketTypes
+from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
 from statemachines.times import encode_time
 
@@ -186,11 +185,9 @@ def _intake(state: BucketState, machine: Machine, events: Any, kind: str) -> tup
     time, order``) and the rejected ones; the record's time and order kinds as the
     intake leaves them."""
     frontier = state.frontier
-    refused = events["refusal"] if "refusal" in events.column_names else None
-    events = events.select(["key", "symbol", "time", "order"])
     timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
-    if refused is not None:
-        timed = pc.and_(timed, pc.is_null(refused))
+    if "refusal" in events.column_names:
+        timed = pc.and_(timed, pc.is_null(events["refusal"]))
     plain = timed
     time_type = events.schema.field("time").type
     if pa.types.is_int64(time_type):
@@ -198,31 +195,25 @@ def _intake(state: BucketState, machine: Machine, events: Any, kind: str) -> tup
     if frontier is not None:
         plain = pc.and_(plain, pc.greater_equal(events["time"], pa.scalar(frontier, time_type)))
     plain = pc.fill_null(plain, False)
-    taken = events.filter(plain)
+    taken = events.filter(plain).select(["key", "symbol", "time", "order"])
     if pc.any(timed).as_py():  # the first event with a key and a time fixes the time kind
         state.note(kind=kind)
     if taken.num_rows > taken["order"].null_count:  # the first order taken fixes the order kind
         state.note(order_kind=_order_kind_of(events.schema.field("order").type))
-    rejected = _refused(state, machine, events.filter(pc.invert(plain)),
-                        None if refused is None else refused.filter(pc.invert(plain)), frontier)
-    return taken, rejected
+    return taken, _refused(state, machine, events.filter(pc.invert(plain)), frontier)
 
 
-def _refused(state: BucketState, machine: Machine, events: Any, refused: Any, frontier: Any) -> list[Rejected]:
-    """The rejection of each event, as the runtime's intake gives it."""
+def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -> list[Rejected]:
+    """The rejection of each event of ``events`` (refused at the source, or by the
+    runtime's intake, with its reason and detail)."""
     if events.num_rows == 0:
         return []
     intake = Intake(machine, kind=state.record["kind"])
     intake.order_kind = state.record["order_kind"]
-    reasons = refused.to_pylist() if refused is not None else [None] * events.num_rows
     out = []
-    for row, refusal in zip(python_rows(events), reasons, strict=True):
-        event = Event(*row)
-        if refusal is not None:
-            out.append(Rejected(event, refusal["reason"], refusal["detail"]))
-            continue
-        checked = intake.check(event, frontier)
+    for row in event_rows(events):
+        checked = row if type(row) is Rejected else intake.check(Event(*row), frontier)
         if type(checked) is not Rejected:
-            raise AssertionError(f"the intake takes {event!r}, which the upsert step refused")
+            raise AssertionError(f"the intake takes {row!r}, which the upsert step refused")
         out.append(checked)
     return out

@@ -53,9 +53,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.streaming import StatefulProcessor
 
-from statemachines import Event, InvalidArgument, Machine, Reason, Rejected
+from statemachines import InvalidArgument, Machine, Reason
 from statemachines._gc import gc_paused
-from statemachines.columns import python_rows, value_check_for
+from statemachines.columns import value_check_for
 from statemachines.intake import INT64_MAX
 from statemachines.library.rules import RuleDetector
 from statemachines.persisted import read_state, same_query
@@ -67,6 +67,7 @@ from statemachines.spark.bucket_state import (
     advance,
     decode_table,
     encode_table,
+    event_rows,
     split_by_bucket,
 )
 from statemachines.spark.bucket_upsert import upsert_step
@@ -91,6 +92,7 @@ __all__ = [
     "bucket_processor",
     "bucketed_output",
     "frontier_of",
+    "packed_events",
 ]
 
 # per bucket and micro-batch: its output rows in Arrow IPC form (or null), the events
@@ -280,7 +282,8 @@ class Bucket:
             stepped = self.upsert(state, machine, self._table(events), watermark_ms, self.kind, now_ms)
         if stepped is None:
             updates, rejected, arrived = advance(
-                state, machine, _python_events(events), watermark_ms, self.kind, self.check, now_ms
+                state, machine, [row for table in events for row in event_rows(table)], watermark_ms, self.kind,
+                self.check, now_ms,
             )
             out.add(updates, rejected)
         else:
@@ -306,7 +309,6 @@ class Bucket:
             }
         )
 
-
     def _table(self, events: list[Any]) -> Any:
         """The event tables as one (``key, symbol, time, order[, refusal]``)."""
         if events:
@@ -314,28 +316,11 @@ class Bucket:
         return self.types.events().empty_table().select(["key", "symbol", "time", "order"])
 
 
-def _python_events(tables: list[Any]) -> list[Any]:
-    """The rows of event tables as events (or, with a ``refusal`` column, their refusals)."""
-    events: list[Any] = []
-    for table in tables:
-        events.extend(python_rows(table) if table.num_columns == 4 else map(_refused_or_event, python_rows(table)))
-    return events
-
-
 def _earliest_pending(state: BucketState) -> str | None:
     """The earliest time of a bucket's pending events, as JSON (``encode_time``)."""
     if state.pending.num_rows == 0:
         return None
     return json.dumps(encode_time(pc.min(state.pending["time"]).as_py()))
-
-
-def _refused_or_event(row: tuple[Any, ...]) -> Any:
-    """A ``key, symbol, time, order, refusal`` row: the event, or its refusal."""
-    *event, refusal = row
-    if refusal is None:
-        return tuple(event)
-    reason, detail = refusal
-    return Rejected(Event(*event), reason, detail)
 
 
 def bucket_processor(
@@ -400,6 +385,16 @@ def bucket_processor(
     return BucketProcessor()
 
 
+def packed_events(prepared: Any, buckets: int, delay: Any) -> Any:
+    """The prepared events (``key, symbol, time, order[, refusal]``) packed into
+    ``buckets`` key buckets (:func:`pack_events`), with times beyond Spark's clock
+    refused (:func:`beyond_clock`)."""
+    bucketed = beyond_clock(prepared).select(bucket_of("key", buckets), "*")
+    schema = packed_schema()
+    pack = carried(prepared.sparkSession, pack_events(delay_ms(delay), schema))
+    return bucketed.mapInArrow(pack, from_arrow_schema(schema))
+
+
 def pack_values(batches: Iterator[Any]) -> Iterator[Any]:
     """The ``mapInArrow`` function packing ``bucket, key, value`` rows (initial state)."""
 
@@ -459,11 +454,9 @@ def bucketed_output(
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
     floor = decode_time(state["upper"])
-    bucketed = beyond_clock(prepared).select(bucket_of("key", buckets), "*")
-    pack_schema = packed_schema()
-    packed = bucketed.mapInArrow(carried(spark, pack_events(delay_ms(delay), pack_schema)), from_arrow_schema(pack_schema))
+    packed = packed_events(prepared, buckets, delay)
     if rules is not None:
-        packed = packed.unionByName(packed_rules(rules, buckets, prepared.schema["time"].dataType, pack_schema))
+        packed = packed.unionByName(packed_rules(rules, buckets, prepared.schema["time"].dataType, packed_schema()))
     packed = packed.withWatermark("clock", "0 seconds")
     initial = None
     if seed is not None and not _started(checkpoint):

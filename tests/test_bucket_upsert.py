@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from statemachines import Update
 from statemachines.columns import python_rows
 from statemachines.intake import INT64_MAX
 from statemachines.library import Upsert
-from statemachines.spark.bucket_state import BucketState, BucketTypes, advance
+from statemachines.spark.bucket_state import BucketState, BucketTypes, advance, event_rows
 from statemachines.spark.bucket_upsert import advance_upsert, upsert_step
 from statemachines.spark.clock import timer_ms
 from statemachines.updates import sort_updates
@@ -33,7 +34,7 @@ def time_of(kind, t):
     return EPOCH + dt.timedelta(milliseconds=t // 3, microseconds=t % 3)  # some times share a millisecond
 
 
-def event_rows(kind):
+def event_lists(kind):
     keys = st.sampled_from(["ann", "bob", "cy", None]) if kind == "number" else st.sampled_from([1, 2, 3, None])
     symbols = st.none() | (st.sampled_from(["a", "b", "c"]) if kind == "number" else st.integers(0, 2))
     orders = st.none() | (st.integers(0, 3) if kind == "number" else st.sampled_from(["0/1", "0/2"]))
@@ -72,7 +73,7 @@ def round_trip(state, stored):
 def test_the_arrow_step_gives_what_the_runtime_gives(kind, data):
     types = TYPES[kind]
     refused = data.draw(st.booleans(), label="refusal column")
-    batches = data.draw(st.lists(event_rows(kind), min_size=1, max_size=6), label="micro-batches")
+    batches = data.draw(st.lists(event_lists(kind), min_size=1, max_size=6), label="micro-batches")
     steps = data.draw(st.lists(st.integers(0, 12), min_size=len(batches), max_size=len(batches)), label="watermark steps")
     generic, generic_stored = BucketState.fresh(types), {}
     arrow, arrow_stored = BucketState.fresh(types), {}
@@ -81,7 +82,7 @@ def test_the_arrow_step_gives_what_the_runtime_gives(kind, data):
         if i and step:  # Spark's watermark: 0 until the first micro-batch, then it only moves on
             watermark = max(watermark, timer_ms(time_of(kind, 3 * step * i)) - 1)
         table = table_of(types, rows, refused)
-        expected = advance(generic, Upsert(), [*map(tuple_of, python_rows(table))], watermark, kind, None, 1000 + i)
+        expected = advance(generic, Upsert(), event_rows(table), watermark, kind, None, 1000 + i)
         got = advance_upsert(arrow, Upsert(), table, watermark, kind, 1000 + i)
         assert got is not None
         updates, rejected, arrived = got
@@ -92,16 +93,7 @@ def test_the_arrow_step_gives_what_the_runtime_gives(kind, data):
         assert state_of(arrow) == state_of(generic)
 
 
-def tuple_of(row):
-    """A row of an event table as the bucket hands it to the runtime."""
-    from statemachines.spark.buckets import _refused_or_event
-
-    return _refused_or_event(row) if len(row) == 5 else row
-
-
 def update_list(table):
-    from statemachines import Update
-
     return [Update((k, v), t, d) for k, v, t, d in python_rows(table)]
 
 
