@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from statemachines.intake import INT64_MAX
 
-__all__ = ["CLOCK_SHIFT_MS", "DAY_MS", "CLOCK_LIMIT_MS", "delay_ms", "frontier_of", "latest_ms", "timer_ms"]
+__all__ = ["CLOCK_LIMIT_MS", "CLOCK_SHIFT_MS", "DAY_MS", "delay_ms", "frontier_of", "latest_ms", "timer_ms"]
 
 CLOCK_SHIFT_MS = 2**41  # about 70 years
 # Spark hands the clock to Python as nanosecond timestamps: a time beyond ± this many

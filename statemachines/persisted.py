@@ -393,7 +393,7 @@ class PersistedArrangement(Arrangement):
         """Merge the batches published with ``merge=False`` into the spine, as they
         would have been merged when published (one commit, if any merges). The
         contents at every version stay the same: only how they are stored changes."""
-        self._transact(lambda staged: Arrangement._merge_spine(staged), "merge")
+        self._transact(lambda staged: staged._merge_spine(), "merge")
 
     def replace_all(self, name: str, count: int, since: Any) -> None:
         """Replace every batch with the one another writer wrote under ``name`` (one commit).
