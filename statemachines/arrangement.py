@@ -387,7 +387,7 @@ class Arrangement:
             newer = spine.pop()
             older = spine.pop()
             spine.append(self._merge([older, newer]))
-        return self._tidy(spine)
+        return spine
 
     def _merge_spine(self) -> None:
         """Merge the spine as if each batch had been merged when it was added: the
@@ -400,10 +400,6 @@ class Arrangement:
     def _merges(self, older: Batch, newer: Batch) -> bool:
         """Geometric merging: merge while the newer batch is at least half the older."""
         return older.count <= 2 * newer.count
-
-    def _tidy(self, spine: list[Batch]) -> list[Batch]:
-        """The spine after an append's merges (a persisted arrangement bounds its large batches)."""
-        return spine
 
     def _add_boundaries(self, lower: Any, upper: Any) -> None:
         if not self._boundaries:

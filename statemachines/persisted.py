@@ -51,8 +51,11 @@ UPDATE_COLUMNS = ("key", "value", "time", "diff")
 PYTHON_MERGE = 1_000_000
 """Batches that must merge in Python (struct or list columns) merge only up to this size."""
 
-LARGE_BATCHES = 2
-"""At most this many batches larger than ``SMALL_BATCH``: each costs a point read a row group."""
+LARGE_MERGE_RATIO = 4
+"""A batch larger than ``SMALL_BATCH`` merges with the next while it is at most this many
+times the next one's size (smaller batches: twice). A point read reads a row group of
+each large batch, so large batches shrink along the spine four times over: at most
+about log4(updates / SMALL_BATCH) of them, each update rewritten about as often."""
 
 
 def _new_state() -> dict[str, Any]:
@@ -368,7 +371,7 @@ class PersistedArrangement(Arrangement):
     ) -> bool:
         """Publish the batch another writer wrote under ``name``: see :func:`publish_batch`.
 
-        The batch joins the spine as appended batches do (see :meth:`_tidy`), so a
+        The batch joins the spine as appended batches do (see :meth:`_merges`), so a
         stream of small micro-batches keeps few batches however long it runs. With
         ``merge=False`` it joins unmerged, and a later :meth:`merge_batches` merges it.
         """
@@ -478,24 +481,11 @@ class PersistedArrangement(Arrangement):
         """A named point on the write path; tests make it raise to simulate a crash."""
 
     def _merges(self, older: Batch, newer: Batch) -> bool:
-        if not self._merges_in_arrow() and older.count + newer.count > PYTHON_MERGE:
-            return False
+        if not self._merges_in_arrow():
+            return older.count + newer.count <= PYTHON_MERGE and super()._merges(older, newer)
+        if older.count > SMALL_BATCH:
+            return older.count <= LARGE_MERGE_RATIO * newer.count
         return super()._merges(older, newer)
-
-    def _tidy(self, spine: list[Batch]) -> list[Batch]:
-        """Merge the newer large batches into one while there are more than ``LARGE_BATCHES``.
-
-        Geometric merging alone leaves a large batch per doubling of the data, and a
-        point read reads a row group of each; small batches are read from memory.
-
-            spine (updates)                      after
-            8M, 1.5M, 600k, 60k, 10k, 2k         8M, 2.17M
-        """
-        large = [i for i, batch in enumerate(spine) if batch.count > SMALL_BATCH]
-        if len(large) <= LARGE_BATCHES or not self._merges_in_arrow():
-            return spine
-        start = large[LARGE_BATCHES - 1]
-        return [*spine[:start], self._merge(spine[start:])]
 
     def _merges_in_arrow(self) -> bool:
         """Whether batches merge in Arrow: keys and values of plain (not nested) types."""
@@ -621,8 +611,10 @@ class PersistedArrangement(Arrangement):
         """A data file of this version, open for row-group reads."""
         import pyarrow.parquet as pq
 
-        if self.location.is_local:  # mapped: a point read touches only the pages it reads
-            return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), memory_map=True))
+        if self.location.is_local:  # mapped: a point read touches only the pages it reads, unbuffered
+            return self._damage_checked(
+                name, lambda: pq.ParquetFile(self.location.path(name), memory_map=True, pre_buffer=False)
+            )
         return self._damage_checked(name, lambda: pq.ParquetFile(self.location.path(name), filesystem=self.location.filesystem))
 
     def _read_table(self, name: str) -> Any:

@@ -155,7 +155,7 @@ class StoredBatch(Batch):
 
         table = self._groups.get((name, group))
         if table is None:
-            table = index.parquet.read_row_group(group, columns=COLUMNS)
+            table = index.parquet.read_row_group(group, columns=COLUMNS, use_threads=False)  # small: no threads
             self._groups[(name, group)] = table
             if len(self._groups) > CACHED_GROUPS:
                 self._groups.popitem(last=False)

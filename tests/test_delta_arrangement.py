@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import subprocess
 import sys
 from operator import itemgetter
@@ -315,6 +316,17 @@ def test_merging_batches_of_disjoint_times_only_sorts_them(batches):
     assert sorted(fast.to_pylist(), key=repr) == sorted(slow.to_pylist(), key=repr)
 
 
+def write_batch(folder, batch):
+    """Write consolidated string updates as another writer (Spark) does: one key-sorted file."""
+    folder.mkdir()
+    pq.write_table(pa.table({
+        "key": pa.array([u.data[0] for u in batch], pa.string()),
+        "value": pa.array([u.data[1] for u in batch], pa.string()),
+        "time": pa.array([u.time for u in batch], pa.int64()),
+        "diff": pa.array([u.diff for u in batch], pa.int64()),
+    }).sort_by("key"), folder / "part-0.parquet")
+
+
 def test_batches_another_writer_publishes_merge_to_the_same_updates(tmp_path, monkeypatch):
     """Batches Spark writes and publishes merge file to file (the fast merge), then a
     compaction moves times (the consolidating merge): the updates stay the model's."""
@@ -331,17 +343,44 @@ def test_batches_another_writer_publishes_merge_to_the_same_updates(tmp_path, mo
     updates = [(("k0", "v"), 0, 1)]
     for step in range(1, 13):
         batch = consolidate(((f"k{(step * 7 + i) % 13}", f"v{step % 3}"), step, 1) for i in range(8))
-        (tmp_path / f"b{step}").mkdir()
-        pq.write_table(pa.table({
-            "key": [u.data[0] for u in batch], "value": [u.data[1] for u in batch],
-            "time": pa.array([u.time for u in batch], pa.int64()), "diff": pa.array([u.diff for u in batch], pa.int64()),
-        }).sort_by("key"), tmp_path / f"b{step}" / "part-0.parquet")
+        write_batch(tmp_path / f"b{step}", batch)
         publish_batch(tmp_path, f"b{step}", step, step + 1, len(batch))
         updates += batch
     assert True in used  # the spine's stored batches merged without consolidating
     assert PersistedArrangement.open(tmp_path).updates() == consolidate(updates)
     PersistedArrangement.open(tmp_path).compact(6)
     assert PersistedArrangement.open(tmp_path).updates() == consolidate((d, max(t, 6), n) for d, t, n in updates)
+
+
+def test_a_long_stream_rewrites_each_update_a_logarithmic_number_of_times(tmp_path, monkeypatch):
+    """Micro-batches each larger than ``SMALL_BATCH``: merging rewrites an update about
+    as many times as the stream's length doubles, not once per later micro-batch,
+    and the large batches a point read visits stay about log4(updates / SMALL_BATCH)."""
+    import statemachines.persisted as persisted
+    import statemachines.stored as stored
+    from statemachines.persisted import publish_batch
+
+    monkeypatch.setattr(stored, "SMALL_BATCH", 5)
+    monkeypatch.setattr(persisted, "SMALL_BATCH", 5)
+    rewritten = []
+
+    def merge_tables(*args, **kwargs):
+        merged = stored.merge_tables(*args, **kwargs)
+        rewritten.append(merged.num_rows)
+        return merged
+
+    monkeypatch.setattr(persisted, "merge_tables", merge_tables)
+    micro_batches, size, updates, most_large = 120, 8, [], 0
+    PersistedArrangement.create(tmp_path)
+    for step in range(micro_batches):
+        batch = consolidate(((f"k{(step * 7 + i) % 97}", f"v{step % 3}"), step, 1) for i in range(size))
+        write_batch(tmp_path / f"b{step}", batch)
+        publish_batch(tmp_path, f"b{step}", step or None, step + 1, len(batch), stream={"batch_id": step})
+        updates += batch
+        most_large = max(most_large, sum(b.count > 5 for b in PersistedArrangement.open(tmp_path).batches))
+    assert sum(rewritten) <= 2 * math.log2(micro_batches) * len(updates)
+    assert most_large <= math.log(len(updates) / 5, 4) + 1
+    assert PersistedArrangement.open(tmp_path).updates() == consolidate(updates)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -363,13 +402,7 @@ def test_batches_published_unmerged_merge_later_into_the_spine_merging_at_once_m
         batch = consolidate(((f"k{(step * 7 + i) % 13}", f"v{step % 3}"), step, 1) for i in range(size))
         updates += batch
         for path, merge in ((at_once, True), (later, False)):
-            (path / f"b{step}").mkdir()
-            pq.write_table(pa.table({
-                "key": pa.array([u.data[0] for u in batch], pa.string()),
-                "value": pa.array([u.data[1] for u in batch], pa.string()),
-                "time": pa.array([u.time for u in batch], pa.int64()),
-                "diff": pa.array([u.diff for u in batch], pa.int64()),
-            }).sort_by("key"), path / f"b{step}" / "part-0.parquet")
+            write_batch(path / f"b{step}", batch)
             publish_batch(path, f"b{step}", step, step + 1, len(batch), merge=merge)
         assert PersistedArrangement.open(later).updates() == PersistedArrangement.open(at_once).updates()
         if step in merge_at:
