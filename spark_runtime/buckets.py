@@ -224,7 +224,7 @@ class Bucket:
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
         with gc_paused():
-            output = self._step(key[0], [], timerValues)
+            output = self._step(key[0], [], timerValues, timer=True)
         yield output
 
     def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
@@ -253,11 +253,15 @@ class Bucket:
         _BASES[bucket] = (state.record["base"], state.base)
         return state
 
-    def _save(self, bucket: int, state: BucketState, watermark_ms: int | None = None) -> None:
+    def _save(self, bucket: int, state: BucketState, expired_by: int | None = None) -> None:
+        """Store the changed parts and arm one timer at the earliest wake. ``expired_by``:
+        in a timer's call, the watermark (Spark deletes the timers it expired after the
+        call). In any other call every other timer goes, expired ones too: the step
+        applied what they were armed for, and Spark would call the bucket again for them."""
         wanted = state.earliest_wake()
         armed = set(self.handle.listTimers())
         for timer in armed - {wanted}:
-            if watermark_ms is None or timer > watermark_ms:  # Spark removes expired ones itself
+            if expired_by is None or timer > expired_by:
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
@@ -270,7 +274,9 @@ class Bucket:
             self.states[name].update((data,))
         _BASES[bucket] = (state.record["base"], state.base)
 
-    def _step(self, bucket: int, events: list[Any], timer_values: Any, rules: list[Any] = ()) -> Any:
+    def _step(
+        self, bucket: int, events: list[Any], timer_values: Any, rules: list[Any] = (), timer: bool = False
+    ) -> Any:
         """``events``: the micro-batch's event tables for this bucket (see :func:`pack_events`)."""
         state = self._load(bucket)
         machine = book_of(self.machine, state.record, self.books) if isinstance(self.machine, RuleDetector) else self.machine
@@ -294,7 +300,7 @@ class Bucket:
         if rules:  # they take effect from the frontier just reached, in every bucket alike
             machine, rules_taken = take_rules(bucket, state.record, machine, rules, state.frontier)
             state.rearm(machine)
-        self._save(bucket, state, watermark_ms)
+        self._save(bucket, state, watermark_ms if timer else None)
         payload = encode_table(out.take()) if len(out) else None
         return pd.DataFrame(
             {

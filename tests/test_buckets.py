@@ -1,13 +1,23 @@
-"""The bucketed streaming runtime's time mapping: Spark's watermark <-> frontiers and timers."""
+"""The bucketed streaming runtime's time mapping (Spark's watermark <-> frontiers and
+timers), and the timers a bucket keeps armed."""
 
 from __future__ import annotations
 
 import datetime as dt
 
+import pandas as pd
+import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pyspark import cloudpickle
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
+from statemachines.library import Upsert
+from statemachines.spark.bucket_state import PARTS, encode_table
+from statemachines.spark.buckets import Bucket
 from statemachines.spark.clock import CLOCK_SHIFT_MS, DAY_MS, frontier_of, timer_ms
+from tests.machines import SubclassedUpsert
 
 UTC = dt.UTC
 kinds = {
@@ -17,6 +27,7 @@ kinds = {
     "date": st.dates(dt.date(1910, 1, 1), dt.date(2200, 1, 1)),
 }
 watermarks = st.integers(1, 2 * CLOCK_SHIFT_MS)
+ARROW_EVENTS = pa.schema([("key", pa.string()), ("symbol", pa.string()), ("time", pa.int64()), ("order", pa.int64())])
 
 
 @given(st.data())
@@ -37,3 +48,66 @@ def test_frontiers_rise_with_the_watermark(kind, a, b):
 
 def test_no_watermark_yet_is_no_frontier():
     assert frontier_of(0, "number") is None
+
+
+class InMemoryHandle:
+    """What a bucket uses of Spark's processor handle: value states and timers, in memory."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, tuple] = {}
+        self.timers: set[int] = set()
+
+    def getValueState(self, name, schema):
+        stored = self.stored
+
+        class Value:
+            def get(self):
+                return stored.get(name)
+
+            def update(self, value):
+                stored[name] = value
+
+            def clear(self):
+                stored.pop(name, None)
+
+        return Value()
+
+    def listTimers(self):
+        return iter(sorted(self.timers))
+
+    def registerTimer(self, ms):
+        self.timers.add(ms)
+
+    def deleteTimer(self, ms):
+        self.timers.discard(ms)
+
+
+@pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow step", "runtime step"])
+def test_a_bucket_with_events_drops_the_timers_its_step_made_due(machine):
+    """Spark calls a bucket's input rows, then its expired timers. Its input call
+    applies everything the watermark made due, so it also deletes those timers: an
+    expired one left armed would call the bucket a second time in the micro-batch,
+    for nothing. In a timer's own call Spark deletes the timer afterwards."""
+    schema = pa.schema([
+        ("kind", pa.int8()), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()), ("diff", pa.int64()),
+        ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
+    ])
+    handle = InMemoryHandle()
+    states = {name: handle.getValueState(name, None) for name in (*PARTS, "runtime")}
+    bucket = Bucket(cloudpickle.dumps((machine, "number", schema, None, True)), handle, states)
+
+    def micro_batch(watermark, times):
+        events = pa.table({"key": ["k"] * len(times), "symbol": [f"v{t}" for t in times], "time": times, "order": times},
+                          schema=ARROW_EVENTS)
+        rows = pd.DataFrame({"payload": [encode_table(events)], "rules": [None]})
+        return pd.concat(bucket.handleInputRows((0,), iter([rows]), TimerValues(0, watermark)))
+
+    micro_batch(0, [5, 10, 20])  # no watermark yet: all wait
+    assert handle.timers == {timer_ms(5)}
+    output = micro_batch(timer_ms(12), [30])  # 5 and 10 apply; 20 and 30 wait
+    assert output["events"].sum() == 1 and output["waiting"].sum() == 2
+    assert handle.timers == {timer_ms(20)}
+    # no input: Spark calls the timer, then deletes it; the bucket arms the next one
+    output = pd.concat(bucket.handleExpiredTimer((0,), TimerValues(0, timer_ms(25)), None))
+    assert output["waiting"].sum() == 1
+    assert handle.timers == {timer_ms(20), timer_ms(30)}
