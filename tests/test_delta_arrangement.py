@@ -297,16 +297,19 @@ def test_check_reads_every_file_of_an_intact_arrangement(tmp_path):
     assert done.returncode == 0 and "intact" in done.stdout, done.stderr
 
 
+@pytest.mark.parametrize("keys, key_type", [(sst.text_keys, pa.string()), (st.integers(-3, 3), pa.int64())], ids=["text", "integer"])
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.tuples(sst.text_keys, st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.sampled_from([-1, 1])), max_size=12), min_size=1, max_size=4))
-def test_merging_batches_of_disjoint_times_only_sorts_them(batches):
+@given(data=st.data())
+def test_merging_batches_of_disjoint_times_only_sorts_them(keys, key_type, data):
     """The fast merge of a spine's batches (disjoint intervals, since not moving any
-    time) gives what consolidating them gives."""
+    time) gives what consolidating them gives, sorted by key."""
+    rows = st.tuples(keys, st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.sampled_from([-1, 1]))
+    batches = data.draw(st.lists(st.lists(rows, max_size=12), min_size=1, max_size=4))
     tables = []
     for i, rows in enumerate(batches):  # batch i holds times 10*i .. 10*i + 3
         merged = consolidate(((k, v), 10 * i + t, d) for k, v, t, d in rows)
         tables.append(pa.table({
-            "key": pa.array([u.data[0] for u in merged], pa.string()),
+            "key": pa.array([u.data[0] for u in merged], key_type),
             "value": pa.array([u.data[1] for u in merged], pa.string()),
             "time": pa.array([u.time for u in merged], pa.int64()),
             "diff": pa.array([u.diff for u in merged], pa.int64()),
