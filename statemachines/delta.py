@@ -56,6 +56,10 @@ LEGACY_MANIFEST = "manifest.json"
 RETENTION_HOURS = 168  # Delta's default: a week
 # a checkpoint every 10 commits: opening replays at most 9 commit files (6 ms, not 26)
 TABLE_SETTINGS = {"delta.checkpointInterval": "10"}
+# Delta deletes log files older than delta.logRetentionDuration (30 days) after a
+# commit, listing the whole log to find them; doing it after every commit made each
+# commit cost what the log holds (25 ms at 3,000 versions, 7 ms without)
+LOG_CLEANUP_EVERY = 100
 
 
 class DamagedArrangement(InvalidArgument):
@@ -342,7 +346,12 @@ def commit(
     with another writer raises; the state file it wrote is never referenced.
     """
     dl = deltalake()
-    from deltalake.transaction import CommitProperties, RemoveAction, Transaction
+    from deltalake.transaction import (
+        CommitProperties,
+        PostCommitHookProperties,
+        RemoveAction,
+        Transaction,
+    )
 
     sequence = state["sequence"]
     put_state(loc, state)
@@ -365,7 +374,11 @@ def commit(
             table = None
         else:
             table = base.table if base.table is not None else _open_table(loc, base.version)
-            table.create_write_transaction([*adds, *removed], "append", schema, commit_properties=properties)
+            cleanup = None if sequence % LOG_CLEANUP_EVERY == 0 else False  # None: as the table says
+            table.create_write_transaction(
+                [*adds, *removed], "append", schema, commit_properties=properties,
+                post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=cleanup),
+            )
             table.update_incremental()
     except dl.exceptions.CommitFailedError as exc:
         raise InvalidArgument(

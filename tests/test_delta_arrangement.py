@@ -414,3 +414,26 @@ def test_batches_published_unmerged_merge_later_into_the_spine_merging_at_once_m
     PersistedArrangement.open(later).merge_batches()
     assert spine(later) == spine(at_once)
     assert PersistedArrangement.open(later).updates() == consolidate([(("k", "v"), 0, 1), *updates])
+
+
+def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path, monkeypatch):
+    """Delta's cleanup of expired log files lists the whole log; it runs with every
+    ``LOG_CLEANUP_EVERY``-th commit, so a commit's cost does not grow with the log.
+    What it deletes (here, with no retention, everything before the last checkpoint)
+    leaves the arrangement whole."""
+    import statemachines.delta as delta
+
+    monkeypatch.setattr(delta, "LOG_CLEANUP_EVERY", 15)
+    arrangement = PersistedArrangement(tmp_path)
+    arrangement.append([(("a", "x0"), 0, 1)], lower=0, upper=1)
+    DeltaTable(str(tmp_path)).alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+    first_logs = []
+    for t in range(1, 31):
+        arrangement = PersistedArrangement.open(tmp_path)
+        arrangement.append([(("a", f"x{t}"), t, 1)], lower=t, upper=t + 1)
+        logs = sorted(f for f in (tmp_path / "_delta_log").iterdir() if f.suffix == ".json")
+        first_logs.append((arrangement._snapshot.state["sequence"], int(logs[0].stem)))
+    assert first_logs[0][1] == 0
+    moved = [sequence for (sequence, first), (_, before) in zip(first_logs[1:], first_logs, strict=False) if first != before]
+    assert moved == [15, 30]  # the log's first file changes only with a cleanup
+    assert PersistedArrangement.open(tmp_path).updates() == consolidate((("a", f"x{t}"), t, 1) for t in range(31))
