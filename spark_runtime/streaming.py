@@ -75,7 +75,7 @@ from statemachines.spark.output import (
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
 from statemachines.spark.rule_stream import check_rules, kept_settings, taken_rules
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
-from statemachines.stored import ROW_GROUP_ROWS
+from statemachines.stored import WRITE_OPTIONS
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -121,8 +121,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
                 rows = rows.sort_by("key")  # row groups of key ranges, for point reads
             loc.filesystem.create_dir(loc.path(f"{name}/kind={kind}"))
             pq.write_table(
-                rows, loc.path(f"{name}/kind={kind}/part-00000.parquet"), filesystem=loc.filesystem,
-                row_group_size=ROW_GROUP_ROWS,
+                rows, loc.path(f"{name}/kind={kind}/part-00000.parquet"), filesystem=loc.filesystem, **WRITE_OPTIONS
             )
             counts[kind] = rows.num_rows
     return name, counts

@@ -30,7 +30,7 @@ from statemachines.arrangement import Arrangement, Batch
 from statemachines.columns import arrow_array, column_to_python, storage_problem, type_fixed_by
 from statemachines.delta import DamagedArrangement, Location, Snapshot
 from statemachines.errors import InvalidArgument
-from statemachines.stored import ROW_GROUP_ROWS, SMALL_BATCH, StoredBatch, merge_tables
+from statemachines.stored import SMALL_BATCH, WRITE_OPTIONS, StoredBatch, merge_tables
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -582,9 +582,7 @@ class PersistedArrangement(Arrangement):
         """Write a key-sorted table as the data file ``name``, in small row groups."""
         import pyarrow.parquet as pq
 
-        pq.write_table(
-            table, self.location.path(name), filesystem=self.location.filesystem, row_group_size=ROW_GROUP_ROWS
-        )
+        pq.write_table(table, self.location.path(name), filesystem=self.location.filesystem, **WRITE_OPTIONS)
         return name
 
     # -- reading --------------------------------------------------------------------

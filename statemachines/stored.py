@@ -29,13 +29,18 @@ from statemachines.arrangement import Batch, Entries
 from statemachines.columns import column_to_python
 from statemachines.updates import total_order_key
 
-__all__ = ["ROW_GROUP_ROWS", "SMALL_BATCH", "StoredBatch", "merge_tables"]
+__all__ = ["ROW_GROUP_ROWS", "SMALL_BATCH", "WRITE_OPTIONS", "StoredBatch", "merge_tables"]
 
 SMALL_BATCH = 50_000
 """A batch of at most this many updates is loaded whole on its first read."""
 
 ROW_GROUP_ROWS = 1024
 """Rows per Parquet row group in the files this project writes: the unit of a point read."""
+
+WRITE_OPTIONS = {"row_group_size": ROW_GROUP_ROWS, "use_dictionary": False}
+"""How this project writes a key-sorted data file (``pyarrow.parquet.write_table``):
+small row groups, and no dictionaries, which each small group would carry its own
+of (1.2M string updates: 10% larger and written 40% slower with them)."""
 
 CACHED_GROUPS = 32
 """Row groups a large batch keeps after point reads."""

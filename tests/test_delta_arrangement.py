@@ -437,3 +437,19 @@ def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path
     moved = [sequence for (sequence, first), (_, before) in zip(first_logs[1:], first_logs, strict=False) if first != before]
     assert moved == [15, 30]  # the log's first file changes only with a cleanup
     assert PersistedArrangement.open(tmp_path).updates() == consolidate((("a", f"x{t}"), t, 1) for t in range(31))
+
+
+def test_data_files_are_written_in_small_row_groups_without_dictionaries(tmp_path):
+    """A point read reads one 1,024-row group; a dictionary per group that small only
+    makes the file larger and slower to write."""
+    from statemachines.persisted import table_files
+
+    arrangement = PersistedArrangement(tmp_path)
+    arrangement.append([((f"k{i:05d}", f"v{i % 7}"), i % 3, 1) for i in range(3000)], lower=0, upper=3)
+    files, _ = table_files(tmp_path)
+    assert files
+    for uri in files:
+        metadata = pq.ParquetFile(uri.removeprefix("file://")).metadata
+        groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
+        assert max(group.num_rows for group in groups) <= 1024
+        assert not any(group.column(c).has_dictionary_page for group in groups for c in range(group.num_columns))
