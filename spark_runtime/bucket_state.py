@@ -278,9 +278,13 @@ class BucketState:
         """Remove and return the pending events due at ``watermark_ms`` (a table)."""
         taken = self.due_rows(watermark_ms)
         if taken.num_rows:
-            self.pending = self.pending.filter(pc.greater(self.pending["wake"], watermark_ms))
-            self._changed.add("pending")
+            self.drop_due_rows(watermark_ms)
         return taken
+
+    def drop_due_rows(self, watermark_ms: int) -> None:
+        """Remove the pending events due at ``watermark_ms`` (read with :meth:`due_rows`)."""
+        self.pending = self.pending.filter(pc.greater(self.pending["wake"], watermark_ms))
+        self._changed.add("pending")
 
     def take_due_events(self, watermark_ms: int) -> tuple[list[Event], int | None]:
         """Remove and return the pending events due at ``watermark_ms``, and when the

@@ -95,7 +95,8 @@ def advance_upsert(
     if before is None:
         return None
     if advancing:
-        state.take_due_rows(watermark_ms)
+        if due.num_rows:
+            state.drop_due_rows(watermark_ms)
         state.note(frontier=encode_time(frontier), kind=kind)
     updates = _changes(winners, before)
     state.keep_values(*_last_per_key(winners))
