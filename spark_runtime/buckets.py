@@ -6,7 +6,7 @@ values and armed deadlines, its buffered events) is kept in parts as Arrow table
 runs a :class:`~statemachines.LocalRuntime` over the keys it touches only (``Upsert``
 over plain columns runs in Arrow instead: :mod:`statemachines.spark.bucket_upsert`). Python is
 called once per bucket per micro-batch, never once per key::
-    events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (payload)
+    events ─ pack ─► (bucket, payload, clock) ─ groupBy(bucket).transformWithStateInPandas ─► (file, payload)
 
 *Packing* turns each Arrow batch of events into one row per bucket whose ``payload``
 is those events in Arrow IPC form, plus one *clock* row carrying the batch's latest
@@ -25,10 +25,21 @@ step   what happens
 3      buffers the new events; those below ``W`` are rejected as late
 4      writes the parts that changed, and sets one timer at the earliest
        time still waiting
+5      writes its updates as a key-sorted data file of the arrangement; its
+       output row names the file, and carries its rejected events
 =====  ===================================================================
 
 A bucket with nothing new is not called until its timer fires. Its updates have
-times below ``W`` and at or above the previous watermark.
+times below ``W`` and at or above the previous watermark. The sink publishes the
+micro-batch's files as one batch: the updates never pass through the driver. Files
+of a micro-batch Spark replays after a failure are never published; the
+arrangement's vacuum deletes them.
+
+A bucket's state lives in two value states: ``base`` and ``head`` (the record,
+recent keys and pending events), so a micro-batch makes one or two calls to the
+state store. The record notes the one timer armed. Buckets that earlier versions
+stored (the parts in four value states, or one pickled runtime in ``runtime``) are
+read and stored again in this layout.
 
 Times map to Spark's milliseconds as :mod:`statemachines.spark.clock` says.
 """
@@ -41,6 +52,7 @@ import os
 import pickle
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,7 +91,16 @@ from statemachines.spark.clock import (
     frontier_of,
     latest_ms,
 )
-from statemachines.spark.output import REFUSAL, OutputRows, output_schema, waiting_count
+from statemachines.spark.output import (
+    REFUSAL,
+    UPDATE,
+    UPDATE_COLUMNS,
+    OutputRows,
+    output_schema,
+    rows_of_kind,
+    waiting_count,
+    write_keyed,
+)
 from statemachines.spark.rule_stream import book_of, packed_rules, rule_rows, take_rules
 from statemachines.spark.session import ROCKSDB
 from statemachines.spark.shipping import carried, code_loader, is_connect
@@ -95,16 +116,20 @@ __all__ = [
     "packed_events",
 ]
 
-# per bucket and micro-batch: its output rows in Arrow IPC form (or null), the events
+# per bucket and micro-batch: its rows other than updates in Arrow IPC form (or null),
+# the data file of its updates and their count (or nulls), the events
 # it took, the watermark, the events still waiting with the earliest of their times
 # (JSON, as encode_time), when the earliest event it applied arrived (Unix ms), and
 # the rule rows it accepted and set aside (JSON, see rule_stream.take_rules)
 BUCKET_OUTPUT = (
-    "bucket int, payload binary, events long, watermark long, waiting long, waiting_for string, "
-    "arrived long, rules_taken string"
+    "bucket int, payload binary, file string, file_rows long, events long, watermark long, waiting long, "
+    "waiting_for string, arrived long, rules_taken string"
 )
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
+HEAD = "head"  # the value state holding a bucket's record, recent keys and pending events
+HEAD_PARTS = ("record", "recent", "pending")
+HEAD_SCHEMA = "record binary, recent binary, pending binary"
 LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalRuntime
 # bucket -> (base id, base table): the bases this worker process read or wrote last; a
 # bucket whose record names the same base id needs no reading of it (it is the largest part)
@@ -202,7 +227,7 @@ class Bucket:
     """
 
     def __init__(self, config: bytes, handle: Any, states: dict[str, Any]) -> None:
-        self.machine, self.kind, self.arrow_schema, self.floor, check_values = pickle.loads(config)
+        self.machine, self.kind, self.arrow_schema, self.floor, check_values, self.into = pickle.loads(config)
         # floor: the arrangement's upper when the query started (earlier times are late)
         self.handle = handle
         self.states = states
@@ -235,43 +260,71 @@ class Bucket:
     # -- one bucket, one micro-batch -------------------------------------------------
 
     def _load(self, bucket: int) -> BucketState:
+        head = self.states[HEAD].get()
+        if head is None:
+            return self._load_earlier()
+        stored = dict(zip(HEAD_PARTS, head, strict=True))
+        kept = _BASES.get(bucket)
+        if kept is not None and kept[0] == json.loads(stored["record"]).get("base"):  # this worker holds it
+            base = kept[1]
+        else:
+            base = None
+            stored["base"] = (self.states["base"].get() or (None,))[0]
+        state = BucketState.decode(self.types, stored, base=base)
+        _BASES[bucket] = (state.record["base"], state.base)
+        return state
+
+    def _load_earlier(self) -> BucketState:
+        """A bucket as earlier versions stored it (saved whole in today's layout), or
+        a new one."""
+        record = self.states["record"].get()
+        if record is not None:  # format 1 in four value states, one per part
+            stored = {"record": record[0], **{name: (self.states[name].get() or (None,))[0] for name in PARTS[1:]}}
+            for name in HEAD_PARTS:
+                self.states[name].clear()
+            state = BucketState.decode(self.types, stored)
+            state.note()  # so that the head is stored (its "base" is where it was)
+            return state
         legacy = self.states[LEGACY].get()
         if legacy is not None:  # one pickled runtime, as versions before format 1 kept it
             checkpoint = pickle.loads(legacy[0])
             self.states[LEGACY].clear()
             return BucketState.of_runtime(self.types, self.machine, checkpoint)
-        record = self.states["record"].get()
-        if record is None:
-            return BucketState.fresh(self.types, self.floor)
-        kept = _BASES.get(bucket)
-        if kept is not None and kept[0] == json.loads(record[0]).get("base"):  # this worker holds it
-            names, base = ("recent", "pending"), kept[1]
-        else:
-            names, base = ("base", "recent", "pending"), None
-        stored = {"record": record[0], **{name: (self.states[name].get() or (None,))[0] for name in names}}
-        state = BucketState.decode(self.types, stored, base=base)
-        _BASES[bucket] = (state.record["base"], state.base)
+        state = BucketState.fresh(self.types, self.floor)
+        state.note(timer=None)  # never stored: no timer armed
         return state
 
     def _save(self, bucket: int, state: BucketState, expired_by: int | None = None) -> None:
         """Store the changed parts and arm one timer at the earliest wake. ``expired_by``:
         in a timer's call, the watermark (Spark deletes the timers it expired after the
         call). In any other call every other timer goes, expired ones too: the step
-        applied what they were armed for, and Spark would call the bucket again for them."""
+        applied what they were armed for, and Spark would call the bucket again for them.
+
+        The record notes the timer armed, so that no call asks Spark for its timers;
+        a state of an earlier version has no such note, and asks once.
+        """
         wanted = state.earliest_wake()
-        armed = set(self.handle.listTimers())
+        if "timer" in state.record:
+            armed = {state.record["timer"]} - {None}
+        else:
+            armed = set(self.handle.listTimers())
         for timer in armed - {wanted}:
             if expired_by is None or timer > expired_by:
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
+        if state.record.get("timer", -1) != wanted:
+            state.note(timer=wanted)
         if state.is_empty():  # nothing left: the bucket is fresh again
-            for name in PARTS:
+            for name in (HEAD, "base"):
                 self.states[name].clear()
             _BASES.pop(bucket, None)
             return
-        for name, data in state.parts().items():
-            self.states[name].update((data,))
+        changed = state.changed()
+        if "base" in changed:
+            self.states["base"].update((state.part("base"),))
+        if changed & set(HEAD_PARTS):
+            self.states[HEAD].update(tuple(state.part(name) for name in HEAD_PARTS))
         _BASES[bucket] = (state.record["base"], state.base)
 
     def _step(
@@ -301,11 +354,13 @@ class Bucket:
             machine, rules_taken = take_rules(bucket, state.record, machine, rules, state.frontier)
             state.rearm(machine)
         self._save(bucket, state, watermark_ms if timer else None)
-        payload = encode_table(out.take()) if len(out) else None
+        payload, file, file_rows = self._output(out)
         return pd.DataFrame(
             {
                 "bucket": [bucket],
                 "payload": [payload],
+                "file": [file],
+                "file_rows": [file_rows],
                 "events": [sum(table.num_rows for table in events)],
                 "watermark": [watermark_ms],
                 "waiting": [state.pending.num_rows],
@@ -314,6 +369,22 @@ class Bucket:
                 "rules_taken": [rules_taken],
             }
         )
+
+    def _output(self, out: OutputRows) -> tuple[bytes | None, str | None, int | None]:
+        """The payload of the rows gathered (:func:`encode_table`); the updates among
+        them go to a data file of the arrangement instead (key-sorted, named in the
+        output with its row count), which the sink publishes with the micro-batch."""
+        if not len(out):
+            return None, None, None
+        rows = out.take()
+        rows = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
+        updates = rows_of_kind(rows, UPDATE).select(list(UPDATE_COLUMNS))
+        if not updates.num_rows:
+            return encode_table(rows), None, None
+        file = f"batch-{uuid.uuid4().hex}.parquet"
+        write_keyed(updates, self.into, file)
+        rest = rows.filter(pc.not_equal(rows["kind"], UPDATE))
+        return encode_table(rest) if rest.num_rows else None, file, updates.num_rows
 
     def _table(self, events: list[Any]) -> Any:
         """The event tables as one (``key, symbol, time, order[, refusal]``)."""
@@ -330,7 +401,13 @@ def _earliest_pending(state: BucketState) -> str | None:
 
 
 def bucket_processor(
-    machine: Machine, kind: str, arrow_schema: Any, floor: Any, load: Any = None, check_values: bool = True
+    machine: Machine,
+    kind: str,
+    arrow_schema: Any,
+    floor: Any,
+    into: str,
+    load: Any = None,
+    check_values: bool = True,
 ) -> Any:
     """The stateful processor handed to Spark: a thin shell over :class:`Bucket`.
 
@@ -338,13 +415,14 @@ def bucket_processor(
     only ``init`` and cannot import the code shipped to the executors (neither the
     user's modules nor this project's). So the shell is a class built here, pickled
     by value, that imports nothing of the project until a bucket runs, and the
-    machine travels inside it as bytes. ``load``, if given (Spark Connect, whose
+    machine travels inside it as bytes. ``into``: the arrangement the buckets write
+    their updates' data files into. ``load``, if given (Spark Connect, whose
     stateful tasks do not see the session's artifacts), is a
     :func:`~statemachines.spark.shipping.code_loader` called before the first bucket runs.
     """
 
-    config = cloudpickle.dumps((machine, kind, arrow_schema, floor, check_values))
-    parts, legacy = PARTS, LEGACY  # constants of the shell, which imports nothing of the project
+    config = cloudpickle.dumps((machine, kind, arrow_schema, floor, check_values, into))
+    parts, head, head_schema, legacy = PARTS, HEAD, HEAD_SCHEMA, LEGACY  # the shell imports nothing of the project
 
     class BucketProcessor(StatefulProcessor):
         def __init__(self) -> None:
@@ -364,6 +442,7 @@ def bucket_processor(
             self.handle = handle
             # the parts of a bucket's state, and the one pickled runtime of earlier versions
             self.states = {name: handle.getValueState(name, "data binary") for name in parts}
+            self.states[head] = handle.getValueState(head, head_schema)
             self.states[legacy] = handle.getValueState(legacy, "runtime binary")
             self.bucket: Any = None
 
@@ -469,7 +548,7 @@ def bucketed_output(
         initial = _initial_state(seed, buckets).groupBy("bucket")
     load = code_loader(spark, machine) if is_connect(spark) else None
     processor = bucket_processor(
-        machine, kind, arrow_schema, floor, load, checks_values(machine, prepared, value_type)
+        machine, kind, arrow_schema, floor, into, load, checks_values(machine, prepared, value_type)
     )
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial

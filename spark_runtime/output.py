@@ -8,12 +8,15 @@ Arrow batches Python builds of them, and key-sorted Parquet batches.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyarrow import fs
 from pyspark.sql import types as T
 
@@ -21,9 +24,19 @@ from statemachines import InvalidArgument
 from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import set_aside
 from statemachines.spark.session import scoped_conf
+from statemachines.stored import WRITE_OPTIONS
 
 __all__ = [
-    "OutputRows", "aside", "count_rows", "drop", "move_aside", "output_schema", "waiting_count", "write_parts",
+    "OutputRows",
+    "aside",
+    "count_rows",
+    "drop",
+    "move_aside",
+    "output_schema",
+    "rows_of_kind",
+    "waiting_count",
+    "write_keyed",
+    "write_parts",
 ]
 
 UPDATE = 0
@@ -124,6 +137,23 @@ ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))
 def keyed(frame: Any, *first: str) -> Any:
     """``frame`` sorted by key within each file (after ``first``): row groups hold key ranges."""
     return frame.sortWithinPartitions(*first, "key")
+
+
+def rows_of_kind(table: Any, kind: int) -> Any:
+    """The rows of ``kind`` in an output table, without the ``kind`` column."""
+    return table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
+
+
+def write_keyed(rows: Any, path: str, relative: str) -> None:
+    """Write ``rows`` sorted by key (row groups of key ranges, for point reads) as the
+    Parquet file ``relative`` of the arrangement at ``path``."""
+    loc = location(path)
+    with contextlib.suppress(pa.ArrowNotImplementedError):  # a struct key stays unsorted
+        rows = rows.sort_by("key")
+    parent = relative.rpartition("/")[0]
+    if parent:
+        loc.filesystem.create_dir(loc.path(parent))
+    pq.write_table(rows, loc.path(relative), filesystem=loc.filesystem, **WRITE_OPTIONS)
 
 
 def count_rows(loc: Any, relative: str) -> int:

@@ -34,12 +34,10 @@ from typing import Any
 import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
-from statemachines.delta import location
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import (
     PersistedArrangement,
@@ -69,13 +67,14 @@ from statemachines.spark.output import (
     aside,
     drop,
     move_aside,
+    rows_of_kind,
     waiting_count,
+    write_keyed,
     write_parts,
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
 from statemachines.spark.rule_stream import check_rules, kept_settings, taken_rules
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
-from statemachines.stored import WRITE_OPTIONS
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
@@ -107,22 +106,18 @@ def with_report(progress: dict[str, Any], stream: dict[str, Any], report: MicroB
 
 
 def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict[int, int]]:
-    """Write the buckets' output payloads as ``write_parts`` lays out its frame."""
+    """Write the rows of the buckets' output payloads as ``write_parts`` lays out its
+    frame (a bucket's updates are in a file of its own; those of a bucket that wrote
+    none, as earlier versions did, are written here)."""
 
-    loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
     parts = [decode_table(p) for p in payloads.to_pylist() if p is not None]
     table = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
     counts = {}
     for kind in (UPDATE, REJECTED):
-        rows = table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
+        rows = rows_of_kind(table, kind)
         if rows.num_rows:
-            with contextlib.suppress(pa.ArrowNotImplementedError):  # a struct key stays unsorted
-                rows = rows.sort_by("key")  # row groups of key ranges, for point reads
-            loc.filesystem.create_dir(loc.path(f"{name}/kind={kind}"))
-            pq.write_table(
-                rows, loc.path(f"{name}/kind={kind}/part-00000.parquet"), filesystem=loc.filesystem, **WRITE_OPTIONS
-            )
+            write_keyed(rows, path, f"{name}/kind={kind}/part-00000.parquet")
             counts[kind] = rows.num_rows
     return name, counts
 
@@ -236,9 +231,10 @@ class MicroBatchRunner:
 class BucketSink:
     """The ``foreachBatch`` function of a bucketed query: publish each micro-batch once.
 
-    The buckets' output (see :mod:`statemachines.spark.buckets`) is collected in one job,
-    written by this process, then published with the micro-batch id in one atomic
-    commit. A micro-batch Spark replays after a failure finds its id
+    The buckets' output rows (see :mod:`statemachines.spark.buckets`) are collected
+    in one job; the updates are in the data files the buckets wrote, their rejected
+    rows are written by this process; all are published with the micro-batch id in
+    one atomic commit. A micro-batch Spark replays after a failure finds its id
     published: the buckets run again (Spark requires their state to be committed),
     their output is discarded.
     """
@@ -275,7 +271,11 @@ class BucketSink:
         frontier = frontier_of(watermark or 0, self.kind)
         upper = frontier if frontier is not None and (lower is None or frontier > lower) else lower
         name, counts = write_output(table["payload"], self.arrow_schema, self.into)
-        n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
+        files = table["file"].drop_null().to_pylist()
+        if counts.get(UPDATE):
+            files.append(f"{name}/kind={UPDATE}/part-00000.parquet")
+        n_updates = counts.get(UPDATE, 0) + (pc.sum(table["file_rows"]).as_py() or 0)
+        n_rejected = counts.get(REJECTED, 0)
         before = (stream.get("waiting") or {}) if same_query(stream, self.checkpoint) else {}
         waiting = waiting_by_bucket(before, table)
         n_waiting = waiting_count(waiting)
@@ -297,7 +297,8 @@ class BucketSink:
             latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
         publish_micro_batch(
-            self.into, name, lower, upper, progress, stream, report, self.progress, notes or None, merge=False
+            self.into, name, lower, upper, progress, stream, report, self.progress, notes or None, merge=False,
+            files=files,
         )
 
 
@@ -375,6 +376,7 @@ def publish_micro_batch(
     callback: Callable[[MicroBatchReport], None] | None,
     notes: dict[str, Any] | None = None,
     merge: bool = True,
+    files: list[str] | None = None,
 ) -> None:
     """Publish the micro-batch written as ``into/name`` with its progress and report, then tell.
 
@@ -388,7 +390,7 @@ def publish_micro_batch(
     for kind in (REJECTED, PENDING):
         move_aside(into, name, kind)
     publish_batch(
-        into, f"{name}/kind={UPDATE}", lower, upper, report.updates,
+        into, f"{name}/kind={UPDATE}" if files is None else files, lower, upper, report.updates,
         stream=with_report(progress, stream, report), notes=notes, merge=merge,
     )
     before = stream.get("pending")

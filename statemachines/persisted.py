@@ -201,7 +201,7 @@ def is_replay(published: dict[str, Any] | None, stream: dict[str, Any]) -> bool:
 
 def publish_batch(
     path: str | os.PathLike[str],
-    name: str,
+    name: str | list[str],
     lower: Any,
     upper: Any,
     count: int,
@@ -210,7 +210,8 @@ def publish_batch(
     notes: dict[str, Any] | None = None,
     merge: bool = True,
 ) -> bool:
-    """Publish a batch another writer (e.g. Spark) wrote under ``path/name`` as one commit.
+    """Publish a batch another writer (e.g. Spark) wrote under ``path/name`` as one commit
+    (``name``: a folder, or a list of the batch's files).
 
     The batch's Parquet files must already be complete; only the log is written (no
     data is loaded). The same rules as ``Arrangement.append`` hold: ``lower`` must be
@@ -360,7 +361,7 @@ class PersistedArrangement(Arrangement):
 
     def publish_files(
         self,
-        name: str,
+        name: str | list[str],
         lower: Any,
         upper: Any,
         count: int,
@@ -416,9 +417,15 @@ class PersistedArrangement(Arrangement):
         with self._holds_lock:
             self._transact(change, "compact", schema=schema)
 
-    def _written(self, name: str, count: int) -> tuple[list[str], Any]:
-        """The Parquet files another writer made under ``name``, and their (checked) columns."""
-        files = _parquet_files(self.location, name) if count else []
+    def _written(self, name: str | list[str], count: int) -> tuple[list[str], Any]:
+        """The Parquet files another writer made under ``name`` (or those named), and
+        their (checked) columns."""
+        if not count:
+            files = []
+        elif isinstance(name, str):
+            files = _parquet_files(self.location, name)
+        else:
+            files = sorted(name)
         schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None
         return files, schema
 

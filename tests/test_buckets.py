@@ -4,9 +4,11 @@ timers), and the timers a bucket keeps armed."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +16,8 @@ from pyspark import cloudpickle
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from statemachines.library import Upsert
-from statemachines.spark.bucket_state import PARTS, encode_table
-from statemachines.spark.buckets import Bucket
+from statemachines.spark.bucket_state import PARTS, decode_table, encode_table
+from statemachines.spark.buckets import HEAD, HEAD_PARTS, LEGACY, Bucket
 from statemachines.spark.clock import CLOCK_SHIFT_MS, DAY_MS, frontier_of, timer_ms
 from tests.machines import SubclassedUpsert
 
@@ -51,11 +53,13 @@ def test_no_watermark_yet_is_no_frontier():
 
 
 class InMemoryHandle:
-    """What a bucket uses of Spark's processor handle: value states and timers, in memory."""
+    """What a bucket uses of Spark's processor handle: value states and timers, in
+    memory; it counts the calls that list the timers."""
 
     def __init__(self) -> None:
         self.stored: dict[str, tuple] = {}
         self.timers: set[int] = set()
+        self.listings = 0
 
     def getValueState(self, name, schema):
         stored = self.stored
@@ -73,6 +77,7 @@ class InMemoryHandle:
         return Value()
 
     def listTimers(self):
+        self.listings += 1
         return iter(sorted(self.timers))
 
     def registerTimer(self, ms):
@@ -82,32 +87,83 @@ class InMemoryHandle:
         self.timers.discard(ms)
 
 
+OUTPUT = pa.schema([
+    ("kind", pa.int8()), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()), ("diff", pa.int64()),
+    ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
+])
+
+
+class BucketUnderTest:
+    """A :class:`Bucket` over an :class:`InMemoryHandle`, fed micro-batches of events
+    on key ``k``; its update files go to ``into``."""
+
+    def __init__(self, machine, into, handle=None):
+        self.into = into
+        self.handle = handle or InMemoryHandle()
+        states = {name: self.handle.getValueState(name, None) for name in (*PARTS, HEAD, LEGACY)}
+        self.bucket = Bucket(cloudpickle.dumps((machine, "number", OUTPUT, None, True, into)), self.handle, states)
+
+    def micro_batch(self, watermark, times):
+        events = pa.table({"key": ["k"] * len(times), "symbol": [f"v{t}" for t in times], "time": times, "order": times},
+                          schema=ARROW_EVENTS)
+        rows = pd.DataFrame({"payload": [encode_table(events)], "rules": [None]})
+        return pd.concat(self.bucket.handleInputRows((0,), iter([rows]), TimerValues(0, watermark)))
+
+    def timer(self, watermark):
+        return pd.concat(self.bucket.handleExpiredTimer((0,), TimerValues(0, watermark), None))
+
+    def updates(self, output):
+        """The updates a call wrote to its own file, as ``(key, value, time, diff)`` rows."""
+        files = output["file"].dropna()
+        tables = [pq.read_table(f"{self.into}/{name}") for name in files]
+        return sorted(tuple(row.values()) for table in tables for row in table.to_pylist())
+
+
 @pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow step", "runtime step"])
-def test_a_bucket_with_events_drops_the_timers_its_step_made_due(machine):
+def test_a_bucket_with_events_drops_the_timers_its_step_made_due(machine, tmp_path):
     """Spark calls a bucket's input rows, then its expired timers. Its input call
     applies everything the watermark made due, so it also deletes those timers: an
     expired one left armed would call the bucket a second time in the micro-batch,
     for nothing. In a timer's own call Spark deletes the timer afterwards."""
-    schema = pa.schema([
-        ("kind", pa.int8()), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()), ("diff", pa.int64()),
-        ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
-    ])
-    handle = InMemoryHandle()
-    states = {name: handle.getValueState(name, None) for name in (*PARTS, "runtime")}
-    bucket = Bucket(cloudpickle.dumps((machine, "number", schema, None, True)), handle, states)
-
-    def micro_batch(watermark, times):
-        events = pa.table({"key": ["k"] * len(times), "symbol": [f"v{t}" for t in times], "time": times, "order": times},
-                          schema=ARROW_EVENTS)
-        rows = pd.DataFrame({"payload": [encode_table(events)], "rules": [None]})
-        return pd.concat(bucket.handleInputRows((0,), iter([rows]), TimerValues(0, watermark)))
-
-    micro_batch(0, [5, 10, 20])  # no watermark yet: all wait
+    under = BucketUnderTest(machine, str(tmp_path))
+    handle = under.handle
+    under.micro_batch(0, [5, 10, 20])  # no watermark yet: all wait
     assert handle.timers == {timer_ms(5)}
-    output = micro_batch(timer_ms(12), [30])  # 5 and 10 apply; 20 and 30 wait
+    output = under.micro_batch(timer_ms(12), [30])  # 5 and 10 apply; 20 and 30 wait
     assert output["events"].sum() == 1 and output["waiting"].sum() == 2
     assert handle.timers == {timer_ms(20)}
     # no input: Spark calls the timer, then deletes it; the bucket arms the next one
-    output = pd.concat(bucket.handleExpiredTimer((0,), TimerValues(0, timer_ms(25)), None))
+    output = under.timer(timer_ms(25))
     assert output["waiting"].sum() == 1
     assert handle.timers == {timer_ms(20), timer_ms(30)}
+    assert handle.listings == 0  # the bucket's record names its timer: Spark is never asked
+
+
+@pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow step", "runtime step"])
+def test_a_bucket_stored_by_the_earlier_layout_continues_as_one_never_stored_so(machine, tmp_path):
+    """Format 1 of the bucket state kept each part in a value state of its own and no
+    note of the armed timer. A bucket stored so reads it, asks Spark for its timers
+    once, stores itself in today's layout, and goes on exactly as a bucket that was
+    never stored the earlier way."""
+    today = BucketUnderTest(machine, str(tmp_path))
+    today.micro_batch(0, [5, 10, 20])
+    # the same state, as format 1 stored it: parts in four value states, timers armed
+    earlier = InMemoryHandle()
+    parts = dict(zip(HEAD_PARTS, today.handle.stored[HEAD], strict=True))
+    record = json.loads(parts["record"])
+    del record["timer"]
+    earlier.stored = {"record": (json.dumps(record).encode(),), "recent": (parts["recent"],),
+                      "pending": (parts["pending"],), "base": today.handle.stored.get("base", (None,))}
+    earlier.timers = set(today.handle.timers)
+    continued = BucketUnderTest(machine, str(tmp_path), earlier)
+
+    for step in (lambda b: b.micro_batch(timer_ms(12), [30, 8]), lambda b: b.timer(timer_ms(25)),
+                 lambda b: b.micro_batch(timer_ms(40), [45])):
+        got, want = step(continued), step(today)
+        assert continued.updates(got) == today.updates(want)
+        kept = ["events", "watermark", "waiting", "waiting_for", "file_rows"]  # not when events arrived
+        assert got[kept].equals(want[kept])
+        assert [decode_table(p) for p in got["payload"].dropna()] == [decode_table(p) for p in want["payload"].dropna()]
+        assert earlier.timers == today.handle.timers
+    assert earlier.listings == 1
+    assert set(earlier.stored) == {HEAD, "base"} == set(today.handle.stored)

@@ -22,6 +22,7 @@ from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
+from statemachines.spark.output import UPDATE
 from tests.delta_reader import delta_rs_updates
 from tests.machines import Session, SubclassedUpsert
 
@@ -113,6 +114,10 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     # each micro-batch merged the spine the one before it published, all but the last batch
     counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
     assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1], strict=True))
+    # the updates never passed through the driver: the buckets wrote them, a file each
+    assert not list((tmp_path / "arr").rglob(f"kind={UPDATE}"))
+    last = PersistedArrangement(tmp_path / "arr").batches[-1]
+    assert last.count and all("/" not in name for name in last.files)
 
 
 def write_files(directory, files, schema=SCHEMA):
@@ -207,20 +212,22 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
     from statemachines.spark.bucket_state import encode_table
     from statemachines.spark.buckets import BUCKET_OUTPUT
     from statemachines.spark.clock import CLOCK_SHIFT_MS
-    from statemachines.spark.output import OutputRows, output_schema
+    from statemachines.spark.output import OutputRows, output_schema, write_keyed
 
     events = prepare_events(spark.createDataFrame([], SCHEMA), EventColumns(order="order"))
     schema = output_schema(events, events.schema["symbol"].dataType)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     rows = OutputRows(arrow_schema)
-    rows.add([(("k", "a"), 5, 1)], [Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
+    rows.add(rejected=[Rejected(("j", None, 2, 0), Reason.LATE, "below the frontier")])
+    PersistedArrangement(tmp_path)
+    write_keyed(pa.table({"key": ["k"], "value": ["a"], "time": [5], "diff": [1]}), str(tmp_path), "batch-7.parquet")
     # what bucket 7 returned in micro-batch 0: watermark 9, one event waits for time 12
     packed = spark.createDataFrame(
-        [(7, encode_table(rows.take()), 2, CLOCK_SHIFT_MS + 9, 1, "12", None, None)], BUCKET_OUTPUT
+        [(7, encode_table(rows.take()), "batch-7.parquet", 1, 2, CLOCK_SHIFT_MS + 9, 1, "12", None, None)],
+        BUCKET_OUTPUT,
     )
     reports = []
     sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
-    PersistedArrangement(tmp_path)
     sink(packed, 0)
     before = DeltaTable(str(tmp_path)).version()
     sink(packed, 0)  # Spark replays batch 0 after a failure
@@ -380,7 +387,7 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
     assert {(key, reason) for key, _, reason in rejected} == {("b", "late"), ("c", "null_time")}
 
 
-def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values=True):
+def legacy_processor(machine, kind, arrow_schema, floor, into, load=None, check_values=True):
     """The bucket processor of versions before the state in parts: each bucket's state
     is one pickled LocalRuntime checkpoint in the value state ``runtime``."""
     import pickle
@@ -428,7 +435,7 @@ def legacy_processor(machine, kind, arrow_schema, floor, load=None, check_values
             n_waiting, earliest = runtime.waiting()
             return pd.DataFrame({
                 "bucket": [bucket], "payload": [encode_table(out.take()) if len(out) else None],
-                "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
+                "file": [None], "file_rows": [None], "events": [len(events)], "watermark": [watermark], "waiting": [n_waiting],
                 "waiting_for": [None if earliest is None else str(earliest)], "arrived": [None],
                 "rules_taken": [None],
             })
