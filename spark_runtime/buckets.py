@@ -93,11 +93,8 @@ from statemachines.spark.clock import (
 )
 from statemachines.spark.output import (
     REFUSAL,
-    UPDATE,
-    UPDATE_COLUMNS,
     OutputRows,
     output_schema,
-    rows_of_kind,
     waiting_count,
     write_keyed,
 )
@@ -313,7 +310,7 @@ class Bucket:
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in armed:
             self.handle.registerTimer(wanted)
-        if state.record.get("timer", -1) != wanted:
+        if "timer" not in state.record or state.record["timer"] != wanted:
             state.note(timer=wanted)
         if state.is_empty():  # nothing left: the bucket is fresh again
             for name in (HEAD, "base"):
@@ -371,20 +368,16 @@ class Bucket:
         )
 
     def _output(self, out: OutputRows) -> tuple[bytes | None, str | None, int | None]:
-        """The payload of the rows gathered (:func:`encode_table`); the updates among
-        them go to a data file of the arrangement instead (key-sorted, named in the
+        """The payload of the rejected rows gathered (:func:`encode_table`), and the
+        data file of the arrangement the updates went to (key-sorted, named in the
         output with its row count), which the sink publishes with the micro-batch."""
-        if not len(out):
-            return None, None, None
-        rows = out.take()
-        rows = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
-        updates = rows_of_kind(rows, UPDATE).select(list(UPDATE_COLUMNS))
+        updates = out.take_updates()
+        payload = encode_table(out.take()) if len(out) else None
         if not updates.num_rows:
-            return encode_table(rows), None, None
+            return payload, None, None
         file = f"batch-{uuid.uuid4().hex}.parquet"
         write_keyed(updates, self.into, file)
-        rest = rows.filter(pc.not_equal(rows["kind"], UPDATE))
-        return encode_table(rest) if rest.num_rows else None, file, updates.num_rows
+        return payload, file, updates.num_rows
 
     def _table(self, events: list[Any]) -> Any:
         """The event tables as one (``key, symbol, time, order[, refusal]``)."""

@@ -12,9 +12,7 @@ import contextlib
 import uuid
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
@@ -33,7 +31,6 @@ __all__ = [
     "drop",
     "move_aside",
     "output_schema",
-    "rows_of_kind",
     "waiting_count",
     "write_keyed",
     "write_parts",
@@ -83,23 +80,25 @@ class OutputRows:
         self.rejected.extend(rejected)
 
     def add_table(self, updates: Any) -> None:
-        """Add updates given as a table ``key, value, time, diff`` of the schema's types."""
+        """Add updates given as a table ``key, value, time, diff`` of the schema's
+        types (taken by :meth:`take_updates`)."""
         self.tables.append(updates)
 
-    def take(self) -> Any:
-        """The rows gathered so far (a record batch, or a table when some came as
-        tables), updates first; starts afresh."""
+    def take_updates(self) -> Any:
+        """The updates gathered so far, as one table ``key, value, time, diff`` of the
+        schema's types; the rejections stay for :meth:`take`."""
+        updates, self.updates = self.updates, []
         tables, self.tables = self.tables, []
-        if not tables:
-            return self._batch()
-        n = sum(table.num_rows for table in tables)
-        updates = pa.concat_tables(tables)
-        nulls = {name: pa.nulls(n, self.schema.field(name).type) for name in ("symbol", "order", "reason", "detail")}
-        columns = {"kind": pa.array(np.full(n, UPDATE, dtype=np.int8)), **{c: updates[c] for c in UPDATE_COLUMNS}, **nulls}
-        given = pa.table([columns[field.name] for field in self.schema], schema=self.schema)
-        return pa.concat_tables([given, pa.Table.from_batches([self._batch()])])
+        schema = pa.schema([self.schema.field(name) for name in UPDATE_COLUMNS])
+        pairs, times, diffs = zip(*updates, strict=True) if updates else ((), (), ())
+        keys, values = zip(*pairs, strict=True) if updates else ((), ())
+        given = pa.Table.from_arrays(self._arrays((keys, values, times, diffs), schema), schema=schema)
+        return pa.concat_tables([*(table.select(list(UPDATE_COLUMNS)).cast(schema) for table in tables), given])
 
-    def _batch(self) -> Any:
+    def take(self) -> Any:
+        """The rows gathered so far as a record batch, updates first; starts afresh."""
+        if self.tables:
+            raise ValueError("updates added as tables are taken with take_updates")
         updates, rejected = self.updates, self.rejected
         self.updates, self.rejected = [], []
         u, r = len(updates), len(rejected)
@@ -118,8 +117,14 @@ class OutputRows:
             [None] * u + [str(x.reason) for x in rejected],
             [None] * u + [x.detail for x in rejected],
         )
+        return pa.RecordBatch.from_arrays(self._arrays(columns, self.schema), schema=self.schema)
+
+    @staticmethod
+    def _arrays(columns: Any, schema: Any) -> list[Any]:
+        """The columns as arrays of the schema's types; a value that does not fit is
+        the machine's error, named."""
         arrays = []
-        for column, field in zip(columns, self.schema, strict=True):
+        for column, field in zip(columns, schema, strict=True):
             try:
                 arrays.append(pa.array(column, type=field.type))
             except (pa.ArrowException, TypeError, ValueError) as exc:
@@ -127,7 +132,7 @@ class OutputRows:
                     f"the machine produced a {field.name} that does not fit the column type "
                     f"{field.type}: {exc}. Declare the value type with value_type=..."
                 ) from exc
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return arrays
 
 
 ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))
@@ -137,11 +142,6 @@ ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))
 def keyed(frame: Any, *first: str) -> Any:
     """``frame`` sorted by key within each file (after ``first``): row groups hold key ranges."""
     return frame.sortWithinPartitions(*first, "key")
-
-
-def rows_of_kind(table: Any, kind: int) -> Any:
-    """The rows of ``kind`` in an output table, without the ``kind`` column."""
-    return table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
 
 
 def write_keyed(rows: Any, path: str, relative: str) -> None:

@@ -67,7 +67,6 @@ from statemachines.spark.output import (
     aside,
     drop,
     move_aside,
-    rows_of_kind,
     waiting_count,
     write_keyed,
     write_parts,
@@ -115,7 +114,7 @@ def write_output(payloads: Any, arrow_schema: Any, path: str) -> tuple[str, dict
     table = pa.concat_tables(parts) if parts else arrow_schema.empty_table()
     counts = {}
     for kind in (UPDATE, REJECTED):
-        rows = rows_of_kind(table, kind)
+        rows = table.filter(pc.equal(table["kind"], kind)).drop_columns(["kind"])
         if rows.num_rows:
             write_keyed(rows, path, f"{name}/kind={kind}/part-00000.parquet")
             counts[kind] = rows.num_rows
