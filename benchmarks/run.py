@@ -201,6 +201,12 @@ def spark_tag_approaches(n, k, work):
 SUSTAINED: list[float] = []  # events/s of a streaming run after its first micro-batch
 
 
+def fresh_checkpoint(work):
+    """A new checkpoint folder for each run: a stopped query's state store may still
+    write into its old one (reusing it failed a run with STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)."""
+    return tempfile.mkdtemp(dir=work, prefix="ckpt-")
+
+
 def spark_approaches(n, k, work):
     from statemachines import PersistedArrangement
     from statemachines.library import Upsert
@@ -277,8 +283,7 @@ def spark_approaches(n, k, work):
 
     def stream_floor():
         """Spark's own cost of streaming: the floor's sort + write, once per micro-batch."""
-        folder, checkpoint = stream_files(), f"{work}/ckpt-floor"
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        folder, checkpoint = stream_files(), fresh_checkpoint(work)
         frame = spark.readStream.schema(spark.read.parquet(source).schema).option(
             "maxFilesPerTrigger", 1
         ).parquet(folder)
@@ -319,8 +324,7 @@ def spark_approaches(n, k, work):
             def close(self):
                 pass
 
-        folder, checkpoint = stream_files(), f"{work}/ckpt-stateful"
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        folder, checkpoint = stream_files(), fresh_checkpoint(work)
         frame = spark.readStream.schema(spark.read.parquet(source).schema).option(
             "maxFilesPerTrigger", 1
         ).parquet(folder)
@@ -337,9 +341,8 @@ def spark_approaches(n, k, work):
         return None, time.perf_counter() - started
 
     def stream():
-        folder, target, checkpoint = stream_files(), f"{work}/arr", f"{work}/ckpt"
-        for path in (target, checkpoint):
-            shutil.rmtree(path, ignore_errors=True)
+        folder, target, checkpoint = stream_files(), f"{work}/arr", fresh_checkpoint(work)
+        shutil.rmtree(target, ignore_errors=True)
         frame = spark.readStream.schema(spark.read.parquet(source).schema).option(
             "maxFilesPerTrigger", 1
         ).parquet(folder)

@@ -628,8 +628,8 @@ class PersistedArrangement(Arrangement):
 
         return self._damage_checked(
             name,
-            lambda: pq.read_table(
-                self.location.path(name), filesystem=self.location.filesystem, columns=list(UPDATE_COLUMNS)
+            lambda: pq.ParquetFile(self.location.path(name), filesystem=self.location.filesystem).read(
+                columns=list(UPDATE_COLUMNS)
             ),
         )
 
