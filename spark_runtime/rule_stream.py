@@ -79,25 +79,29 @@ def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
     """The rule rows as packed rows of ``schema`` (``bucket, payload, clock, rules``):
     each micro-batch's rows, as Arrow IPC bytes, once for every bucket.
 
-    ``valid_from`` is cast to the events' time type (a value that does not cast
-    becomes null, and its row is set aside as ``invalid_time``).
+    ``valid_from`` is cast to the events' time type; a value that does not cast
+    travels as text, so that its row is set aside as ``invalid_time`` with the value
+    it came with, as the local runtime sets it aside.
     """
     from statemachines.spark.bucket_state import split_by_bucket
     from statemachines.spark.shipping import carried
 
     document = rules.schema["pattern_json"].dataType
     text = F.to_json("pattern_json") if isinstance(document, T.StructType | T.MapType) else F.col("pattern_json").cast("string")
-    valid_from = F.col("valid_from")
+    given = valid_from = F.col("valid_from")
+    uncast = F.lit(None).cast("string")
     if rules.schema["valid_from"].dataType != time_type:
-        valid_from = valid_from.try_cast(time_type)
+        valid_from = given.try_cast(time_type)
+        uncast = F.when(valid_from.isNull() & given.isNotNull(), given.cast("string"))
     rows = rules.select(
         F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))).alias("bucket"),
         F.col("rule_id").cast("string").alias("rule_id"), text.alias("pattern_json"), valid_from.alias("valid_from"),
+        uncast.alias("uncast"),
     )
 
     def pack(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
-            ids, payloads = split_by_bucket(batch)  # rule_id, pattern_json, valid_from
+            ids, payloads = split_by_bucket(batch)  # rule_id, pattern_json, valid_from, uncast
             n = len(ids)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(ids, pa.int32()), pa.nulls(n, pa.binary()), pa.nulls(n, schema.field("clock").type),
@@ -159,10 +163,15 @@ def book_of(initial: RuleDetector, record: dict[str, Any], cache: dict[str, Rule
 
 
 def rule_rows(payloads: list[bytes]) -> list[tuple[Any, ...]]:
-    """The rule rows of packed payloads."""
+    """The rule rows ``(rule_id, pattern_json, valid_from)`` of packed payloads; a
+    ``valid_from`` that did not cast to the events' time type is the text it came as."""
     from statemachines.spark.bucket_state import decode_table
 
-    return [row for payload in payloads for row in python_rows(decode_table(payload))]
+    return [
+        (rule_id, pattern, valid_from if uncast is None else uncast)
+        for payload in payloads
+        for rule_id, pattern, valid_from, uncast in python_rows(decode_table(payload))
+    ]
 
 
 def read_rejected_rules(path: Any) -> list[RejectedRule]:

@@ -58,7 +58,7 @@ def spark_runner(native):
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
 
 
-def stream_runner(case, tmp_path, spark, batches=1, rules=None):
+def stream_runner(case, tmp_path, spark, batches=1, rules=None, rules_schema="rule_id string, pattern_json string, valid_from long"):
     """Streaming, one file per micro-batch: the earlier run, the events (in ``batches``
     micro-batches of consecutive times), then a flush; ``rules``, if given, is a rule
     detector's rules stream, one list of rows per micro-batch.
@@ -81,7 +81,7 @@ def stream_runner(case, tmp_path, spark, batches=1, rules=None):
     frame = file_stream(spark, files, case.schema, source)
     arrangement = tmp_path / "arr"
     if rules is not None:
-        rules = file_stream(spark, rules, "rule_id string, pattern_json string, valid_from long", tmp_path / "rules")
+        rules = file_stream(spark, rules, rules_schema, tmp_path / "rules")
     run_stream(
         case.machine, frame, into=arrangement, checkpoint=tmp_path / "ckpt", order="order",
         value_type=case.value_type, trigger={"availableNow": True}, progress=None, rules=rules,

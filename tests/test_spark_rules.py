@@ -106,6 +106,30 @@ def test_rules_arriving_as_a_stream_take_effect_at_their_times_and_late_ones_are
         )
 
 
+def test_a_rules_stream_valid_from_that_does_not_cast_is_set_aside_with_the_value_it_came_with(spark, tmp_path):
+    """Rule rows whose ``valid_from`` is text: "30" casts to the events' long times
+    and takes effect; "noon" does not, and its row is set aside as invalid_time with
+    "noon" in it, as the local runtime sets the same row aside."""
+    from statemachines.spark.rule_stream import read_rejected_rules
+
+    rnd = random.Random(8)
+    events = [(f"u{rnd.randrange(4)}", Login(rnd.choice(KINDS[:3]), 50), t // 3, t % 3) for t in range(150)]
+    big = Pattern.begin("big").where("amount > 40").followed_by("fail").where("kind = 'fail'").to_json()
+    arriving = [[("big", big, "30")], [("noon", fraud(2, 0), "noon"), ("fraud", fraud(4, 0), "40")]]
+    first = [("fraud", fraud(3, 10), 0)]
+    case = Case("rules", RuleDetector(first), events, [], schema=SCHEMA)
+    streamed, rejected = stream_runner(
+        case, tmp_path, spark, batches=3, rules=arriving,
+        rules_schema="rule_id string, pattern_json string, valid_from string",
+    )
+    cast = [("big", big, 30), ("fraud", fraud(4, 0), 40)]
+    assert streamed == run_local(RuleDetector([*first, *cast]), events).updates and rejected == []
+    (set_aside,) = read_rejected_rules(tmp_path / "arr")
+    (local,) = RuleDetector([*first, *cast]).rules.extended([arriving[1][0]], frontier=24).rejected
+    assert (set_aside.row, set_aside.reason) == (arriving[1][0], local.reason) == (arriving[1][0], "invalid_time")
+    assert "'noon'" in set_aside.detail
+
+
 def test_a_rules_stream_is_refused_where_it_cannot_be_used(spark, tmp_path):
     from statemachines import InvalidArgument
     from statemachines.library import Upsert
