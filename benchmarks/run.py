@@ -84,11 +84,21 @@ def bare_dict_loop(commands):
 
 
 class TagSet(Machine):
-    """A tag set per key, written by subclassing: symbols ``("add" | "del", tag)``."""
+    """A tag set per key, written by subclassing: symbols ``("add" | "del", tag)``.
+    Its transition reads only values and symbol, which it declares (``tabulated``):
+    Spark batch steps its keys in bulk."""
+
+    tabulated = True
 
     def transition(self, key, values, symbol, time):
         op, tag = symbol
         return values | {tag} if op == "add" else values - {tag}
+
+
+class EventByEventTagSet(TagSet):
+    """The same machine without the declaration: stepped event by event everywhere."""
+
+    tabulated = False
 
 
 def tag_events_of(n, k):
@@ -120,94 +130,6 @@ def hand_tag_loop(events):
     return out
 
 
-def table_fold(table, transition):
-    """A design probe for machines whose transition reads only a key's values and the
-    symbol: the updates ``(key, value, time, diff)`` of ``table`` (T1's columns,
-    sorted by key, time, offset; no prior values) without Python per event. Sets of
-    values and symbols get ids, the transition is asked once per distinct (values,
-    symbol) pair met and kept in a table, and all keys step together in numpy, one
-    step per event position within a key; each (key, time) emits the difference
-    between its values before its first event and after its last."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    n = table.num_rows
-    out_schema = pa.schema([("key", pa.int64()), ("value", pa.string()), ("time", pa.int64()), ("diff", pa.int64())])
-    if n == 0:
-        return out_schema.empty_table()
-    keys = table["key"].to_numpy()
-    times = table["time"].to_numpy()
-    op, tag = table["symbol"].combine_chunks().flatten()
-    encoded = pc.binary_join_element_wise(op, tag, "\x00").dictionary_encode()
-    sym = encoded.indices.to_numpy()
-    symbols = [tuple(s.split("\x00")) for s in encoded.dictionary.to_pylist()]
-    new_key = np.empty(n, bool)
-    new_key[0] = True
-    new_key[1:] = keys[1:] != keys[:-1]
-    group = np.cumsum(new_key) - 1
-    starts = np.flatnonzero(new_key)
-    pos = np.arange(n) - starts[group]
-    order = np.argsort(pos, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(pos))])
-    states = [frozenset()]
-    ids = {frozenset(): 0}
-    steps = np.full((1, len(symbols)), -1, np.int64)  # (values id, symbol id) -> values id
-    current = np.zeros(len(starts), np.int64)
-    before = np.empty(n, np.int64)
-    after = np.empty(n, np.int64)
-    for j in range(len(bounds) - 1):
-        at = order[bounds[j]:bounds[j + 1]]
-        g = group[at]
-        s, y = current[g], sym[at]
-        nxt = steps[s, y]
-        unknown = nxt < 0
-        if unknown.any():
-            for code in np.unique(s[unknown] * len(symbols) + y[unknown]):
-                si, yi = divmod(int(code), len(symbols))
-                target = frozenset(transition(None, states[si], symbols[yi], None))
-                if target not in ids:
-                    ids[target] = len(states)
-                    states.append(target)
-                    steps = np.vstack([steps, np.full((1, len(symbols)), -1, np.int64)])
-                steps[si, yi] = ids[target]
-            nxt = steps[s, y]
-        current[g] = nxt
-        before[at], after[at] = s, nxt
-    # each (key, time): the values before its first event and after its last
-    new_time = new_key.copy()
-    new_time[1:] |= times[1:] != times[:-1]
-    first = np.flatnonzero(new_time)
-    last = np.concatenate([first[1:] - 1, [n - 1]])
-    b, a = before[first], after[last]
-    changed = b != a
-    first, b, a = first[changed], b[changed], a[changed]
-    pairs, inverse = np.unique(b * len(states) + a, return_inverse=True)
-    values, flat_v, flat_d, starts_u, counts_u = [], [], [], [], []
-    index = {}
-    for code in pairs:
-        bi, ai = divmod(int(code), len(states))
-        rows = [(v, -1) for v in states[bi] - states[ai]] + [(v, 1) for v in states[ai] - states[bi]]
-        starts_u.append(len(flat_v))
-        counts_u.append(len(rows))
-        for v, d in rows:
-            if v not in index:
-                index[v] = len(values)
-                values.append(v)
-            flat_v.append(index[v])
-            flat_d.append(d)
-    starts_u, counts_u = np.array(starts_u, np.int64), np.array(counts_u, np.int64)
-    repeat = counts_u[inverse]
-    total = int(repeat.sum())
-    offsets = np.repeat(starts_u[inverse] - (np.cumsum(repeat) - repeat), repeat) + np.arange(total)
-    flat_v, flat_d = np.array(flat_v, np.int64), np.array(flat_d, np.int64)
-    return pa.table(
-        [pa.array(np.repeat(keys[first], repeat)), pa.array(values, pa.string()).take(pa.array(flat_v[offsets])),
-         pa.array(np.repeat(times[first], repeat)), pa.array(flat_d[offsets])],
-        schema=out_schema,
-    )
-
-
 # -- approaches: each returns (prepare, run, check); run is timed, check is not ------
 
 
@@ -228,12 +150,10 @@ def local_approaches(n, k):
 def tag_approaches(n, k):
     from statemachines import run_local
 
-    events, t1 = tag_events_of(n, k), tag_workload(n, k)
-    by_key = [("key", "ascending"), ("time", "ascending"), ("offset", "ascending")]
+    events = tag_events_of(n, k)
     return {
         "tags floor: hand-written dict loop": (lambda: hand_tag_loop(events), digest),
         "tags: run_local(TagSet())": (lambda: run_local(TagSet(), events), lambda result: digest(result.updates)),
-        "tags probe: table-driven fold": (lambda: table_fold(t1.sort_by(by_key), TagSet().transition), table_digest),
     }
 
 
@@ -275,36 +195,26 @@ def spark_tag_approaches(n, k, work):
         frame.mapInArrow(partition, schema).write.mode("overwrite").parquet(f"{work}/hand")
         return pq.read_table(f"{work}/hand")
 
-    def batch():
-        target = f"{work}/arr"
-        shutil.rmtree(target, ignore_errors=True)
-        result = run_batch(
-            TagSet(), spark.read.parquet(source), order="offset", into=target, value_type="string", native=False
-        )
-        result.unpersist()
-        return target
+    def batch(machine):
+        def run():
+            target = f"{work}/arr"
+            shutil.rmtree(target, ignore_errors=True)
+            result = run_batch(
+                machine, spark.read.parquet(source), order="offset", into=target, value_type="string", native=False
+            )
+            result.unpersist()
+            return target
 
-    def fold():
-        """The design probe (:func:`table_fold`) in each partition."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        return run
 
-        schema = "key long, value string, time long, diff long"
-
-        def partition(batches):
-            batches = list(batches)
-            if batches:
-                yield from table_fold(pa.Table.from_batches(batches), TagSet().transition).to_batches()
-
-        frame = spark.read.parquet(source).repartition("key").sortWithinPartitions("key", "time", "offset")
-        frame.mapInArrow(partition, schema).write.mode("overwrite").parquet(f"{work}/fold")
-        return pq.read_table(f"{work}/fold")
+    def arrangement_digest(target):
+        return digest(PersistedArrangement(target).updates())
 
     return spark, {
         "spark tags floor: read + sort + write": (floor, None),
         "spark tags: hand-written loop in mapInArrow": (hand_loop, table_digest),
-        "spark tags: run_batch(TagSet())": (batch, lambda target: digest(PersistedArrangement(target).updates())),
-        "spark tags probe: table-driven fold": (fold, table_digest),
+        "spark tags: run_batch(TagSet()), tabulated": (batch(TagSet()), arrangement_digest),
+        "spark tags: run_batch, event by event": (batch(EventByEventTagSet()), arrangement_digest),
     }
 
 
@@ -790,10 +700,10 @@ def main() -> None:
             "spark stateful floor: buckets, no machine", "spark: run_stream, 10 micro-batches",
         ] + (["spark: groupBy.applyInPandas (2% slice)*"] if args.slow else []),
         "cdc": ["cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled"],
-        "tags": ["tags floor: hand-written dict loop", "tags: run_local(TagSet())", "tags probe: table-driven fold"],
+        "tags": ["tags floor: hand-written dict loop", "tags: run_local(TagSet())"],
         "spark-tags": [
             "spark tags floor: read + sort + write", "spark tags: hand-written loop in mapInArrow",
-            "spark tags: run_batch(TagSet())", "spark tags probe: table-driven fold",
+            "spark tags: run_batch(TagSet()), tabulated", "spark tags: run_batch, event by event",
         ],
     }
     upsert_workload(args.n, args.k)

@@ -57,6 +57,7 @@ from statemachines.spark.output import (
 )
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
+from statemachines.spark.tabulated import runs_tabulated, tabulated_runner
 from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time
 
@@ -227,13 +228,14 @@ def split_refused(prepared: Any) -> tuple[Any, Any]:
 
 def partition_runner(
     machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None,
-    check_values: bool = True,
+    check_values: bool = True, *, tabulate: bool = True,
 ):
     """The function Spark calls once per partition (rows sorted by key, kind, time).
 
     ``counter``, an accumulator, is given the number of events the partition held.
     ``check_values``: check each new value against the output's value type (see
-    :func:`checks_values`).
+    :func:`checks_values`). A tabulated machine's partition is stepped in bulk (see
+    :mod:`statemachines.spark.tabulated`) unless ``tabulate`` is false.
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
@@ -276,6 +278,9 @@ def partition_runner(
         if counter is not None:
             counter.add(events)
 
+    if tabulate and runs_tabulated(machine):
+        generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
+        return tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)
     return run
 
 

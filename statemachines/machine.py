@@ -56,6 +56,12 @@ Optional hooks, each with a default that does nothing special:
   work out what it needs of them in bulk (a detector evaluates its expression
   conditions here). ``transition`` must give the same result whether or not it was
   called: it is an optimisation, never a channel.
+- ``tabulated = True`` on the class declares that ``transition`` reads only
+  ``values`` and ``symbol`` (never ``key`` nor ``time``), so a runtime may ask it
+  once per distinct ``(values, symbol)`` pair and step keys in bulk (see
+  :mod:`statemachines.tabulated`). The class check refuses it beside a hook that
+  reads the key or the time (``initial_values``, deadlines, findings, a waterline,
+  ``position``) and for a ``transition`` whose code reads ``key`` or ``time``.
 - ``diagram()``: the machine's own drawing (default ``None``: explore it).
 - ``settings()`` and ``resumed(settings, frontier)``: a machine whose behaviour at
   a time is data that may change between runs (a rule detector's book). A runtime
@@ -179,6 +185,7 @@ class MachineSpec:
     prepares_symbols: bool  # prepare_symbols: the runtime hands over each batch's symbols
     values_fit_own_type: bool  # new values need no check against value_type's type
     keeps_settings: bool  # settings and resumed: kept with the output, read back to continue
+    tabulated: bool  # transition reads only values and symbol: it may be tabulated
 
 
 class Machine:
@@ -186,6 +193,7 @@ class Machine:
 
     spec: ClassVar[MachineSpec]
     values_fit_own_type: ClassVar[bool] = False  # see value_type in the module documentation
+    tabulated: ClassVar[bool] = False  # see the module documentation
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -323,6 +331,8 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
             f"{name} sets values_fit_own_type but does not define value_type(symbol_type, time_type); "
             f"the values can only fit a type the machine declares"
         )
+    if cls.tabulated:
+        _check_tabulated(cls, name)
     return MachineSpec(
         name=name,
         has_initial_values=_overrides(cls, "initial_values"),
@@ -338,7 +348,44 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         prepares_symbols=_overrides(cls, "prepare_symbols"),
         values_fit_own_type=bool(cls.values_fit_own_type),
         keeps_settings=_overrides(cls, "settings"),
+        tabulated=bool(cls.tabulated),
     )
+
+
+# hooks that read a key or a time, which a tabulated transition never sees
+_PER_KEY_HOOKS = ("initial_values", "deadline", "is_finding", "insert_marks", "forgets")
+
+
+def _check_tabulated(cls: type[Machine], name: str) -> None:
+    for hook in _PER_KEY_HOOKS:
+        if _overrides(cls, hook):
+            raise DefinitionError(
+                f"{name} sets tabulated but defines {hook}; a tabulated machine's keys step "
+                f"by their values and symbols alone, so drop one or the other"
+            )
+    if _accepts(cls.transition, "position"):
+        raise DefinitionError(f"{name} sets tabulated but its transition takes position; drop one or the other")
+    read = _reads(cls.transition, ("key", "time"))
+    if read:
+        raise DefinitionError(
+            f"{name} sets tabulated but its transition reads {' and '.join(read)}; a tabulated "
+            f"transition depends on values and symbol alone (it may be asked once per pair)"
+        )
+
+
+def _reads(function: Any, names: tuple[str, ...]) -> list[str]:
+    """Which of the parameters ``names`` the code of ``function`` reads."""
+    import dis
+
+    code = getattr(function, "__code__", None)
+    if code is None:  # pragma: no cover - not plain Python code: nothing to inspect
+        return []
+    loads: set[Any] = set()
+    for instruction in dis.get_instructions(code):
+        if instruction.opname.startswith(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE")):
+            argval = instruction.argval  # a pair of names for LOAD_FAST_LOAD_FAST (3.13)
+            loads.update(argval if isinstance(argval, tuple) else (argval,))
+    return [name for name in names if name in loads]
 
 
 def _accepts(method: Any, name: str) -> bool:

@@ -13,7 +13,7 @@ import attrs
 
 from statemachines import Machine, Reason, Update, parse_table
 from statemachines.library import Late, Upsert, UpsertWithLateness
-from tests.machines import Fragile, Session, Tags
+from tests.machines import Fragile, Session, TabulatedTags, Tags
 
 
 @attrs.frozen
@@ -82,6 +82,29 @@ CASES = [
             memo | x     | 3    | +1
             """
         ),
+        schema="key string, symbol struct<op: string, tag: string>, time long, order long",
+        value_type="string",
+    ),
+    Case(
+        "a tabulated machine: keys with bad rows or failing transitions step one by one",
+        TabulatedTags(),
+        [
+            ("doc", ("add", "draft"), 0, 0), ("doc", ("add", "x"), 0, 1),
+            ("doc", ("del", "draft"), 2, 0), ("doc", ("add", "draft"), 2, 1),
+            ("doc", ("del", "x"), 3, 0), ("memo", ("add", "x"), 3, 0), ("memo", ("boom", "x"), 4, 0),
+            (None, ("add", "y"), 1, 0), ("note", ("add", "z"), None, 0), ("note", ("add", "q"), 5, 0),
+        ],
+        parse_table(
+            """
+            key  | value | time | diff
+            doc  | draft | 0    | +1
+            doc  | x     | 0    | +1
+            doc  | x     | 3    | -1
+            memo | x     | 3    | +1
+            note | q     | 5    | +1
+            """
+        ),
+        rejected=[("memo", 4, Reason.TRANSITION_FAILED), (None, 1, Reason.NULL_KEY), ("note", None, Reason.NULL_TIME)],
         schema="key string, symbol struct<op: string, tag: string>, time long, order long",
         value_type="string",
     ),

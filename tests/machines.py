@@ -14,6 +14,19 @@ class Tags(Machine):
         return values | {tag} if op == "add" else values - {tag}
 
 
+class TabulatedTags(Machine):
+    """:class:`Tags` declared tabulated (its transition reads only values and symbol),
+    which fails on the op "boom"."""
+
+    tabulated = True
+
+    def transition(self, key, values, symbol, time):
+        op, tag = symbol
+        if op == "boom":
+            raise ValueError("cannot handle boom")
+        return values | {tag} if op == "add" else values - {tag}
+
+
 class Light(Machine):
     """A finite machine with an initial state: toggles between "off" and "on"."""
 

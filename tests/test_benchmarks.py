@@ -28,7 +28,7 @@ def test_the_runner_checks_and_prints_a_table():
     names = [line.split("  ")[0] for line in lines[2:]]
     assert names == [
         "local floor: bare dict loop", "local: run_local(Upsert())",
-        "tags floor: hand-written dict loop", "tags: run_local(TagSet())", "tags probe: table-driven fold",
+        "tags floor: hand-written dict loop", "tags: run_local(TagSet())",
         "cdc floor: dict of delivered updates", "cdc: CdcReader, 2x duplicated, shuffled",
     ]
 

@@ -1,0 +1,252 @@
+"""A tabulated machine's partitions in bulk (see :mod:`statemachines.tabulated`).
+
+The generic batch path hands each partition to Python sorted by key, row kind, time
+and order, and steps it key by key, event by event. For a machine that declares
+``tabulated`` the partition is cut into chunks of whole keys and each chunk is
+stepped at once: the transition is asked once per distinct ``(values, symbol)``
+pair met, keys move in lockstep in numpy, and each changed ``(key, time)`` writes
+the difference of its values before and after.
+
+A key goes the generic way instead (event by event, the same rows out) when one of
+its events is anything but plain (a null key, time or order, a time below the
+frontier or at the greatest long, two events at one time with one order) or meets a
+pair the transition rejects. A chunk whose columns are not plain (times or orders
+other than integers, keys Arrow cannot compare, symbols that are not hashable) goes
+the generic way whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statemachines import Machine
+from statemachines.columns import column_to_python, value_check_for
+from statemachines.intake import INT64_MAX
+from statemachines.spark.output import EVENT_ROW, UPDATE, OutputRows
+from statemachines.tabulated import TableFull, TransitionTable, is_tabulated, step_keys
+
+__all__ = ["CHUNK_ROWS", "runs_tabulated", "tabulated_runner"]
+
+CHUNK_ROWS = 65_536
+"""Rows of a partition stepped at once (cut at a key's first row)."""
+
+
+def runs_tabulated(machine: Machine) -> bool:
+    """Whether the batch path steps ``machine`` in bulk: it is tabulated, and has no
+    hook that looks at each event (symbol checks, symbol preparation, settings)."""
+    spec = machine.spec
+    return is_tabulated(machine) and not (spec.validates_symbols or spec.prepares_symbols or spec.keeps_settings)
+
+
+def tabulated_runner(
+    machine: Machine,
+    lower: Any,
+    arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]],
+    counter: Any = None,
+    check_values: bool = True,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The partition function: whole keys in chunks; ``generic`` (the per-event
+    partition function, counting nothing) takes the rows of the keys that are not
+    plain. ``counter``, an accumulator, is given the number of events the partition
+    held; ``check_values`` as for the generic path."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        check = value_check_for(arrow_schema.field("value").type) if check_values else None
+        table: TransitionTable | None = TransitionTable(machine, check)
+        held: list[Any] = []
+        rows = events = 0
+        for batch in batches:
+            held.append(batch)
+            rows += batch.num_rows
+            events += pc.sum(pc.equal(batch.column("kind"), EVENT_ROW)).as_py() or 0
+            if rows >= CHUNK_ROWS:
+                chunk = pa.Table.from_batches(held)
+                cut = _last_key_start(chunk)
+                if cut:
+                    table = yield from _chunk_or_generic(chunk.slice(0, cut), table, lower, arrow_schema, generic)
+                    chunk = chunk.slice(cut)
+                held, rows = chunk.to_batches(), chunk.num_rows
+        if rows:
+            yield from _chunk_or_generic(pa.Table.from_batches(held), table, lower, arrow_schema, generic)
+        if counter is not None:
+            counter.add(events)
+
+    return run
+
+
+def _chunk_or_generic(
+    chunk: Any, table: TransitionTable | None, lower: Any, arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]],
+) -> Iterator[Any]:
+    """:func:`_chunk`, or the generic way once the table is full (for this chunk and
+    the rest of the partition). Returns the table to go on with (``None``: full)."""
+    if table is not None:
+        try:
+            batches = list(_chunk(chunk, table, lower, arrow_schema, generic))
+        except TableFull:
+            table = None
+        else:
+            yield from batches
+            return table
+    yield from generic(iter(chunk.to_batches()))
+    return None
+
+
+def _last_key_start(chunk: Any) -> int:
+    """Where the rows of the chunk's last key begin (0: it has one key)."""
+    keys = chunk.column("key")
+    last = keys[len(keys) - 1]
+    if not last.is_valid:
+        return 0
+    differ = pc.invert(pc.fill_null(pc.equal(keys, last), False))
+    found = np.flatnonzero(differ.to_numpy(zero_copy_only=False))
+    return int(found[-1]) + 1 if len(found) else 0
+
+
+def _chunk(
+    chunk: Any, table: TransitionTable, lower: Any, arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]],
+) -> Iterator[Any]:
+    """The output batches of a chunk of whole keys."""
+    plain = _plain_columns(chunk)
+    if not plain:
+        yield from generic(iter(chunk.to_batches()))
+        return
+    n = chunk.num_rows
+    keys = chunk.column("key")
+    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
+    group = np.cumsum(new_key) - 1
+    starts = np.flatnonzero(new_key)
+    is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
+    times = chunk.column("time").fill_null(0).to_numpy()
+    orders = chunk.column("order").fill_null(0).to_numpy()
+    odd = is_event & ~_plain_events(chunk, lower)
+    same = np.r_[False, (~new_key[1:]) & is_event[1:] & is_event[:-1] & (times[1:] == times[:-1]) & (orders[1:] == orders[:-1])]
+    irregular = np.zeros(len(starts), bool)
+    irregular[group[odd | same]] = True
+
+    key_list = column_to_python(keys.take(pa.array(starts)))
+    initial = np.zeros(len(starts), np.int64)
+    state_rows = np.flatnonzero(~is_event)
+    if len(state_rows):
+        priors: dict[int, list[Any]] = {}
+        for g, prior in zip(group[state_rows].tolist(), column_to_python(chunk.column("prior").take(pa.array(state_rows))), strict=True):
+            priors.setdefault(g, []).extend(prior)
+        for g, prior in priors.items():
+            initial[g] = table.state_id(frozenset(prior))
+
+    stepped = np.flatnonzero(is_event & ~irregular[group])
+    try:
+        symbols = _symbol_ids(chunk.column("symbol").take(pa.array(stepped)), table)
+    except TypeError:  # a symbol that cannot be hashed: every key the generic way
+        yield from generic(iter(chunk.to_batches()))
+        return
+    numbered = np.unique(group[stepped], return_inverse=True)
+    first, before, after, met = step_keys(
+        table, numbered[1].astype(np.int64), initial[numbered[0]], symbols, times[stepped],
+        [key_list[g] for g in numbered[0].tolist()],
+    )
+    irregular[numbered[0][met]] = True
+    yield from _updates(chunk, stepped[first], before, after, table, arrow_schema)
+    if irregular.any():
+        rows = np.flatnonzero(irregular[group])
+        yield from generic(iter(chunk.take(pa.array(rows)).to_batches()))
+
+
+def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:
+    """The table's ids of ``symbols`` (an Arrow column). Equal symbols are found in
+    Arrow where it can tell (codes from each field's dictionary), so only the distinct
+    ones become Python objects; otherwise each symbol does."""
+    codes = _codes(symbols)
+    if codes is None:
+        return table.symbol_ids(column_to_python(symbols))
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return table.symbol_ids(column_to_python(symbols.take(pa.array(first))))[inverse]
+
+
+def _codes(column: Any) -> Any:
+    """Integers equal exactly where the values of ``column`` are equal (nulls too), or
+    ``None`` for a column Arrow cannot encode so (floats, lists, maps; too many fields)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if pa.types.is_struct(column.type):
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        parts = [valid, *(_codes(column.field(i)) for i in range(column.type.num_fields))]
+        if any(part is None for part in parts):
+            return None
+        codes, bound = np.zeros(len(column), np.int64), 1
+        for part in parts:
+            part = np.asarray(part, np.int64)
+            width = int(part.max(initial=0)) + 1
+            if bound * width >= 1 << 62:
+                return None
+            codes, bound = codes * width + part, bound * width
+        return np.where(valid, codes, 0)
+    if pa.types.is_floating(column.type) or pa.types.is_nested(column.type):
+        return None
+    encoded = pc.dictionary_encode(column)
+    return encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+
+
+def _plain_columns(chunk: Any) -> bool:
+    """Whether the chunk's columns allow stepping in bulk."""
+    schema = chunk.schema
+    if not (pa.types.is_integer(schema.field("time").type) and pa.types.is_integer(schema.field("order").type)):
+        return False
+    key = schema.field("key").type
+    return pa.types.is_integer(key) or pa.types.is_string(key) or pa.types.is_large_string(key) or pa.types.is_binary(key)
+
+
+def _plain_events(chunk: Any, lower: Any) -> Any:
+    """For each row, whether it is an event the intake takes as it is."""
+    time = chunk.column("time")
+    ok = pc.and_kleene(chunk.column("key").is_valid(), time.is_valid())
+    ok = pc.and_kleene(ok, chunk.column("order").is_valid())
+    if time.type == pa.int64():  # the greatest long is reserved (see the intake)
+        ok = pc.and_kleene(ok, pc.not_equal(time, pa.scalar(INT64_MAX, time.type)))
+    if lower is not None:
+        ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
+    return pc.fill_null(ok, False).to_numpy(zero_copy_only=False)
+
+
+def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTable, arrow_schema: Any) -> Iterator[Any]:
+    """The updates of the changed ``(key, time)`` whose first event is at ``rows``."""
+    if not len(rows):
+        return
+    width = len(table.states)
+    pairs, inverse = np.unique(before * width + after, return_inverse=True)
+    index: dict[Any, int] = {}
+    value_ids: list[int] = []
+    diffs: list[int] = []
+    starts, counts = [], []
+    for code in pairs.tolist():
+        old, new = table.states[code // width], table.states[code % width]
+        starts.append(len(value_ids))
+        changes = [(v, -1) for v in old - new] + [(v, 1) for v in new - old]
+        counts.append(len(changes))
+        for value, diff in changes:
+            value_ids.append(index.setdefault(value, len(index)))
+            diffs.append(diff)
+    values = list(index)
+    repeat = np.asarray(counts, np.int64)[inverse]
+    total = int(repeat.sum())
+    at = np.repeat(np.asarray(starts, np.int64)[inverse] - (np.cumsum(repeat) - repeat), repeat) + np.arange(total)
+    origin = pa.array(np.repeat(rows, repeat))
+    (value_column,) = OutputRows._arrays([values], pa.schema([arrow_schema.field("value")]))
+    columns = {
+        "kind": pa.array(np.full(total, UPDATE, np.int8)),
+        "key": chunk.column("key").take(origin),
+        "value": value_column.take(pa.array(np.asarray(value_ids, np.int64)[at])),
+        "time": chunk.column("time").take(origin),
+        "diff": pa.array(np.asarray(diffs, np.int64)[at]),
+    }
+    arrays = [
+        columns[f.name].cast(f.type) if f.name in columns else pa.nulls(total, f.type)
+        for f in arrow_schema
+    ]
+    yield from pa.Table.from_arrays(arrays, schema=arrow_schema).to_batches()

@@ -1,0 +1,164 @@
+"""Tabulated machines: the class check, and the batch path stepping them in bulk
+gives exactly the rows of stepping them event by event, on any input."""
+
+from __future__ import annotations
+
+import enum
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import DefinitionError, Machine, Refused, run_local
+from statemachines.intake import INT64_MAX
+from statemachines.spark.batch import partition_runner
+from statemachines.spark.output import EVENT_ROW, STATE_ROW
+
+
+class Shouted(enum.StrEnum):
+    SHOUTED = "shouted"
+
+
+class Tags(Machine):
+    """A tag set; "boom" fails, "!x" refuses, "#" adds a value a text column refuses."""
+
+    tabulated = True
+
+    def transition(self, key, values, symbol, time):
+        if symbol == "boom":
+            raise RuntimeError("boom")
+        if symbol.startswith("!"):
+            raise Refused(Shouted.SHOUTED, symbol)
+        if symbol == "#":
+            return values | {7}
+        tag = symbol[1:]
+        return values | {tag} if symbol[0] == "+" else values - {tag}
+
+
+def test_a_tabulated_class_that_reads_a_key_or_a_time_is_refused_when_it_is_created():
+    with pytest.raises(DefinitionError, match="reads key"):
+        class ByKey(Machine):
+            tabulated = True
+
+            def transition(self, key, values, symbol, time):
+                return values | {key}
+
+    with pytest.raises(DefinitionError, match="reads time"):
+        class ByTime(Machine):
+            tabulated = True
+
+            def transition(self, key, values, symbol, time):
+                return values | {(lambda: time)()}
+
+    with pytest.raises(DefinitionError, match="defines initial_values"):
+        class Started(Machine):
+            tabulated = True
+
+            def transition(self, key, values, symbol, time):
+                return values
+
+            def initial_values(self, key):
+                return frozenset({"new"})
+
+    assert Tags.spec.tabulated
+
+
+SCHEMA = pa.schema([
+    ("key", pa.string()), ("kind", pa.int8()), ("symbol", pa.string()), ("time", pa.int64()),
+    ("order", pa.int64()), ("prior", pa.list_(pa.string())),
+])
+OUTPUT = pa.schema([
+    ("kind", pa.int8(), False), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()),
+    ("diff", pa.int64()), ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()),
+    ("detail", pa.string()),
+])
+
+# mostly plain events, so that most keys step in bulk beside the few that cannot
+keys = st.sampled_from(["a", "b", "c", "d"] * 4 + [None])
+symbols = st.sampled_from(["+x", "+y", "-x", "-y", "+z"] * 5 + ["boom", "!no", "#"])
+times = st.sampled_from([0, 1, 2, 3] * 6 + [None, INT64_MAX, -1])
+orders = st.sampled_from([0, 1] * 8 + [None])
+events = st.lists(st.tuples(keys, symbols, times, orders), max_size=60)
+priors = st.dictionaries(st.sampled_from(["a", "b", "e"]), st.frozensets(st.sampled_from(["x", "y", "q"]), max_size=2))
+
+
+def _null_first(value):
+    return (value is not None, value if value is not None else 0)
+
+
+def partition_rows(events, priors):
+    """The rows Spark hands a partition: events and state rows, sorted by key, kind,
+    time and order (nulls first)."""
+    rows = [(k, EVENT_ROW, s, t, o, []) for k, s, t, o in events]
+    rows += [(k, STATE_ROW, None, None, None, sorted(values)) for k, values in priors.items()]
+    rows.sort(key=lambda r: (_null_first(r[0]), r[1], _null_first(r[3]), _null_first(r[4])))
+    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
+
+
+def output_rows(runner, table, chunk_rows):
+    batches = table.to_batches(max_chunksize=chunk_rows) if table.num_rows else []
+    return sorted(
+        (tuple(row.values()) for batch in runner(iter(batches)) for row in batch.to_pylist()),
+        key=repr,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(events, priors, st.integers(1, 7), st.sampled_from([None, 2]))
+def test_stepping_in_bulk_gives_the_rows_of_stepping_event_by_event(events, priors, chunk_rows, lower):
+    """Bad times (null, the greatest long, below the frontier), null keys and orders,
+    equal orders at one time, transitions that fail or refuse, values the output
+    refuses, prior values, chunks cut anywhere: the same rows, with the same reasons."""
+    import statemachines.spark.tabulated as tabulated
+
+    table = partition_rows(events, priors)
+    machine = Tags()
+    check = partition_runner(machine, "number", lower, None, OUTPUT, tabulate=False)
+    bulk = partition_runner(machine, "number", lower, None, OUTPUT)
+    saved = tabulated.CHUNK_ROWS
+    tabulated.CHUNK_ROWS = chunk_rows
+    try:
+        assert output_rows(bulk, table, 3) == output_rows(check, table, 3)
+    finally:
+        tabulated.CHUNK_ROWS = saved
+
+
+def test_the_bulk_path_asks_the_transition_once_per_pair_and_agrees_with_run_local():
+    class Counting(Machine):
+        tabulated = True
+        asked: list = []
+
+        def transition(self, key, values, symbol, time):
+            Counting.asked.append((values, symbol))
+            op, tag = symbol[0], symbol[1:]
+            return values | {tag} if op == "+" else values - {tag}
+
+    events = [(f"k{i % 50}", f"{'+-'[i % 3 == 0]}{'xyz'[i % 7 % 3]}", i // 50, i % 50) for i in range(2_000)]
+    table = partition_rows(events, {})
+    out = output_rows(partition_runner(Counting(), "number", None, None, OUTPUT), table, 1024)
+    assert len(Counting.asked) == len(set(Counting.asked)) < 60
+    local = run_local(Counting(), events).updates
+    assert sorted(((r[1], r[2]), r[3], r[4]) for r in out) == sorted(local)
+
+
+fields = st.none() | st.sampled_from(["a", "b", ""])
+structs = st.none() | st.tuples(fields, st.none() | st.integers(-2, 2))
+
+
+@given(st.lists(structs, max_size=30))
+def test_symbols_found_equal_in_arrow_are_exactly_the_equal_ones(rows):
+    """Codes of struct symbols (nulls in the struct and in its fields) are equal
+    exactly where the symbols the machine would see are equal."""
+    from statemachines.columns import column_to_python
+    from statemachines.spark.tabulated import _codes
+
+    column = pa.array(
+        [None if r is None else {"op": r[0], "n": r[1]} for r in rows],
+        pa.struct([("op", pa.string()), ("n", pa.int64())]),
+    )
+    codes = _codes(column)
+    seen = column_to_python(column)
+    for i in range(len(rows)):
+        for j in range(len(rows)):
+            assert (codes[i] == codes[j]) == (seen[i] == seen[j])
