@@ -27,6 +27,7 @@ from statemachines.stored import WRITE_OPTIONS
 __all__ = [
     "OutputRows",
     "aside",
+    "checked_arrays",
     "count_rows",
     "drop",
     "move_aside",
@@ -92,7 +93,7 @@ class OutputRows:
         schema = pa.schema([self.schema.field(name) for name in UPDATE_COLUMNS])
         pairs, times, diffs = zip(*updates, strict=True) if updates else ((), (), ())
         keys, values = zip(*pairs, strict=True) if updates else ((), ())
-        given = pa.Table.from_arrays(self._arrays((keys, values, times, diffs), schema), schema=schema)
+        given = pa.Table.from_arrays(checked_arrays((keys, values, times, diffs), schema), schema=schema)
         return pa.concat_tables([*(table.select(list(UPDATE_COLUMNS)).cast(schema) for table in tables), given])
 
     def take(self) -> Any:
@@ -117,22 +118,23 @@ class OutputRows:
             [None] * u + [str(x.reason) for x in rejected],
             [None] * u + [x.detail for x in rejected],
         )
-        return pa.RecordBatch.from_arrays(self._arrays(columns, self.schema), schema=self.schema)
+        return pa.RecordBatch.from_arrays(checked_arrays(columns, self.schema), schema=self.schema)
 
-    @staticmethod
-    def _arrays(columns: Any, schema: Any) -> list[Any]:
-        """The columns as arrays of the schema's types; a value that does not fit is
-        the machine's error, named."""
-        arrays = []
-        for column, field in zip(columns, schema, strict=True):
-            try:
-                arrays.append(pa.array(column, type=field.type))
-            except (pa.ArrowException, TypeError, ValueError) as exc:
-                raise InvalidArgument(
-                    f"the machine produced a {field.name} that does not fit the column type "
-                    f"{field.type}: {exc}. Declare the value type with value_type=..."
-                ) from exc
-        return arrays
+
+
+def checked_arrays(columns: Any, schema: Any) -> list[Any]:
+    """Python ``columns`` as arrays of the schema's types; a value that does not fit
+    is the machine's error, named."""
+    arrays = []
+    for column, field in zip(columns, schema, strict=True):
+        try:
+            arrays.append(pa.array(column, type=field.type))
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise InvalidArgument(
+                f"the machine produced a {field.name} that does not fit the column type "
+                f"{field.type}: {exc}. Declare the value type with value_type=..."
+            ) from exc
+    return arrays
 
 
 ROW_GROUP_BYTES = ("parquet.block.size", str(1 << 20))

@@ -8,8 +8,8 @@ pair met, keys move in lockstep in numpy, and each changed ``(key, time)`` write
 the difference of its values before and after.
 
 A key goes the generic way instead (event by event, the same rows out) when one of
-its events is anything but plain (a null key, time or order, a time below the
-frontier or at the greatest long, two events at one time with one order) or meets a
+its events is anything but plain (a null key or time, a time below the frontier or
+at the greatest long, two events at one time with one order or none) or meets a
 pair the transition rejects. A chunk whose columns are not plain (times or orders
 other than integers, keys Arrow cannot compare, symbols that are not hashable) goes
 the generic way whole.
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from statemachines import Machine
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.intake import INT64_MAX
-from statemachines.spark.output import EVENT_ROW, UPDATE, OutputRows
+from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
 from statemachines.tabulated import TableFull, TransitionTable, is_tabulated, step_keys
 
 __all__ = ["CHUNK_ROWS", "runs_tabulated", "tabulated_runner"]
@@ -114,8 +114,7 @@ def _chunk(
     generic: Callable[[Iterator[Any]], Iterator[Any]],
 ) -> Iterator[Any]:
     """The output batches of a chunk of whole keys."""
-    plain = _plain_columns(chunk)
-    if not plain:
+    if not _plain_columns(chunk, lower):
         yield from generic(iter(chunk.to_batches()))
         return
     n = chunk.num_rows
@@ -126,8 +125,12 @@ def _chunk(
     is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
     times = chunk.column("time").fill_null(0).to_numpy()
     orders = chunk.column("order").fill_null(0).to_numpy()
+    ordered = chunk.column("order").is_valid().to_numpy(zero_copy_only=False)
     odd = is_event & ~_plain_events(chunk, lower)
-    same = np.r_[False, (~new_key[1:]) & is_event[1:] & is_event[:-1] & (times[1:] == times[:-1]) & (orders[1:] == orders[:-1])]
+    # two events at one time whose ranks Spark's sort does not settle (equal orders,
+    # or none): the intake ranks them by their symbols
+    tied = np.where(ordered[1:] & ordered[:-1], orders[1:] == orders[:-1], ~ordered[1:] & ~ordered[:-1])
+    same = np.r_[False, (~new_key[1:]) & is_event[1:] & is_event[:-1] & (times[1:] == times[:-1]) & tied]
     irregular = np.zeros(len(starts), bool)
     irregular[group[odd | same]] = True
 
@@ -193,10 +196,12 @@ def _codes(column: Any) -> Any:
     return encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
-def _plain_columns(chunk: Any) -> bool:
-    """Whether the chunk's columns allow stepping in bulk."""
+def _plain_columns(chunk: Any, lower: Any) -> bool:
+    """Whether the chunk's columns (and the frontier) allow stepping in bulk."""
     schema = chunk.schema
     if not (pa.types.is_integer(schema.field("time").type) and pa.types.is_integer(schema.field("order").type)):
+        return False
+    if lower is not None and type(lower) is not int:
         return False
     key = schema.field("key").type
     return pa.types.is_integer(key) or pa.types.is_string(key) or pa.types.is_large_string(key) or pa.types.is_binary(key)
@@ -206,7 +211,6 @@ def _plain_events(chunk: Any, lower: Any) -> Any:
     """For each row, whether it is an event the intake takes as it is."""
     time = chunk.column("time")
     ok = pc.and_kleene(chunk.column("key").is_valid(), time.is_valid())
-    ok = pc.and_kleene(ok, chunk.column("order").is_valid())
     if time.type == pa.int64():  # the greatest long is reserved (see the intake)
         ok = pc.and_kleene(ok, pc.not_equal(time, pa.scalar(INT64_MAX, time.type)))
     if lower is not None:
@@ -237,7 +241,7 @@ def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTa
     total = int(repeat.sum())
     at = np.repeat(np.asarray(starts, np.int64)[inverse] - (np.cumsum(repeat) - repeat), repeat) + np.arange(total)
     origin = pa.array(np.repeat(rows, repeat))
-    (value_column,) = OutputRows._arrays([values], pa.schema([arrow_schema.field("value")]))
+    (value_column,) = checked_arrays([values], pa.schema([arrow_schema.field("value")]))
     columns = {
         "kind": pa.array(np.full(total, UPDATE, np.int8)),
         "key": chunk.column("key").take(origin),
