@@ -230,7 +230,9 @@ def partition_runner(
     machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None,
     check_values: bool = True, *, tabulate: bool = True,
 ):
-    """The function Spark calls once per partition (rows sorted by key, kind, time).
+    """The function Spark calls once per partition: rows ``key, kind, symbol, time,
+    order`` (and ``prior``, when there are prior values) sorted by key, kind, time
+    and order.
 
     ``counter``, an accumulator, is given the number of events the partition held.
     ``check_values``: check each new value against the output's value type (see
@@ -258,6 +260,8 @@ def partition_runner(
         with gc_paused():
             for batch in batches:
                 columns = [column_to_python(c) for c in batch.columns]  # key, row, symbol, ...
+                if len(columns) == 5:  # no state rows: no prior column
+                    columns.append([()] * batch.num_rows)
                 if prepares:
                     machine.prepare_symbols([s for s in columns[2] if s is not None], batch.schema.field(2).type)
                 for key, row, symbol, time, order, priors in zip(*columns, strict=True):
@@ -597,13 +601,12 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     # A key's prior values travel in state rows beside its events, each as a list of
     # one value; an event row's list is empty. Not null: Spark hands a null of a
-    # nested type to Python about eight times slower than an empty list.
+    # nested type to Python about eight times slower than an empty list. Without
+    # prior values there is no such column.
     priors = T.ArrayType(value_type)
-    rows = prepared.select(
-        "key", F.lit(EVENT_ROW).cast("byte").alias("kind"), "symbol", "time", "order",
-        F.array().cast(priors).alias("prior"),
-    )
+    rows = prepared.select("key", F.lit(EVENT_ROW).cast("byte").alias("kind"), "symbol", "time", "order")
     if state is not None:
+        rows = rows.withColumn("prior", F.array().cast(priors))
         if machine.spec.has_deadlines:
             needed = state  # keys without events may still have deadlines to fire
         else:

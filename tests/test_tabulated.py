@@ -93,7 +93,8 @@ def partition_rows(events, priors):
     rows = [(k, EVENT_ROW, s, t, o, []) for k, s, t, o in events]
     rows += [(k, STATE_ROW, None, None, None, sorted(values)) for k, values in priors.items()]
     rows.sort(key=lambda r: (_null_first(r[0]), r[1], _null_first(r[3]), _null_first(r[4])))
-    return pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
+    table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
+    return table if priors else table.drop_columns(["prior"])  # no prior values: no such column
 
 
 def output_rows(runner, table, chunk_rows):
