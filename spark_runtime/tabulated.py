@@ -28,7 +28,7 @@ from statemachines import Machine
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.intake import INT64_MAX
 from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
-from statemachines.tabulated import TableFull, TransitionTable, is_tabulated, step_keys
+from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = ["CHUNK_ROWS", "runs_tabulated", "tabulated_runner"]
 
@@ -40,7 +40,7 @@ def runs_tabulated(machine: Machine) -> bool:
     """Whether the batch path steps ``machine`` in bulk: it is tabulated, and has no
     hook that looks at each event (symbol checks, symbol preparation, settings)."""
     spec = machine.spec
-    return is_tabulated(machine) and not (spec.validates_symbols or spec.prepares_symbols or spec.keeps_settings)
+    return spec.tabulated and not (spec.validates_symbols or spec.prepares_symbols or spec.keeps_settings)
 
 
 def tabulated_runner(

@@ -352,7 +352,8 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
     )
 
 
-# hooks that read a key or a time, which a tabulated transition never sees
+# hooks a tabulated machine cannot have: they read a key or a time, or report
+# findings, none of which a table of (values, symbol) -> values keeps
 _PER_KEY_HOOKS = ("initial_values", "deadline", "is_finding", "insert_marks", "forgets")
 
 

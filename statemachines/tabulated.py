@@ -25,7 +25,7 @@ from statemachines.core import ValueCheck, apply_transition
 from statemachines.events import Event, Rejected
 from statemachines.machine import Machine
 
-__all__ = ["IRREGULAR", "MAX_CELLS", "TableFull", "TransitionTable", "is_tabulated", "step_keys"]
+__all__ = ["IRREGULAR", "MAX_CELLS", "TableFull", "TransitionTable", "step_keys"]
 
 UNKNOWN = -1
 IRREGULAR = -2
@@ -36,12 +36,6 @@ distinct values and symbols than that is not worth tabulating."""
 
 class TableFull(Exception):
     """The table would outgrow :data:`MAX_CELLS`; step the events one by one."""
-
-
-def is_tabulated(machine: Machine) -> bool:
-    """Whether ``machine`` may be run in bulk: it declares ``tabulated`` (checked
-    with its class) and its class defines no hook that needs a key's events one by one."""
-    return machine.spec.tabulated
 
 
 class TransitionTable:

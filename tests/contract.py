@@ -31,6 +31,23 @@ class Case:
 
 SEED = ["mcsherry", "zappa", None, "oz", "oz", None]
 
+# a tag set per key (Tags, and TabulatedTags with more rows)
+TAG_SCHEMA = "key string, symbol struct<op: string, tag: string>, time long, order long"
+TAG_EVENTS = [
+    ("doc", ("add", "draft"), 0, None), ("doc", ("add", "x"), 0, None),
+    ("doc", ("del", "draft"), 2, 0), ("doc", ("add", "draft"), 2, 1),
+    ("doc", ("del", "x"), 3, None), ("memo", ("add", "x"), 3, None),
+]
+TAG_UPDATES = parse_table(
+    """
+    key  | value | time | diff
+    doc  | draft | 0    | +1
+    doc  | x     | 0    | +1
+    doc  | x     | 3    | -1
+    memo | x     | 3    | +1
+    """
+)
+
 CASES = [
     Case(
         "upsert seed example",
@@ -67,45 +84,18 @@ CASES = [
     ),
     Case(
         "a user machine with several values per key",
-        Tags(),
-        [
-            ("doc", ("add", "draft"), 0, None), ("doc", ("add", "x"), 0, None),
-            ("doc", ("del", "draft"), 2, 0), ("doc", ("add", "draft"), 2, 1),
-            ("doc", ("del", "x"), 3, None), ("memo", ("add", "x"), 3, None),
-        ],
-        parse_table(
-            """
-            key  | value | time | diff
-            doc  | draft | 0    | +1
-            doc  | x     | 0    | +1
-            doc  | x     | 3    | -1
-            memo | x     | 3    | +1
-            """
-        ),
-        schema="key string, symbol struct<op: string, tag: string>, time long, order long",
-        value_type="string",
+        Tags(), TAG_EVENTS, TAG_UPDATES, schema=TAG_SCHEMA, value_type="string",
     ),
     Case(
         "a tabulated machine: keys with bad rows or failing transitions step one by one",
         TabulatedTags(),
         [
-            ("doc", ("add", "draft"), 0, 0), ("doc", ("add", "x"), 0, 1),
-            ("doc", ("del", "draft"), 2, 0), ("doc", ("add", "draft"), 2, 1),
-            ("doc", ("del", "x"), 3, 0), ("memo", ("add", "x"), 3, 0), ("memo", ("boom", "x"), 4, 0),
+            *TAG_EVENTS, ("memo", ("boom", "x"), 4, 0),
             (None, ("add", "y"), 1, 0), ("note", ("add", "z"), None, 0), ("note", ("add", "q"), 5, 0),
         ],
-        parse_table(
-            """
-            key  | value | time | diff
-            doc  | draft | 0    | +1
-            doc  | x     | 0    | +1
-            doc  | x     | 3    | -1
-            memo | x     | 3    | +1
-            note | q     | 5    | +1
-            """
-        ),
+        [*TAG_UPDATES, Update(("note", "q"), 5, 1)],
         rejected=[("memo", 4, Reason.TRANSITION_FAILED), (None, 1, Reason.NULL_KEY), ("note", None, Reason.NULL_TIME)],
-        schema="key string, symbol struct<op: string, tag: string>, time long, order long",
+        schema=TAG_SCHEMA,
         value_type="string",
     ),
     Case(

@@ -125,6 +125,23 @@ def test_stepping_in_bulk_gives_the_rows_of_stepping_event_by_event(events, prio
         tabulated.CHUNK_ROWS = saved
 
 
+def test_a_table_that_would_outgrow_its_cells_leaves_the_partition_to_the_event_by_event_path(monkeypatch):
+    """A machine meeting more distinct values and symbols than the table holds (as an
+    upsert would) is stepped event by event from that chunk on: the same rows."""
+    import random
+
+    import statemachines.tabulated as core
+
+    rnd = random.Random(3)
+    events = [(f"k{rnd.randrange(6)}", f"+{rnd.randrange(40)}", t // 6, t % 6) for t in range(300)]
+    table = partition_rows(events, {"k1": frozenset({"x"})})
+    machine = Tags()
+    check = partition_runner(machine, "number", None, None, OUTPUT, tabulate=False)
+    monkeypatch.setattr(core, "MAX_CELLS", 64)
+    bulk = partition_runner(machine, "number", None, None, OUTPUT)
+    assert output_rows(bulk, table, 50) == output_rows(check, table, 50)
+
+
 def test_the_bulk_path_asks_the_transition_once_per_pair_and_agrees_with_run_local():
     class Counting(Machine):
         tabulated = True
