@@ -121,7 +121,6 @@ class OutputRows:
         return pa.RecordBatch.from_arrays(checked_arrays(columns, self.schema), schema=self.schema)
 
 
-
 def checked_arrays(columns: Any, schema: Any) -> list[Any]:
     """Python ``columns`` as arrays of the schema's types; a value that does not fit
     is the machine's error, named."""

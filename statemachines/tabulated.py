@@ -80,7 +80,8 @@ class TransitionTable:
             codes, first = np.unique(states[unknown] * width + symbols[unknown], return_index=True)
             for code, at in zip(codes.tolist(), unknown[first].tolist(), strict=True):
                 s, y = divmod(code, width)
-                time = times[at].item() if isinstance(times[at], np.generic) else times[at]
+                time = times[at]
+                time = time.item() if isinstance(time, np.generic) else time  # a Python number, as elsewhere
                 event = Event(keys[at], self.symbols[y], time, None)
                 outcome = apply_transition(self.machine, keys[at], self.states[s], event, self.check)
                 self._steps[s, y] = IRREGULAR if type(outcome) is Rejected or outcome[1] else self.state_id(outcome[0])
