@@ -6,9 +6,9 @@ and calls the same per-key function as the local runtime
 (:func:`statemachines.core.run_key`). Python memory is bounded by the largest key,
 not by the partition. With ``into=`` a persisted arrangement, each key's prior values
 are read from it and shipped beside its events (feedback), events below its ``upper``
-are late, and one job writes the updates (published atomically as one new batch) and
-the rejected rows (kept in the arrangement: ``read_rejected``); the result's frames
-read those files.
+are late, and one job writes the updates (the Python tasks write them as data files
+of the arrangement, published atomically as one new batch) and the rejected rows
+(kept in the arrangement: ``read_rejected``); the result's frames read those files.
 
     events (key, symbol, time, order)  ->  updates (key, value, time, diff)
                                        ->  rejected (key, symbol, time, order, reason, detail)
@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -49,11 +51,12 @@ from statemachines.spark.output import (
     UPDATE_COLUMNS,
     OutputRows,
     aside,
-    drop,
+    drop_parts,
     move_aside,
     output_schema,
     waiting_count,
     write_parts,
+    writing_updates,
 )
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
@@ -231,8 +234,8 @@ def partition_runner(
     check_values: bool = True, *, tabulate: bool = True,
 ):
     """The function Spark calls once per partition: rows ``key, kind, symbol, time,
-    order`` (and ``prior``, when there are prior values) sorted by key, kind, time
-    and order.
+    order, prior`` sorted by key, kind, time and order; or, when there are no prior
+    values, event rows ``key, symbol, time, order``.
 
     ``counter``, an accumulator, is given the number of events the partition held.
     ``check_values``: check each new value against the output's value type (see
@@ -241,6 +244,7 @@ def partition_runner(
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
+        batches = with_kinds(batches)
         check = value_check_for(arrow_schema.field("value").type) if check_values else None
         intake = Intake(machine, kind=kind, value_check=check)
         out = OutputRows(arrow_schema)
@@ -284,8 +288,18 @@ def partition_runner(
 
     if tabulate and runs_tabulated(machine):
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
-        return tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)
+        bulk = tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)
+        return lambda batches: bulk(with_kinds(batches))
     return run
+
+
+def with_kinds(batches: Iterator[Any]) -> Iterator[Any]:
+    """A partition's batches with a ``kind`` column: a run without prior values
+    sends event rows only, and none."""
+    for batch in batches:
+        if batch.schema.get_field_index("kind") < 0:
+            batch = batch.add_column(1, "kind", pa.array(np.full(batch.num_rows, EVENT_ROW, np.int8)))
+        yield batch
 
 
 def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) -> tuple[Any, Any]:
@@ -427,7 +441,7 @@ def _run_batch(
 
     output = process_events(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter, notes=notes, cache=False,
+        counter=counter, notes=notes, cache=False, task_files=True,
     )
     return _publish(output, into, state, lower, upto_of, notes, key_ordered=not machine.spec.has_waterline)
 
@@ -467,25 +481,26 @@ def _publish(
     :func:`~statemachines.spark.streaming.read_rejected` reads them); the result's
     frames read what was written."""
     spark = output.sparkSession
-    name, counts = write_parts(output, into, key_ordered=key_ordered)
+    parts = write_parts(output, into, key_ordered=key_ordered)
     upto = upto_of()
-    n_updates, n_rejected = counts.get(UPDATE, 0), counts.get(REJECTED, 0)
+    n_updates, n_rejected = parts.counts.get(UPDATE, 0), parts.counts.get(REJECTED, 0)
     if n_rejected:
-        notes["rejected"] = [*(state.get("notes") or {}).get("rejected", []), move_aside(into, name, REJECTED)]
+        notes["rejected"] = [*(state.get("notes") or {}).get("rejected", []), move_aside(into, parts.name, REJECTED)]
     new_batch = upto is not None and (lower is None or upto > lower)
     if new_batch or notes:
-        publish_batch(into, f"{name}/kind={UPDATE}", lower, upto, n_updates, notes=notes or None)
+        publish_batch(into, parts.update_files, lower, upto, n_updates, notes=notes or None)
     if not (new_batch and n_updates):
-        drop(into, name)
+        drop_parts(into, parts)
 
-    def written(relative: str, columns: tuple[str, ...], rows: int) -> Any:
+    def written(relative: list[str], columns: tuple[str, ...], rows: int) -> Any:
         schema = T.StructType([output.schema[c] for c in columns])
-        frame = spark.read.schema(schema).parquet(os.path.join(into, relative)) if rows else spark.createDataFrame([], schema)
-        return frame.select(*columns)
+        if not rows:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*(os.path.join(into, r) for r in relative)).select(*columns)
 
     frames = (
-        written(f"{name}/kind={UPDATE}", UPDATE_COLUMNS, n_updates),
-        written(aside(name, REJECTED), REJECTED_COLUMNS, n_rejected),
+        written(parts.update_files, UPDATE_COLUMNS, n_updates),
+        written([aside(parts.name, REJECTED)], REJECTED_COLUMNS, n_rejected),
     )
     return BatchResult(*frames, lower, upto, published=new_batch)
 
@@ -519,6 +534,7 @@ def process_events(
     cache: bool = True,
     counter: Any = None,
     notes: dict[str, Any] | None = None,
+    task_files: bool = False,
 ) -> Any:
     """The output rows (updates and rejections) of ``machine`` over ``prepared``.
 
@@ -529,13 +545,16 @@ def process_events(
     (for progress; a machine settling a waterline runs several times and a native
     path runs no Python, so neither counts). ``notes``, a dict, receives what the
     writer should note in the arrangement with this output (a waterline's high mark).
+    With ``task_files`` (and ``into``) the Python tasks of the generic path write their
+    updates as data files of the arrangement (see
+    :func:`~statemachines.spark.output.writing_updates`), for :func:`write_parts`.
     """
 
     prepared, refused = split_refused(prepared)
     if refused is not None:
         output = process_events(
             machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-            cache=False, counter=counter, notes=notes,
+            cache=False, counter=counter, notes=notes, task_files=task_files,
         )
         output = output.unionByName(refused, allowMissingColumns=True)
         return output.persist() if cache else output
@@ -553,7 +572,10 @@ def process_events(
             notes,
         )
     else:
-        output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter)
+        output = _generic(
+            prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter,
+            into if task_files else None,
+        )
     return output.persist() if cache else output
 
 
@@ -596,7 +618,7 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     return BatchResult(updates, rejected, lower, upper, output=output)
 
 
-def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None):
+def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files_into=None):
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     # A key's prior values travel in state rows beside its events, each as a list of
@@ -604,9 +626,12 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     # nested type to Python about eight times slower than an empty list. Without
     # prior values there is no such column.
     priors = T.ArrayType(value_type)
-    rows = prepared.select("key", F.lit(EVENT_ROW).cast("byte").alias("kind"), "symbol", "time", "order")
+    rows = prepared.select("key", "symbol", "time", "order")  # events only: no kind column
+    sort = ("key", "time", "order")
     if state is not None:
+        rows = prepared.select("key", F.lit(EVENT_ROW).cast("byte").alias("kind"), "symbol", "time", "order")
         rows = rows.withColumn("prior", F.array().cast(priors))
+        sort = ("key", "kind", "time", "order")
         if machine.spec.has_deadlines:
             needed = state  # keys without events may still have deadlines to fire
         else:
@@ -622,9 +647,10 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
             )
         )
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    ordered = rows.repartition(partitions, "key").sortWithinPartitions("key", "kind", "time", "order")
+    ordered = rows.repartition(partitions, "key").sortWithinPartitions(*sort)
     schema = output_schema(prepared, value_type)
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
     check = checks_values(machine, prepared, value_type)
-    return ordered.mapInArrow(partition_runner(machine, kind, lower, upto, arrow_schema, counter, check), schema)
+    run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
+    return ordered.mapInArrow(run if files_into is None else writing_updates(run, files_into), schema)

@@ -4,15 +4,22 @@ Arrow batches Python builds of them, and key-sorted Parquet batches.
     kind      key  value  time  diff  symbol  order  reason  detail
     UPDATE    k    v      t     +1    -       -      -       -
     REJECTED  k    -      t     -     s       o      late    time 3 is below ...
+    WRITTEN   -    -      -     812   -       -      -       batch-3f2a....parquet
+
+A Python task may write its updates as a data file of the arrangement itself
+(:func:`writing_updates`) and hand Spark only a ``WRITTEN`` row naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyarrow import fs
@@ -20,21 +27,24 @@ from pyspark.sql import types as T
 
 from statemachines import InvalidArgument
 from statemachines.delta import STATE_DIR, location
-from statemachines.persisted import set_aside
+from statemachines.persisted import parquet_files, set_aside
 from statemachines.spark.session import scoped_conf
-from statemachines.stored import WRITE_OPTIONS
+from statemachines.stored import ROW_GROUP_ROWS, WRITE_OPTIONS
 
 __all__ = [
     "OutputRows",
+    "Parts",
     "aside",
     "checked_arrays",
     "count_rows",
     "drop",
+    "drop_parts",
     "move_aside",
     "output_schema",
     "waiting_count",
     "write_keyed",
     "write_parts",
+    "writing_updates",
 ]
 
 UPDATE = 0
@@ -42,6 +52,7 @@ REJECTED = 1
 STATE_ROW = 0
 EVENT_ROW = 1
 PENDING = 2  # a stream's events that wait for a later frontier
+WRITTEN = 3  # a data file of updates a task wrote: detail names it, diff counts its rows
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
 REFUSAL = "refusal"  # prepared events: why their source refused a row (EventColumns.refusal)
@@ -163,12 +174,68 @@ def count_rows(loc: Any, relative: str) -> int:
     return int(ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet").count_rows())
 
 
-def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> tuple[str, dict[int, int]]:
+def writing_updates(
+    function: Callable[[Iterator[Any]], Iterator[Any]], into: str
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``function`` (a partition function yielding output rows) with its update rows
+    written by the task itself, as one data file of the arrangement ``into``, in the
+    order they come: Spark gets the other rows, then one ``WRITTEN`` row naming the
+    file. The updates make no Arrow trip back to Spark and meet no Spark writer.
+    :func:`write_parts` gathers the files.
+
+    A task that fails leaves its file unnamed: nothing publishes it, and the
+    arrangement's vacuum deletes it.
+    """
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        loc = location(into)
+        name = f"batch-{uuid.uuid4().hex}.parquet"
+        writer, rows, schema = None, 0, None
+        try:
+            for batch in function(batches):
+                schema = batch.schema
+                is_update = pc.equal(batch.column("kind"), UPDATE)
+                n = pc.sum(is_update).as_py() or 0
+                updates = (batch if n == batch.num_rows else batch.filter(is_update)).select(list(UPDATE_COLUMNS))
+                if n:
+                    if writer is None:
+                        writer = pq.ParquetWriter(
+                            loc.path(name), updates.schema, filesystem=loc.filesystem, use_dictionary=False
+                        )
+                    writer.write_batch(updates, row_group_size=ROW_GROUP_ROWS)
+                    rows += n
+                if n < batch.num_rows:
+                    yield batch.filter(pc.invert(is_update))
+        finally:
+            if writer is not None:
+                writer.close()
+        if rows:
+            given = {"kind": pa.array([WRITTEN], pa.int8()), "diff": pa.array([rows]), "detail": pa.array([name])}
+            columns = [given[f.name].cast(f.type) if f.name in given else pa.nulls(1, f.type) for f in schema]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    return run
+
+
+@attrs.frozen
+class Parts:
+    """What :func:`write_parts` wrote under ``name``: rows per kind, and the data
+    files holding the updates (relative to the arrangement; Spark's under
+    ``name/kind=0`` and those tasks wrote themselves)."""
+
+    name: str
+    counts: dict[int, int]
+    update_files: list[str]
+
+
+def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> Parts:
     """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind.
 
     Each file's rows are sorted by key (row groups of key ranges, for point reads).
     ``key_ordered`` says the frame's partitions already come in key order (a run's
     output does): then the kinds are written side by side as the rows come, unsorted.
+    ``WRITTEN`` rows (see :func:`writing_updates`) name update files: they count as
+    updates, and are read and deleted here.
     """
     loc = location(path)
     name = f"batch-{uuid.uuid4().hex}"
@@ -179,11 +246,28 @@ def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> tuple[st
         frame = keyed(frame, "kind")
     with scoped_conf(frame.sparkSession, conf):
         frame.write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
-    counts = {}
+    counts, files = {}, []
     for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
         if part.base_name.startswith("kind="):
             counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
-    return name, counts
+    if counts.get(UPDATE):
+        files = parquet_files(loc, f"{name}/kind={UPDATE}")
+    if counts.pop(WRITTEN, 0):
+        written = ds.dataset(loc.path(f"{name}/kind={WRITTEN}"), filesystem=loc.filesystem, format="parquet")
+        named = written.to_table(columns=["detail", "diff"])
+        files += named.column("detail").to_pylist()
+        counts[UPDATE] = counts.get(UPDATE, 0) + pc.sum(named.column("diff")).as_py()
+        drop(path, f"{name}/kind={WRITTEN}")
+    return Parts(name, counts, files)
+
+
+def drop_parts(path: str, parts: Parts) -> None:
+    """Delete what :func:`write_parts` wrote (nothing published it)."""
+    drop(path, parts.name)
+    loc = location(path)
+    for file in parts.update_files:
+        if not file.startswith(f"{parts.name}/"):
+            loc.filesystem.delete_file(loc.path(file))
 
 
 def aside(name: str, kind: int) -> str:

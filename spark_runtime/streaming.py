@@ -186,7 +186,7 @@ class MicroBatchRunner:
         due = due.observe(first_arrival, F.min(ARRIVED).alias(ARRIVED)).drop(ARRIVED)
         output = process_events(
             self.machine, due, lower=lower, upto=frontier, into=self.into,
-            value_type=self.value_type, native=self.native, cache=False, notes=notes,
+            value_type=self.value_type, native=self.native, cache=False, notes=notes, task_files=True,
         )
         if refused is not None:
             output = output.unionByName(refused, allowMissingColumns=True)
@@ -194,9 +194,10 @@ class MicroBatchRunner:
         held = waiting.select(
             F.lit(PENDING).cast("byte").alias("kind"), "key", "time", "symbol", "order", ARRIVED
         )
-        name, counts = write_parts(output.unionByName(held, allowMissingColumns=True), self.into)
+        parts = write_parts(output.unionByName(held, allowMissingColumns=True), self.into)
         output.unpersist()  # cached only when settling a waterline took several runs
-        n_updates, n_rejected, n_pending = (counts.get(k, 0) for k in (UPDATE, REJECTED, PENDING))
+        name = parts.name
+        n_updates, n_rejected, n_pending = (parts.counts.get(k, 0) for k in (UPDATE, REJECTED, PENDING))
         progress = {
             "batch_id": batch_id,
             "checkpoint": self.checkpoint,
@@ -214,7 +215,8 @@ class MicroBatchRunner:
             latency=None if arrived is None else max(0.0, _time.time() - arrived / 1000),
         )
         publish_micro_batch(
-            self.into, name, lower, frontier, progress, stream, report, self.progress, notes=notes or None
+            self.into, name, lower, frontier, progress, stream, report, self.progress, notes=notes or None,
+            files=parts.update_files,
         )
 
     def _pending(self, spark: Any, stream: dict[str, Any], like: Any) -> Any:
@@ -375,11 +377,12 @@ def publish_micro_batch(
     callback: Callable[[MicroBatchReport], None] | None,
     notes: dict[str, Any] | None = None,
     merge: bool = True,
-    files: list[str] | None = None,
+    *,
+    files: list[str],
 ) -> None:
     """Publish the micro-batch written as ``into/name`` with its progress and report, then tell.
 
-    One commit holds the updates (``name/kind=0``) as the batch ``[lower, upper)``,
+    One commit holds the updates (the data ``files``) as the batch ``[lower, upper)``,
     the stream progress (with the micro-batch id, which makes a replay a no-op) and
     the report with the running totals. The rejected rows and pending events the
     micro-batch wrote (``name/kind=1``, ``kind=2``) are first set aside in the
@@ -389,7 +392,7 @@ def publish_micro_batch(
     for kind in (REJECTED, PENDING):
         move_aside(into, name, kind)
     publish_batch(
-        into, f"{name}/kind={UPDATE}" if files is None else files, lower, upper, report.updates,
+        into, files, lower, upper, report.updates,
         stream=with_report(progress, stream, report), notes=notes, merge=merge,
     )
     before = stream.get("pending")

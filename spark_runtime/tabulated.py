@@ -156,10 +156,15 @@ def _chunk(
         [key_list[g] for g in numbered[0].tolist()],
     )
     irregular[numbered[0][met]] = True
-    yield from _updates(chunk, stepped[first], before, after, table, arrow_schema)
-    if irregular.any():
-        rows = np.flatnonzero(irregular[group])
-        yield from generic(iter(chunk.take(pa.array(rows)).to_batches()))
+    updates = list(_updates(chunk, stepped[first], before, after, table, arrow_schema))
+    if not irregular.any():
+        yield from updates
+        return
+    # the keys stepped event by event join the others in key order (a file's row
+    # groups then hold key ranges)
+    rows = np.flatnonzero(irregular[group])
+    out = pa.Table.from_batches([*updates, *generic(iter(chunk.take(pa.array(rows)).to_batches()))], arrow_schema)
+    yield from out.take(pc.sort_indices(out, [("key", "ascending")])).to_batches()
 
 
 def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:

@@ -38,6 +38,7 @@ __all__ = [
     "PersistedArrangement",
     "check",
     "is_replay",
+    "parquet_files",
     "publish_batch",
     "read_state",
     "same_query",
@@ -141,7 +142,7 @@ def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]
     return problems
 
 
-def _parquet_files(loc: Location, relative: str) -> list[str]:
+def parquet_files(loc: Location, relative: str) -> list[str]:
     """The non-empty Parquet files under ``relative`` (a file, or a directory Spark wrote)."""
     from pyarrow import fs
 
@@ -423,7 +424,7 @@ class PersistedArrangement(Arrangement):
         if not count:
             files = []
         elif isinstance(name, str):
-            files = _parquet_files(self.location, name)
+            files = parquet_files(self.location, name)
         else:
             files = sorted(name)
         schema = _checked_schema(self.location, files[0], self._snapshot.schema) if files else None

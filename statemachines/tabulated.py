@@ -17,6 +17,8 @@ instead (:func:`~statemachines.core.run_key`), which gives the same rejection.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -69,10 +71,10 @@ class TransitionTable:
             self._grow(len(self.states), len(self.symbols))
         return out
 
-    def step(self, states: Any, symbols: Any, keys: Any, times: Any) -> Any:
+    def step(self, states: Any, symbols: Any, event_at: Callable[[int], tuple[Any, Any]]) -> Any:
         """The values ids after ``symbols`` (ids) reach ``states`` (ids); ``IRREGULAR``
-        where the transition rejects the event. ``keys`` and ``times`` (of the same
-        length) are given to the transition where a pair is asked the first time."""
+        where the transition rejects the event. Where a pair is asked the first time,
+        ``event_at(i)`` gives the key and time of the ``i``-th for the transition."""
         after = self._steps[states, symbols]
         unknown = np.flatnonzero(after == UNKNOWN)
         if len(unknown):
@@ -80,10 +82,10 @@ class TransitionTable:
             codes, first = np.unique(states[unknown] * width + symbols[unknown], return_index=True)
             for code, at in zip(codes.tolist(), unknown[first].tolist(), strict=True):
                 s, y = divmod(code, width)
-                time = times[at]
+                key, time = event_at(at)
                 time = time.item() if isinstance(time, np.generic) else time  # a Python number, as elsewhere
-                event = Event(keys[at], self.symbols[y], time, None)
-                outcome = apply_transition(self.machine, keys[at], self.states[s], event, self.check)
+                event = Event(key, self.symbols[y], time, None)
+                outcome = apply_transition(self.machine, key, self.states[s], event, self.check)
                 self._steps[s, y] = IRREGULAR if type(outcome) is Rejected or outcome[1] else self.state_id(outcome[0])
             after = self._steps[states, symbols]
         return after
@@ -127,12 +129,11 @@ def step_keys(
     current = np.asarray(initial, np.int64).copy()
     irregular = np.zeros(len(current), bool)
     before, after = np.empty(n, np.int64), np.empty(n, np.int64)
-    event_keys = np.asarray(keys, dtype=object)[groups] if n else np.zeros(0, object)
     for j in range(len(bounds) - 1):
         at = by_position[bounds[j] : bounds[j + 1]]
         g = groups[at]
         now = current[g]
-        nxt = table.step(now, symbols[at], event_keys[at], times[at])
+        nxt = table.step(now, symbols[at], partial(_event_at, keys, times, g, at))
         bad = nxt == IRREGULAR
         if bad.any():
             irregular[g[bad]] = True
@@ -144,3 +145,8 @@ def step_keys(
     b, a = before[first], after[last]
     changed = (b != a) & ~irregular[groups[first]]
     return first[changed], b[changed], a[changed], irregular
+
+
+def _event_at(keys: list[Any], times: Any, groups: Any, events: Any, i: int) -> tuple[Any, Any]:
+    """The key and time of the ``i``-th of ``events`` (whose key numbers are ``groups``)."""
+    return keys[groups[i]], times[events[i]]

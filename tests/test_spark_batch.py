@@ -197,6 +197,43 @@ def test_each_written_file_holds_its_rows_in_key_order(spark, tmp_path, native):
     assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), rows).updates
 
 
+def test_a_task_writes_its_updates_as_one_file_and_names_it_after_its_other_rows(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statemachines.spark.output import REJECTED, UPDATE, WRITTEN, writing_updates
+
+    schema = pa.schema([
+        ("kind", pa.int8()), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()),
+        ("diff", pa.int64()), ("reason", pa.string()), ("detail", pa.string()),
+    ])
+    rng = random.Random(11)
+    rows = [
+        {"kind": UPDATE, "key": f"k{i}", "value": rng.choice("xyz"), "time": i, "diff": rng.choice([-1, 1])}
+        if rng.random() < 0.8 else {"kind": REJECTED, "key": f"k{i}", "time": i, "reason": "late", "detail": "d"}
+        for i in range(500)
+    ]
+    batches = [pa.RecordBatch.from_pylist(rows[i : i + 64], schema=schema) for i in range(0, len(rows), 64)]
+
+    out = [r for batch in writing_updates(lambda given: iter(batches), str(tmp_path))(iter([])) for r in batch.to_pylist()]
+    *others, named = out
+    updates = [r for r in rows if r["kind"] == UPDATE]
+    assert others == [{**r, "value": None, "diff": None} for r in rows if r["kind"] == REJECTED]
+    assert (named["kind"], named["diff"], named["key"]) == (WRITTEN, len(updates), None)
+    written = pq.read_table(tmp_path / named["detail"]).to_pylist()
+    assert written == [{c: r[c] for c in ("key", "value", "time", "diff")} for r in updates]
+
+    def failing(given):  # a task that fails half-way names no file
+        yield batches[0]
+        raise RuntimeError("task lost")
+
+    seen = []
+    with pytest.raises(RuntimeError, match="task lost"):
+        for batch in writing_updates(failing, str(tmp_path))(iter([])):
+            seen += batch.to_pylist()
+    assert all(r["kind"] != WRITTEN for r in seen)
+
+
 def test_values_are_checked_unless_they_fit_the_machines_own_type_by_construction(spark):
     """A machine that sets values_fit_own_type skips the per-value check only when the
     output's value type is its own declared type; a lying machine then fails loudly in

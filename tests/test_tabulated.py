@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from statemachines import DefinitionError, Machine, Refused, run_local
 from statemachines.intake import INT64_MAX
 from statemachines.spark.batch import partition_runner
-from statemachines.spark.output import EVENT_ROW, STATE_ROW
+from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
 
 
 class Shouted(enum.StrEnum):
@@ -94,15 +94,17 @@ def partition_rows(events, priors):
     rows += [(k, STATE_ROW, None, None, None, sorted(values)) for k, values in priors.items()]
     rows.sort(key=lambda r: (_null_first(r[0]), r[1], _null_first(r[3]), _null_first(r[4])))
     table = pa.Table.from_pylist([dict(zip(SCHEMA.names, r, strict=True)) for r in rows], schema=SCHEMA)
-    return table if priors else table.drop_columns(["prior"])  # no prior values: no such column
+    return table if priors else table.drop_columns(["kind", "prior"])  # no prior values: events only
+
+
+def emitted(runner, table, chunk_rows):
+    """The rows ``runner`` yields for ``table``, in the order it yields them."""
+    batches = table.to_batches(max_chunksize=chunk_rows) if table.num_rows else []
+    return [tuple(row.values()) for batch in runner(iter(batches)) for row in batch.to_pylist()]
 
 
 def output_rows(runner, table, chunk_rows):
-    batches = table.to_batches(max_chunksize=chunk_rows) if table.num_rows else []
-    return sorted(
-        (tuple(row.values()) for batch in runner(iter(batches)) for row in batch.to_pylist()),
-        key=repr,
-    )
+    return sorted(emitted(runner, table, chunk_rows), key=repr)
 
 
 @settings(max_examples=150, deadline=None)
@@ -110,7 +112,8 @@ def output_rows(runner, table, chunk_rows):
 def test_stepping_in_bulk_gives_the_rows_of_stepping_event_by_event(events, priors, chunk_rows, lower):
     """Bad times (null, the greatest long, below the frontier), null keys, events at
     one time with equal orders or none, transitions that fail or refuse, values the output
-    refuses, prior values, chunks cut anywhere: the same rows, with the same reasons."""
+    refuses, prior values, chunks cut anywhere: the same rows, with the same reasons, and
+    the updates in key order (as the task writes them to a file)."""
     import statemachines.spark.tabulated as tabulated
 
     table = partition_rows(events, priors)
@@ -121,6 +124,8 @@ def test_stepping_in_bulk_gives_the_rows_of_stepping_event_by_event(events, prio
     tabulated.CHUNK_ROWS = chunk_rows
     try:
         assert output_rows(bulk, table, 3) == output_rows(check, table, 3)
+        keys = [row[1] for row in emitted(bulk, table, 3) if row[0] == UPDATE]
+        assert keys == sorted(keys)
     finally:
         tabulated.CHUNK_ROWS = saved
 
