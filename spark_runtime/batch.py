@@ -50,13 +50,16 @@ from statemachines.spark.output import (
     UPDATE,
     UPDATE_COLUMNS,
     OutputRows,
+    Parts,
     aside,
+    batch_name,
     drop_parts,
+    gather_files,
     move_aside,
     output_schema,
     waiting_count,
     write_parts,
-    writing_updates,
+    writing_files,
 )
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
@@ -439,11 +442,16 @@ def _run_batch(
         def upto_of() -> Any:
             return _upto(observation.get["latest"], lower)
 
-    output = process_events(
+    name = batch_name()
+    output, files_only = _output(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter, notes=notes, cache=False, task_files=True,
+        counter=counter, notes=notes, task_files=name,
     )
-    return _publish(output, into, state, lower, upto_of, notes, key_ordered=not machine.spec.has_waterline)
+    if files_only:  # the tasks write every row: the job only collects the files' names
+        parts = gather_files(into, name, output.select("kind", "detail", "diff").toArrow())
+    else:
+        parts = write_parts(output, into, name, key_ordered=not machine.spec.has_waterline)
+    return _publish(output, parts, into, state, lower, upto_of, notes)
 
 
 def _check_stream_waiting(stream: dict[str, Any], abandon: bool) -> None:
@@ -468,20 +476,19 @@ def _upto(latest: Any, lower: Any) -> Any:
 
 def _publish(
     output: Any,
+    parts: Parts,
     into: str,
     state: dict[str, Any],
     lower: Any,
     upto_of: Callable[[], Any],
     notes: dict[str, Any],
-    key_ordered: bool,
 ) -> BatchResult:
-    """Write ``output`` in one job, publish its updates as the batch ``[lower, upto)``
-    (``upto_of()``, known once the job ran) and keep its rejected rows in the
+    """Publish the updates of ``output``, written as ``parts``, as the batch ``[lower,
+    upto)`` (``upto_of()``, known once the job ran) and keep its rejected rows in the
     arrangement (the writer's note ``rejected`` names them;
     :func:`~statemachines.spark.streaming.read_rejected` reads them); the result's
     frames read what was written."""
     spark = output.sparkSession
-    parts = write_parts(output, into, key_ordered=key_ordered)
     upto = upto_of()
     n_updates, n_rejected = parts.counts.get(UPDATE, 0), parts.counts.get(REJECTED, 0)
     if n_rejected:
@@ -534,7 +541,6 @@ def process_events(
     cache: bool = True,
     counter: Any = None,
     notes: dict[str, Any] | None = None,
-    task_files: bool = False,
 ) -> Any:
     """The output rows (updates and rejections) of ``machine`` over ``prepared``.
 
@@ -545,38 +551,46 @@ def process_events(
     (for progress; a machine settling a waterline runs several times and a native
     path runs no Python, so neither counts). ``notes``, a dict, receives what the
     writer should note in the arrangement with this output (a waterline's high mark).
-    With ``task_files`` (and ``into``) the Python tasks of the generic path write their
-    updates as data files of the arrangement (see
-    :func:`~statemachines.spark.output.writing_updates`), for :func:`write_parts`.
     """
+    output, _ = _output(
+        machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
+        counter=counter, notes=notes,
+    )
+    return output.persist() if cache and not output.is_cached else output  # settling caches its own
 
+
+def _output(
+    machine: Machine, prepared: Any, *, lower: Any, upto: Any, into: str | None, value_type: Any, native: bool,
+    counter: Any, notes: dict[str, Any] | None, task_files: str | None = None,
+) -> tuple[Any, bool]:
+    """:func:`process_events`' rows, uncached. With ``task_files`` (a batch folder's
+    name) the generic path's tasks write their rows as files (see
+    :func:`~statemachines.spark.output.writing_files`); the second value says whether
+    the output is only the rows naming them."""
     prepared, refused = split_refused(prepared)
     if refused is not None:
-        output = process_events(
+        output, _ = _output(
             machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-            cache=False, counter=counter, notes=notes, task_files=task_files,
+            counter=counter, notes=notes, task_files=task_files,
         )
-        output = output.unionByName(refused, allowMissingColumns=True)
-        return output.persist() if cache else output
+        return output.unionByName(refused, allowMissingColumns=True), False
     kind = time_kind_of(prepared.schema["time"].dataType)
     machine = for_event_times(machine, kind)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
     if fast is not None:
-        output = fast(prepared, state, lower=lower, value_type=value_type)
-    elif machine.spec.has_waterline:
+        return fast(prepared, state, lower=lower, value_type=value_type), False
+    if machine.spec.has_waterline:
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
-        return settled_output(
+        output = settled_output(
             machine, prepared, base,
             lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type, to_arrow_schema),
             notes,
         )
-    else:
-        output = _generic(
-            prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter,
-            into if task_files else None,
-        )
-    return output.persist() if cache else output
+        return output, False
+    files = (into, task_files) if into and task_files else None
+    output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, files)
+    return output, files is not None
 
 
 def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_type: Any) -> tuple[Any, Any]:
@@ -618,7 +632,7 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     return BatchResult(updates, rejected, lower, upper, output=output)
 
 
-def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files_into=None):
+def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files=None):
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     # A key's prior values travel in state rows beside its events, each as a list of
@@ -653,4 +667,4 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
     check = checks_values(machine, prepared, value_type)
     run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
-    return ordered.mapInArrow(run if files_into is None else writing_updates(run, files_into), schema)
+    return ordered.mapInArrow(run if files is None else writing_files(run, *files), schema)

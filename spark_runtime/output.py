@@ -4,10 +4,11 @@ Arrow batches Python builds of them, and key-sorted Parquet batches.
     kind      key  value  time  diff  symbol  order  reason  detail
     UPDATE    k    v      t     +1    -       -      -       -
     REJECTED  k    -      t     -     s       o      late    time 3 is below ...
-    WRITTEN   -    -      -     812   -       -      -       batch-3f2a....parquet
+    3         -    -      -     812   -       -      -       batch-3f2a....parquet
 
-A Python task may write its updates as a data file of the arrangement itself
-(:func:`writing_updates`) and hand Spark only a ``WRITTEN`` row naming the file.
+A Python task may write its rows itself (:func:`writing_files`), the updates as a
+data file of the arrangement, and hand Spark only a row naming each file (kind 3 for
+updates, 4 for rejected rows).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from statemachines.stored import ROW_GROUP_ROWS, WRITE_OPTIONS
 __all__ = [
     "OutputRows",
     "Parts",
+    "batch_name",
+    "gather_files",
     "aside",
     "checked_arrays",
     "count_rows",
@@ -44,7 +47,7 @@ __all__ = [
     "waiting_count",
     "write_keyed",
     "write_parts",
-    "writing_updates",
+    "writing_files",
 ]
 
 UPDATE = 0
@@ -52,7 +55,9 @@ REJECTED = 1
 STATE_ROW = 0
 EVENT_ROW = 1
 PENDING = 2  # a stream's events that wait for a later frontier
-WRITTEN = 3  # a data file of updates a task wrote: detail names it, diff counts its rows
+FILE_OF = {UPDATE: 3, REJECTED: 4}
+"""The row kinds naming a file of rows of a kind a task wrote (``detail``: the file,
+``diff``: its rows)."""
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
 REFUSAL = "refusal"  # prepared events: why their source refused a row (EventColumns.refusal)
@@ -174,52 +179,80 @@ def count_rows(loc: Any, relative: str) -> int:
     return int(ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet").count_rows())
 
 
-def writing_updates(
-    function: Callable[[Iterator[Any]], Iterator[Any]], into: str
+def writing_files(
+    function: Callable[[Iterator[Any]], Iterator[Any]], into: str, name: str
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """``function`` (a partition function yielding output rows) with its update rows
-    written by the task itself, as one data file of the arrangement ``into``, in the
-    order they come: Spark gets the other rows, then one ``WRITTEN`` row naming the
-    file. The updates make no Arrow trip back to Spark and meet no Spark writer.
-    :func:`write_parts` gathers the files.
+    """``function`` (a partition function yielding output rows) with its rows written
+    by the task itself, in the order they come: the updates as one data file of the
+    arrangement ``into``, the rejected rows as one file under ``name/tasks`` (the
+    batch folder :func:`write_parts` or :func:`gather_files` completes). Spark gets
+    only a row naming each file (of kind ``FILE_OF[UPDATE]`` or ``FILE_OF[REJECTED]``,
+    the file in ``detail``, its rows in ``diff``): the rows make no Arrow trip back
+    to Spark and meet no Spark writer.
 
-    A task that fails leaves its file unnamed: nothing publishes it, and the
-    arrangement's vacuum deletes it.
+    A task that fails leaves its files unnamed: nothing publishes them; the batch
+    folder goes, and the arrangement's vacuum deletes an unnamed data file.
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         loc = location(into)
-        name = f"batch-{uuid.uuid4().hex}.parquet"
-        writer, rows, schema = None, 0, None
+        files = {
+            UPDATE: _FileOut(loc, f"batch-{uuid.uuid4().hex}.parquet", UPDATE_COLUMNS),
+            REJECTED: _FileOut(loc, f"{name}/tasks/rejected-{uuid.uuid4().hex}.parquet"),
+        }
+        schema = None
         try:
             for batch in function(batches):
                 schema = batch.schema
-                is_update = pc.equal(batch.column("kind"), UPDATE)
-                n = pc.sum(is_update).as_py() or 0
-                updates = (batch if n == batch.num_rows else batch.filter(is_update)).select(list(UPDATE_COLUMNS))
-                if n:
-                    if writer is None:
-                        writer = pq.ParquetWriter(
-                            loc.path(name), updates.schema, filesystem=loc.filesystem, use_dictionary=False
-                        )
-                    writer.write_batch(updates, row_group_size=ROW_GROUP_ROWS)
-                    rows += n
-                if n < batch.num_rows:
-                    yield batch.filter(pc.invert(is_update))
+                for kind, out in files.items():
+                    out.add(batch, kind)
         finally:
-            if writer is not None:
-                writer.close()
-        if rows:
-            given = {"kind": pa.array([WRITTEN], pa.int8()), "diff": pa.array([rows]), "detail": pa.array([name])}
-            columns = [given[f.name].cast(f.type) if f.name in given else pa.nulls(1, f.type) for f in schema]
+            for out in files.values():
+                out.close()
+        named = [(FILE_OF[kind], out.relative, out.rows) for kind, out in files.items() if out.rows]
+        if named:
+            kinds, names, rows = zip(*named, strict=True)
+            given = {"kind": pa.array(kinds, pa.int8()), "detail": pa.array(names), "diff": pa.array(rows)}
+            columns = [given[f.name].cast(f.type) if f.name in given else pa.nulls(len(named), f.type) for f in schema]
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     return run
 
 
+class _FileOut:
+    """The rows of one kind a task writes to one file (opened with the first row):
+    ``columns``, or all but ``kind`` (as Spark writes a partition of ``kind``)."""
+
+    def __init__(self, loc: Any, relative: str, columns: tuple[str, ...] | None = None) -> None:
+        self.loc, self.relative, self.columns = loc, relative, columns
+        self.writer: Any = None
+        self.rows = 0
+
+    def add(self, batch: Any, kind: int) -> None:
+        is_kind = pc.equal(batch.column("kind"), kind)
+        n = pc.sum(is_kind).as_py() or 0
+        if not n:
+            return
+        rows = batch if n == batch.num_rows else batch.filter(is_kind)
+        rows = rows.select(list(self.columns)) if self.columns else rows.drop_columns(["kind"])
+        if self.writer is None:
+            parent = self.relative.rpartition("/")[0]
+            if parent:
+                self.loc.filesystem.create_dir(self.loc.path(parent))
+            self.writer = pq.ParquetWriter(
+                self.loc.path(self.relative), rows.schema, filesystem=self.loc.filesystem, use_dictionary=False
+            )
+        self.writer.write_batch(rows, row_group_size=ROW_GROUP_ROWS)
+        self.rows += n
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 @attrs.frozen
 class Parts:
-    """What :func:`write_parts` wrote under ``name``: rows per kind, and the data
+    """What a run wrote in the batch folder ``name``: rows per kind, and the data
     files holding the updates (relative to the arrangement; Spark's under
     ``name/kind=0`` and those tasks wrote themselves)."""
 
@@ -228,17 +261,22 @@ class Parts:
     update_files: list[str]
 
 
-def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> Parts:
-    """Write ``frame`` under ``path/batch-<id>/kind=<k>`` in one job; count rows per kind.
+def batch_name() -> str:
+    """A new batch folder's name."""
+    return f"batch-{uuid.uuid4().hex}"
+
+
+def write_parts(frame: Any, path: str, name: str | None = None, *, key_ordered: bool = False) -> Parts:
+    """Write ``frame`` under ``path/<name>/kind=<k>`` in one job; count rows per kind.
 
     Each file's rows are sorted by key (row groups of key ranges, for point reads).
     ``key_ordered`` says the frame's partitions already come in key order (a run's
     output does): then the kinds are written side by side as the rows come, unsorted.
-    ``WRITTEN`` rows (see :func:`writing_updates`) name update files: they count as
-    updates, and are read and deleted here.
+    Rows naming files tasks wrote (see :func:`writing_files`) are gathered as
+    :func:`gather_files` does.
     """
     loc = location(path)
-    name = f"batch-{uuid.uuid4().hex}"
+    name = name or batch_name()
     conf = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
     if key_ordered:  # a writer per kind open at once: no sort by kind, the key order stays
         conf["spark.sql.maxConcurrentOutputFileWriters"] = "4"
@@ -246,23 +284,47 @@ def write_parts(frame: Any, path: str, *, key_ordered: bool = False) -> Parts:
         frame = keyed(frame, "kind")
     with scoped_conf(frame.sparkSession, conf):
         frame.write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
-    counts, files = {}, []
+    counts = {}
     for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
         if part.base_name.startswith("kind="):
             counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
-    if counts.get(UPDATE):
-        files = parquet_files(loc, f"{name}/kind={UPDATE}")
-    if counts.pop(WRITTEN, 0):
-        written = ds.dataset(loc.path(f"{name}/kind={WRITTEN}"), filesystem=loc.filesystem, format="parquet")
-        named = written.to_table(columns=["detail", "diff"])
-        files += named.column("detail").to_pylist()
-        counts[UPDATE] = counts.get(UPDATE, 0) + pc.sum(named.column("diff")).as_py()
-        drop(path, f"{name}/kind={WRITTEN}")
+    named = []
+    for kind in FILE_OF.values():
+        if counts.pop(kind, 0):
+            rows = ds.dataset(loc.path(f"{name}/kind={kind}"), filesystem=loc.filesystem, format="parquet")
+            rows = rows.to_table(columns=["detail", "diff"])
+            named.append(rows.add_column(0, "kind", pa.array([kind] * rows.num_rows, pa.int8())))
+            drop(path, f"{name}/kind={kind}")
+    return gather_files(path, name, pa.concat_tables(named) if named else None, counts)
+
+
+def gather_files(path: str, name: str, named: Any, counts: dict[int, int] | None = None) -> Parts:
+    """The parts of the batch folder ``name`` once the files tasks wrote (``named``:
+    a table of their rows ``kind, detail, diff``, or ``None``) join it: the updates'
+    data files stay where they are; the rejected rows' files move to ``name/kind=1``.
+    ``counts``: rows of each kind Spark wrote there. Files of failed tasks go."""
+    loc = location(path)
+    counts = dict(counts or {})
+    files = parquet_files(loc, f"{name}/kind={UPDATE}") if counts.get(UPDATE) else []
+    if named is not None:
+        for kind, of in FILE_OF.items():
+            mine = named.filter(pc.equal(named["kind"], of))
+            if not mine.num_rows:
+                continue
+            counts[kind] = counts.get(kind, 0) + pc.sum(mine["diff"]).as_py()
+            relative = mine["detail"].to_pylist()
+            if kind == UPDATE:
+                files += relative
+                continue
+            loc.filesystem.create_dir(loc.path(f"{name}/kind={kind}"))
+            for file in relative:
+                loc.filesystem.move(loc.path(file), loc.path(f"{name}/kind={kind}/{file.rpartition('/')[2]}"))
+    drop(path, f"{name}/tasks")
     return Parts(name, counts, files)
 
 
 def drop_parts(path: str, parts: Parts) -> None:
-    """Delete what :func:`write_parts` wrote (nothing published it)."""
+    """Delete what a run wrote as ``parts`` (nothing published it)."""
     drop(path, parts.name)
     loc = location(path)
     for file in parts.update_files:
@@ -287,9 +349,10 @@ def move_aside(into: str, name: str, kind: int) -> str | None:
 
 
 def drop(into: str, relative: str) -> None:
-    """Delete a directory of the arrangement that no version names any more."""
+    """Delete a directory of the arrangement that no version names any more (if it is there)."""
     loc = location(into)
-    loc.filesystem.delete_dir(loc.path(relative))
+    if loc.filesystem.get_file_info(loc.path(relative)).type != fs.FileType.NotFound:
+        loc.filesystem.delete_dir(loc.path(relative))
 
 
 def waiting_count(waiting: dict[str, Any]) -> int:

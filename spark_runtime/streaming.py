@@ -186,7 +186,7 @@ class MicroBatchRunner:
         due = due.observe(first_arrival, F.min(ARRIVED).alias(ARRIVED)).drop(ARRIVED)
         output = process_events(
             self.machine, due, lower=lower, upto=frontier, into=self.into,
-            value_type=self.value_type, native=self.native, cache=False, notes=notes, task_files=True,
+            value_type=self.value_type, native=self.native, cache=False, notes=notes,
         )
         if refused is not None:
             output = output.unionByName(refused, allowMissingColumns=True)

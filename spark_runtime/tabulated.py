@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -174,8 +175,15 @@ def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:
     codes = _codes(symbols)
     if codes is None:
         return table.symbol_ids(column_to_python(symbols))
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    return table.symbol_ids(column_to_python(symbols.take(pa.array(first))))[inverse]
+    inverse, _ = pd.factorize(codes)
+    return table.symbol_ids(column_to_python(symbols.take(pa.array(_first_of_each(inverse)))))[inverse]
+
+
+def _first_of_each(numbers: Any) -> Any:
+    """Where each of the numbers 0, 1, ... first occurs in ``numbers``, whose new
+    numbers come in that order (as :func:`pandas.factorize` numbers them)."""
+    seen = np.maximum.accumulate(np.r_[-1, numbers[:-1]])
+    return np.flatnonzero(numbers > seen)
 
 
 def _codes(column: Any) -> Any:
@@ -228,7 +236,7 @@ def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTa
     if not len(rows):
         return
     width = len(table.states)
-    pairs, inverse = np.unique(before * width + after, return_inverse=True)
+    inverse, pairs = pd.factorize(before * width + after)  # hashing: no sort
     index: dict[Any, int] = {}
     value_ids: list[int] = []
     diffs: list[int] = []

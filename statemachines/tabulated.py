@@ -124,6 +124,8 @@ def step_keys(
     n = len(groups)
     starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]) if n else np.zeros(0, np.int64)
     position = np.arange(n) - starts[groups] if n else np.zeros(0, np.int64)
+    if n and position.max() < 1 << 15:  # numpy sorts 16-bit numbers by radix
+        position = position.astype(np.int16)
     by_position = np.argsort(position, kind="stable")
     bounds = np.r_[0, np.cumsum(np.bincount(position))] if n else np.zeros(1, np.int64)
     current = np.asarray(initial, np.int64).copy()

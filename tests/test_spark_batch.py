@@ -197,11 +197,40 @@ def test_each_written_file_holds_its_rows_in_key_order(spark, tmp_path, native):
     assert PersistedArrangement(tmp_path).updates() == run_local(Upsert(), rows).updates
 
 
-def test_a_task_writes_its_updates_as_one_file_and_names_it_after_its_other_rows(tmp_path):
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_rows_the_source_refused_are_kept_beside_the_machines_own_rejections(spark, tmp_path, native):
+    """Refused rows join the rows the tasks write: both kinds of rejection are kept in
+    the arrangement, and the updates are the local runtime's over the rows the source
+    did not refuse (two runs: the second's early events are late)."""
+    from statemachines.spark import read_rejected
+
+    rng = random.Random(8)
+    rows = [
+        (None if rng.random() < 0.05 else rng.choice("abc"), rng.choice("xyz"), i // 4 + rng.randrange(-2, 3), i,
+         ("unreadable", f"row {i}") if rng.random() < 0.2 else None)
+        for i in range(80)
+    ]
+    schema = f"{SCHEMA}, refusal struct<reason string, detail string>"
+    local = PersistedArrangement(tmp_path / "local")
+    expected, last = [], None
+    for part in (rows[:40], rows[40:]):
+        frame = spark.createDataFrame(part, schema)
+        last = run_batch(Upsert(), frame, order="order", refusal="refusal", into=tmp_path / "arr", native=native)
+        refused = [(r[0], r[2], "unreadable") for r in part if r[4]]
+        own = [(x.event.key, x.event.time, x.reason.value) for x in run_local(Upsert(), [r[:4] for r in part if not r[4]], into=local).rejected]
+        expected += refused + own
+    assert any(reason == "late" for _, _, reason in expected) and any(k is None for k, _, _ in expected)
+    assert last.rejected.count() == len(refused) + len(own)
+    kept = [(r.key, r.time, r.reason) for r in read_rejected(spark, tmp_path / "arr").collect()]
+    assert sorted(kept, key=repr) == sorted(expected, key=repr)
+    assert PersistedArrangement(tmp_path / "arr").updates() == local.updates()
+
+
+def test_a_task_writes_its_rows_as_files_and_names_each_in_one_row(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statemachines.spark.output import REJECTED, UPDATE, WRITTEN, writing_updates
+    from statemachines.spark.output import FILE_OF, REJECTED, UPDATE, gather_files, writing_files
 
     schema = pa.schema([
         ("kind", pa.int8()), ("key", pa.string()), ("value", pa.string()), ("time", pa.int64()),
@@ -215,23 +244,31 @@ def test_a_task_writes_its_updates_as_one_file_and_names_it_after_its_other_rows
     ]
     batches = [pa.RecordBatch.from_pylist(rows[i : i + 64], schema=schema) for i in range(0, len(rows), 64)]
 
-    out = [r for batch in writing_updates(lambda given: iter(batches), str(tmp_path))(iter([])) for r in batch.to_pylist()]
-    *others, named = out
-    updates = [r for r in rows if r["kind"] == UPDATE]
-    assert others == [{**r, "value": None, "diff": None} for r in rows if r["kind"] == REJECTED]
-    assert (named["kind"], named["diff"], named["key"]) == (WRITTEN, len(updates), None)
-    written = pq.read_table(tmp_path / named["detail"]).to_pylist()
-    assert written == [{c: r[c] for c in ("key", "value", "time", "diff")} for r in updates]
+    def task(function):
+        return [r for batch in writing_files(function, str(tmp_path), "batch-1")(iter([])) for r in batch.to_pylist()]
+
+    named = task(lambda given: iter(batches))
+    assert sorted(r["kind"] for r in named) == sorted(FILE_OF.values())
+    for kind, of in FILE_OF.items():
+        (row,) = [r for r in named if r["kind"] == of]
+        mine = [r for r in rows if r["kind"] == kind]
+        columns = ("key", "value", "time", "diff") if kind == UPDATE else [c for c in schema.names if c != "kind"]
+        assert row["diff"] == len(mine)
+        assert pq.read_table(tmp_path / row["detail"]).to_pylist() == [{c: r.get(c) for c in columns} for r in mine]
 
     def failing(given):  # a task that fails half-way names no file
         yield batches[0]
         raise RuntimeError("task lost")
 
-    seen = []
     with pytest.raises(RuntimeError, match="task lost"):
-        for batch in writing_updates(failing, str(tmp_path))(iter([])):
-            seen += batch.to_pylist()
-    assert all(r["kind"] != WRITTEN for r in seen)
+        task(failing)
+    # only the named files join the batch: the failed task's rejected rows go
+    parts = gather_files(str(tmp_path), "batch-1", pa.Table.from_pylist(named))
+    assert parts.counts == {k: sum(r["kind"] == k for r in rows) for k in (UPDATE, REJECTED)}
+    assert parts.update_files == [r["detail"] for r in named if r["kind"] == FILE_OF[UPDATE]]
+    kept = pq.read_table(tmp_path / f"batch-1/kind={REJECTED}")
+    assert kept.num_rows == parts.counts[REJECTED]
+    assert not (tmp_path / "batch-1" / "tasks").exists()
 
 
 def test_values_are_checked_unless_they_fit_the_machines_own_type_by_construction(spark):
