@@ -155,7 +155,7 @@ def _converts(t: Any) -> Fits:
 
 
 def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
-    """``item`` as Arrow converts it: tuples become structs, recursively.
+    """``item`` as Arrow converts it: tuples become structs (lists, for a list type), recursively.
 
     A struct's fields are named by ``arrow_type`` where given (a column that
     exists, say one Spark wrote), else by a NamedTuple's fields, else ``_1, _2, ...``.
@@ -165,7 +165,8 @@ def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
     """
     import pyarrow as pa
 
-    if isinstance(item, tuple):
+    listed = arrow_type is not None and (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+    if isinstance(item, tuple) and not listed:  # a list column's items read back as tuples
         if arrow_type is not None and pa.types.is_struct(arrow_type):
             if len(item) != arrow_type.num_fields:
                 raise TypeError(f"{len(item)} fields for a struct of {arrow_type.num_fields}")
@@ -173,8 +174,8 @@ def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
             return {f.name: to_arrow_python(x, f.type) for f, x in zip(fields, item, strict=True)}
         names = getattr(item, "_fields", None) or [f"_{i}" for i in range(1, len(item) + 1)]
         return {name: to_arrow_python(x) for name, x in zip(names, item, strict=True)}
-    if isinstance(item, list):
-        inner = arrow_type.value_type if arrow_type is not None and pa.types.is_list(arrow_type) else None
+    if isinstance(item, list | tuple):
+        inner = arrow_type.value_type if listed else None
         return [to_arrow_python(x, inner) for x in item]
     return item
 

@@ -18,7 +18,7 @@ is rejected with reason ``late`` (never silently dropped).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -96,6 +96,9 @@ class LocalRuntime:
         # an output that cannot store every value says so (PersistedArrangement, a
         # typed Spark column)
         self._check = value_check or getattr(into, "value_check", None)
+        # an output typed by its first value takes the type the machine declares
+        # instead, once the first event tells the symbols' and times' types
+        self._expect_type = getattr(into, "expect_value_type", None) if machine.spec.declares_value_type else None
         self._intake = Intake(machine, value_check=self._check)
         # Reducing same-time events would hide an earlier event behind a later one
         # that the value check then rejects; with a check, every event is kept.
@@ -352,11 +355,31 @@ class LocalRuntime:
         if self._finished:
             fed = self._refuse_all(events)
         else:
+            if self._expect_type is not None:
+                events = self._typing(events)
             with gc_paused():
                 fed = self._pending.feed(events, self._intake, self._frontier, self._rejected.append)
         self._fed += fed
         if self._progress is not None:
             self._report(self.waiting()[0], 0, len(self._rejected))
+
+    def _typing(self, events: Iterable[Any]) -> Iterator[Any]:
+        """``events``, telling the output the machine's value type at the first one
+        whose symbol and time have a type."""
+        from statemachines.columns import type_fixed_by
+
+        events = iter(events)
+        for event in events:
+            yield event
+            try:
+                types = [type_fixed_by(event[1]), type_fixed_by(event[2])]
+            except Exception:  # noqa: BLE001 - a malformed event: the intake refuses it
+                continue
+            if None not in types and self._expect_type is not None:
+                self._expect_type(self.machine.value_type(*types))
+                self._expect_type = None
+                yield from events
+                return
 
     def advance_to(self, frontier: Any) -> RunResult:
         """Declare every time below ``frontier`` complete; return what became final.

@@ -468,6 +468,13 @@ class PersistedArrangement(Arrangement):
             self._notes, self._stream = staged._notes, staged._stream
         return result
 
+    def expect_value_type(self, arrow_type: Any) -> None:
+        """The value column's type, as the machine declares it: it holds until the
+        table has a type (instead of the type of the first value checked, which
+        need not fit the later ones: a detector's partial match of one event)."""
+        if self._snapshot.schema is None and self._value_type is None:
+            self._value_type = arrow_type
+
     def value_check(self, value: Any) -> str | None:
         """``None`` if ``value`` can be stored here, else why not (runtimes reject it).
 
@@ -579,7 +586,7 @@ class PersistedArrangement(Arrangement):
                     diffs.append(diff)
         columns = {
             "key": arrow_array(keys, schema.field("key").type if schema else None),
-            "value": arrow_array(values, schema.field("value").type if schema else None),
+            "value": arrow_array(values, schema.field("value").type if schema else self._value_type),
             "time": arrow_array(times, schema.field("time").type if schema else None),
             "diff": pa.array(diffs, type=pa.int64()),
         }

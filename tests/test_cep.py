@@ -406,3 +406,19 @@ def test_a_compiled_pattern_compiles_to_itself():
     pattern = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).within(5)
     assert pattern.compiled().compiled() == pattern.compiled()
     assert pattern.compiled().compiled().trailing  # the trailing negation is kept
+
+
+@given(st.lists(st.tuples(st.sampled_from("uv"), st.sampled_from(["fail", "ok", "view"]), st.integers(0, 12)), max_size=40))
+def test_a_detector_into_a_persisted_arrangement_stores_every_partial_match(tmp_path_factory, events):
+    """Partial matches of one event and of several share one value column (the type
+    the detector declares, not the first value's): the persisted run rejects nothing,
+    and equals a run into an arrangement in memory, also when read back."""
+    from statemachines import Arrangement, PersistedArrangement
+
+    pattern = Pattern.begin("fail").where(kind("fail")).times(2).followed_by("ok").where(kind("ok")).within(5)
+    path = tmp_path_factory.mktemp("arr")
+    persisted = run_local(Detector(pattern), events, into=PersistedArrangement(path))
+    in_memory = run_local(Detector(pattern), events, into=Arrangement())
+    assert persisted.rejected == in_memory.rejected == []
+    assert persisted.updates == in_memory.updates
+    assert PersistedArrangement(path).updates() == in_memory.updates
