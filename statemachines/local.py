@@ -375,11 +375,14 @@ class LocalRuntime:
                 types = [type_fixed_by(event[1]), type_fixed_by(event[2])]
             except Exception:  # noqa: BLE001 - a malformed event: the intake refuses it
                 continue
-            if None not in types and self._expect_type is not None:
-                self._expect_type(self.machine.value_type(*types))
-                self._expect_type = None
-                yield from events
-                return
+            if None in types or self._expect_type is None:
+                continue
+            declared = self.machine.value_type(*types)
+            if declared is not None:  # a machine may declare no type for these
+                self._expect_type(declared)
+            self._expect_type = None
+            yield from events
+            return
 
     def advance_to(self, frontier: Any) -> RunResult:
         """Declare every time below ``frontier`` complete; return what became final.
