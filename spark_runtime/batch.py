@@ -6,9 +6,10 @@ and calls the same per-key function as the local runtime
 (:func:`statemachines.core.run_key`). Python memory is bounded by the largest key,
 not by the partition. With ``into=`` a persisted arrangement, each key's prior values
 are read from it and shipped beside its events (feedback), events below its ``upper``
-are late, and one job writes the updates (the Python tasks write them as data files
-of the arrangement, published atomically as one new batch) and the rejected rows
-(kept in the arrangement: ``read_rejected``); the result's frames read those files.
+are late, and one job writes the updates (published atomically as one new batch) and
+the rejected rows (kept in the arrangement: ``read_rejected``); on the generic path
+the Python tasks write both themselves and the job only collects the files' names.
+The result's frames read those files.
 
     events (key, symbol, time, order)  ->  updates (key, value, time, diff)
                                        ->  rejected (key, symbol, time, order, reason, detail)

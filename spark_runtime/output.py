@@ -30,7 +30,7 @@ from statemachines import InvalidArgument
 from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import parquet_files, set_aside
 from statemachines.spark.session import scoped_conf
-from statemachines.stored import ROW_GROUP_ROWS, WRITE_OPTIONS
+from statemachines.stored import WRITE_OPTIONS
 
 __all__ = [
     "OutputRows",
@@ -167,10 +167,15 @@ def write_keyed(rows: Any, path: str, relative: str) -> None:
     loc = location(path)
     with contextlib.suppress(pa.ArrowNotImplementedError):  # a struct key stays unsorted
         rows = rows.sort_by("key")
+    _make_parent(loc, relative)
+    pq.write_table(rows, loc.path(relative), filesystem=loc.filesystem, **WRITE_OPTIONS)
+
+
+def _make_parent(loc: Any, relative: str) -> None:
+    """Create the folder the arrangement's file ``relative`` goes in."""
     parent = relative.rpartition("/")[0]
     if parent:
         loc.filesystem.create_dir(loc.path(parent))
-    pq.write_table(rows, loc.path(relative), filesystem=loc.filesystem, **WRITE_OPTIONS)
 
 
 def count_rows(loc: Any, relative: str) -> int:
@@ -235,14 +240,13 @@ class _FileOut:
             return
         rows = batch if n == batch.num_rows else batch.filter(is_kind)
         rows = rows.select(list(self.columns)) if self.columns else rows.drop_columns(["kind"])
-        if self.writer is None:
-            parent = self.relative.rpartition("/")[0]
-            if parent:
-                self.loc.filesystem.create_dir(self.loc.path(parent))
+        if self.writer is None:  # written as write_keyed writes, a batch at a time
+            _make_parent(self.loc, self.relative)
             self.writer = pq.ParquetWriter(
-                self.loc.path(self.relative), rows.schema, filesystem=self.loc.filesystem, use_dictionary=False
+                self.loc.path(self.relative), rows.schema, filesystem=self.loc.filesystem,
+                use_dictionary=WRITE_OPTIONS["use_dictionary"],
             )
-        self.writer.write_batch(rows, row_group_size=ROW_GROUP_ROWS)
+        self.writer.write_batch(rows, row_group_size=WRITE_OPTIONS["row_group_size"])
         self.rows += n
 
     def close(self) -> None:
@@ -284,17 +288,18 @@ def write_parts(frame: Any, path: str, name: str | None = None, *, key_ordered: 
         frame = keyed(frame, "kind")
     with scoped_conf(frame.sparkSession, conf):
         frame.write.option(*ROW_GROUP_BYTES).partitionBy("kind").parquet(loc.uri_of(name))
-    counts = {}
+    counts, named = {}, []
     for part in loc.filesystem.get_file_info(fs.FileSelector(loc.path(name))):
-        if part.base_name.startswith("kind="):
-            counts[int(part.base_name.removeprefix("kind="))] = count_rows(loc, f"{name}/{part.base_name}")
-    named = []
-    for kind in FILE_OF.values():
-        if counts.pop(kind, 0):
-            rows = ds.dataset(loc.path(f"{name}/kind={kind}"), filesystem=loc.filesystem, format="parquet")
-            rows = rows.to_table(columns=["detail", "diff"])
-            named.append(rows.add_column(0, "kind", pa.array([kind] * rows.num_rows, pa.int8())))
-            drop(path, f"{name}/kind={kind}")
+        if not part.base_name.startswith("kind="):
+            continue
+        kind, relative = int(part.base_name.removeprefix("kind=")), f"{name}/{part.base_name}"
+        if kind not in FILE_OF.values():
+            counts[kind] = count_rows(loc, relative)
+            continue
+        rows = ds.dataset(loc.path(relative), filesystem=loc.filesystem, format="parquet")
+        rows = rows.to_table(columns=["detail", "diff"])
+        named.append(rows.add_column(0, "kind", pa.array([kind] * rows.num_rows, pa.int8())))
+        drop(path, relative)
     return gather_files(path, name, pa.concat_tables(named) if named else None, counts)
 
 
