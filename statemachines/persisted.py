@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -57,6 +59,15 @@ LARGE_MERGE_RATIO = 4
 times the next one's size (smaller batches: twice). A point read reads a row group of
 each large batch, so large batches shrink along the spine four times over: at most
 about log4(updates / SMALL_BATCH) of them, each update rewritten about as often."""
+
+MERGES_KEPT_BYTES = 256 * 2**20
+"""The files this process's merges wrote stay in memory as Arrow tables up to this many
+bytes (least recently written out first), for the next merge to take instead of
+reading them back: a stream's spine merges the batch its last merge wrote again and
+again (in a micro-batch of 100k upserts, reading it back was a third of the merge).
+A merge takes its table out; nothing else reads them."""
+_merges_kept: OrderedDict[str, Any] = OrderedDict()  # data file path -> its table
+_merges_kept_lock = threading.Lock()
 
 
 def _new_state() -> dict[str, Any]:
@@ -514,15 +525,22 @@ class PersistedArrangement(Arrangement):
     def _merge(self, batches: list[Batch]) -> Batch:
         """Stored batches merge in Arrow, file to file; others (or structs) in Python."""
         if all(isinstance(b, StoredBatch) and not b.loaded for b in batches):
-            tables = [self._read_table(name) for b in batches for name in b.files]  # type: ignore[attr-defined]
+            tables = [self._merge_input(name) for b in batches for name in b.files]  # type: ignore[attr-defined]
             # a spine's batches cover disjoint intervals; unless since moves some of their
             # times, their union is already consolidated
             disjoint = self._since is None or (batches[0].lower is not None and not batches[0].lower < self._since)
             merged = merge_tables(tables, self._since, disjoint=disjoint) if tables else None
             if merged is not None:
                 name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
+                _keep_merged(self.location.path(name), merged)
                 return self._stored([name], batches[0].lower, batches[-1].upper, self._since, merged.num_rows)
         return super()._merge(batches)
+
+    def _merge_input(self, name: str) -> Any:
+        """A data file to merge: the table a merge of this process wrote, else read."""
+        with _merges_kept_lock:
+            kept = _merges_kept.pop(self.location.path(name), None)
+        return kept if kept is not None else self._read_table(name)
 
     def _publish(self, staged: PersistedArrangement, operation: str, schema: Any = None) -> None:
         written: dict[str, list[str]] = {}
@@ -678,3 +696,13 @@ class PersistedArrangement(Arrangement):
     def files(self) -> list[str]:
         """The data files of this version (URIs), for other readers."""
         return [self.location.uri_of(f) for b in self._batches for f in self._files.get(b.id, [])]
+
+
+def _keep_merged(path: str, table: Any) -> None:
+    """Keep the table a merge wrote to ``path`` for the next merge (``MERGES_KEPT_BYTES``)."""
+    if table.nbytes > MERGES_KEPT_BYTES:
+        return
+    with _merges_kept_lock:
+        _merges_kept[path] = table
+        while sum(t.nbytes for t in _merges_kept.values()) > MERGES_KEPT_BYTES:
+            _merges_kept.popitem(last=False)

@@ -416,6 +416,37 @@ def test_batches_published_unmerged_merge_later_into_the_spine_merging_at_once_m
     assert PersistedArrangement.open(later).updates() == consolidate([(("k", "v"), 0, 1), *updates])
 
 
+@pytest.mark.parametrize("kept_bytes", [None, 0], ids=["kept", "none kept"])
+def test_a_merge_takes_what_the_last_merge_wrote_from_memory_not_from_its_file(tmp_path, monkeypatch, kept_bytes):
+    """Batches merge again and again into the one the last merge wrote: that table
+    stays in memory (up to ``MERGES_KEPT_BYTES``) and is not read back from its file.
+    The spine holds the same updates either way."""
+    from statemachines import persisted
+    from statemachines.persisted import publish_batch
+
+    if kept_bytes is not None:
+        monkeypatch.setattr(persisted, "MERGES_KEPT_BYTES", kept_bytes)
+    read = []
+    original = PersistedArrangement._read_table
+
+    def counted(self, name):
+        read.append(name)
+        return original(self, name)
+
+    monkeypatch.setattr(PersistedArrangement, "_read_table", counted)
+    PersistedArrangement.create(tmp_path)
+    updates = []
+    for step in range(6):
+        batch = consolidate(((f"k{(step * 7 + i) % 13}", f"v{step % 3}"), step, 1) for i in range(8))
+        write_batch(tmp_path / f"b{step}", batch)
+        publish_batch(tmp_path, f"b{step}", step or None, step + 1, len(batch))
+        updates += batch
+    merged_files = [name for name in read if name.startswith("batch-")]  # the files merges wrote
+    assert (merged_files == []) == (kept_bytes is None)
+    assert len(PersistedArrangement.open(tmp_path).batches) < 6  # merges happened
+    assert PersistedArrangement.open(tmp_path).updates() == consolidate(updates)
+
+
 def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path, monkeypatch):
     """Delta's cleanup of expired log files lists the whole log; it runs with every
     ``LOG_CLEANUP_EVERY``-th commit, so a commit's cost does not grow with the log.
