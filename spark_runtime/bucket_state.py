@@ -121,6 +121,7 @@ class BucketState:
         self.base, self.recent, self.pending = base, recent, pending
         self._changed: set[str] = set()
         self._shown_rows: Any = None  # rows of base not hidden by recent (None: all, or not known)
+        self._read: dict[str, bytes] = {}  # the tables as read, encoded (given again while unchanged)
 
     @classmethod
     def fresh(cls, types: BucketTypes, frontier: Any = None) -> BucketState:
@@ -149,7 +150,9 @@ class BucketState:
 
         if base is None:
             base = table("base", types.keyed())
-        return cls(types, record, base, table("recent", types.keyed()), table("pending", types.events()))
+        state = cls(types, record, base, table("recent", types.keyed()), table("pending", types.events()))
+        state._read = {name: parts[name] for name in ("base", "recent", "pending") if parts.get(name)}
+        return state
 
     @classmethod
     def seeded(cls, types: BucketTypes, machine: Machine, pairs: Any, frontier: Any) -> BucketState:
@@ -356,7 +359,9 @@ class BucketState:
         return set(self._changed)
 
     def part(self, name: str) -> bytes:
-        """One part, encoded for storing."""
+        """One part, encoded for storing (a table as it was read, if unchanged)."""
+        if name not in self._changed and name in self._read:
+            return self._read[name]
         if name == "record":
             return json.dumps(self.record).encode()
         table = {"base": self.base, "recent": self.recent, "pending": self.pending}[name]

@@ -4,6 +4,7 @@ timers), and the timers a bucket keeps armed."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 
 import pandas as pd
@@ -17,7 +18,7 @@ from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from statemachines.library import Upsert
 from statemachines.spark.bucket_state import PARTS, decode_table, encode_table
-from statemachines.spark.buckets import HEAD, HEAD_PARTS, LEGACY, Bucket
+from statemachines.spark.buckets import HEAD, LEGACY, STATE, Bucket
 from statemachines.spark.clock import CLOCK_SHIFT_MS, DAY_MS, frontier_of, timer_ms
 from tests.machines import SubclassedUpsert
 
@@ -100,7 +101,7 @@ class BucketUnderTest:
     def __init__(self, machine, into, handle=None):
         self.into = into
         self.handle = handle or InMemoryHandle()
-        states = {name: self.handle.getValueState(name, None) for name in (*PARTS, HEAD, LEGACY)}
+        states = {name: self.handle.getValueState(name, None) for name in (STATE, *PARTS, HEAD, LEGACY)}
         self.bucket = Bucket(cloudpickle.dumps((machine, "number", OUTPUT, None, True, into)), self.handle, states)
 
     def micro_batch(self, watermark, times):
@@ -139,22 +140,32 @@ def test_a_bucket_with_events_drops_the_timers_its_step_made_due(machine, tmp_pa
     assert handle.listings == 0  # the bucket's record names its timer: Spark is never asked
 
 
-@pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow step", "runtime step"])
-def test_a_bucket_stored_by_the_earlier_layout_continues_as_one_never_stored_so(machine, tmp_path):
-    """Format 1 of the bucket state kept each part in a value state of its own and no
-    note of the armed timer. A bucket stored so reads it, asks Spark for its timers
-    once, stores itself in today's layout, and goes on exactly as a bucket that was
-    never stored the earlier way."""
-    today = BucketUnderTest(machine, str(tmp_path))
-    today.micro_batch(0, [5, 10, 20])
-    # the same state, as format 1 stored it: parts in four value states, timers armed
-    earlier = InMemoryHandle()
-    parts = dict(zip(HEAD_PARTS, today.handle.stored[HEAD], strict=True))
+def _stored_as_earlier(layout, today):
+    """``today``'s stored state (handle), as an earlier layout stored it: format 1 kept
+    each part in a value state of its own, then the base apart from a ``head`` of the
+    other three; neither noted the armed timer."""
+    parts = dict(zip(PARTS, today.stored[STATE], strict=True))
     record = json.loads(parts["record"])
     del record["timer"]
-    earlier.stored = {"record": (json.dumps(record).encode(),), "recent": (parts["recent"],),
-                      "pending": (parts["pending"],), "base": today.handle.stored.get("base", (None,))}
-    earlier.timers = set(today.handle.timers)
+    parts["record"] = json.dumps(record).encode()
+    earlier = InMemoryHandle()
+    if layout == "four value states":
+        earlier.stored = {name: (parts[name],) for name in PARTS}
+    else:
+        earlier.stored = {HEAD: (parts["record"], parts["recent"], parts["pending"]), "base": (parts["base"],)}
+    earlier.timers = set(today.timers)
+    return earlier
+
+
+@pytest.mark.parametrize("layout", ["four value states", "head and base"])
+@pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow step", "runtime step"])
+def test_a_bucket_stored_by_an_earlier_layout_continues_as_one_never_stored_so(machine, layout, tmp_path):
+    """A bucket stored in an earlier layout reads it, asks Spark for its timers once,
+    stores itself in today's layout (its base still apart until it changes), and goes
+    on exactly as a bucket that was never stored the earlier way."""
+    today = BucketUnderTest(machine, str(tmp_path))
+    today.micro_batch(0, [5, 10, 20])
+    earlier = _stored_as_earlier(layout, today.handle)
     continued = BucketUnderTest(machine, str(tmp_path), earlier)
 
     for step in (lambda b: b.micro_batch(timer_ms(12), [30, 8]), lambda b: b.timer(timer_ms(25)),
@@ -165,5 +176,55 @@ def test_a_bucket_stored_by_the_earlier_layout_continues_as_one_never_stored_so(
         assert got[kept].equals(want[kept])
         assert [decode_table(p) for p in got["payload"].dropna()] == [decode_table(p) for p in want["payload"].dropna()]
         assert earlier.timers == today.handle.timers
+        assert set(earlier.stored) - {"base"} == {STATE} == set(today.handle.stored)
     assert earlier.listings == 1
-    assert set(earlier.stored) == {HEAD, "base"} == set(today.handle.stored)
+
+
+@pytest.mark.parametrize("keys", [3, 30_000])
+def test_a_small_base_is_stored_with_the_other_parts_a_large_one_apart(keys, tmp_path):
+    """One value state holds a bucket whose base is small (one call writes it); a large
+    base is kept apart and written only when it changes."""
+    from statemachines.spark.buckets import INLINE_BASE_BYTES
+
+    handle = CountingHandle()
+    under = BucketUnderTest(Upsert(), str(tmp_path), handle)
+    values = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(keys)]  # hardly compressible
+    events = pa.table({"key": [f"k{i}" for i in range(keys)], "symbol": values,
+                       "time": list(range(keys)), "order": list(range(keys))}, schema=ARROW_EVENTS)
+    rows = pd.DataFrame({"payload": [encode_table(events)], "rules": [None]})
+    list(under.bucket.handleInputRows((0,), iter([rows]), TimerValues(0, 0)))
+    under.micro_batch(timer_ms(keys + 5), [keys + 10])  # every key applies: the base is written
+    stored = dict(zip(PARTS, handle.stored[STATE], strict=True))
+    large = len(handle.stored["base"][0] if stored["base"] is None else stored["base"]) > INLINE_BASE_BYTES
+    assert large == (keys > 3)
+    assert (stored["base"] is None) == large == ("base" in handle.stored)
+    handle.updates.clear()
+    output = under.micro_batch(timer_ms(keys + 20), [keys + 30])  # one key changes: the base does not
+    assert output["events"].sum() == 1
+    assert handle.updates == [STATE]
+    assert under.updates(output) == [("k", f"v{keys + 10}", keys + 10, 1)]
+
+
+class CountingHandle(InMemoryHandle):
+    """An :class:`InMemoryHandle` that notes the value states it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates: list[str] = []
+
+    def getValueState(self, name, schema):
+        value = super().getValueState(name, schema)
+        updates = self.updates
+
+        class Counted:
+            def get(self):
+                return value.get()
+
+            def update(self, row):
+                updates.append(name)
+                value.update(row)
+
+            def clear(self):
+                value.clear()
+
+        return Counted()
