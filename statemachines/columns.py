@@ -101,12 +101,61 @@ def _fits(t: Any) -> Fits:
         return nullable(_struct_fits(t))
     if types.is_list(t) or types.is_large_list(t):
         item = _fits(t.value_type)
+        if types.is_struct(t.value_type):  # values share items: a partial match extends another's events
+            item = _remembered(item)
         return nullable(lambda v: isinstance(v, list | tuple) and all(item(x) for x in v))
     return nullable(_converts(t))  # anything rarer: ask Arrow itself
 
 
+_fits_by_identity: dict[int, tuple[Any, Fits]] = {}  # id -> (type, check): no hashing of the type
+
+
+def _fits_of(t: Any) -> Fits:
+    """:func:`_fits` of ``t``, found by the type's identity (hashing an Arrow type of
+    nested structs costs more than checking a value against it)."""
+    found = _fits_by_identity.get(id(t))
+    if found is not None and found[0] is t:
+        return found[1]
+    if len(_fits_by_identity) >= 64:
+        _fits_by_identity.clear()
+    fits = _fits(t)
+    _fits_by_identity[id(t)] = (t, fits)  # the type held here: its identity is not reused
+    return fits
+
+
 def _nullable(fits: Fits) -> Fits:
     return lambda v: v is None or fits(v)
+
+
+REMEMBERED = 65_536
+"""How many tuples a check remembers having passed (by identity), before it starts over."""
+
+
+def _remembered(fits: Fits) -> Fits:
+    """``fits``, remembering the hashable tuples it passed by identity: one that comes
+    again (the same object, held here so its identity is not reused) passes at once."""
+    passed: dict[int, Any] = {}
+
+    def check(v: Any) -> bool:
+        if passed.get(id(v)) is v:
+            return True
+        if not fits(v):
+            return False
+        if type(v) is tuple and _hashable(v):  # immutable all through: it fits for good
+            if len(passed) >= REMEMBERED:
+                passed.clear()
+            passed[id(v)] = v
+        return True
+
+    return check
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
 
 def _int_range(t: Any) -> tuple[int, int]:
@@ -122,13 +171,13 @@ def _struct_fits(t: Any) -> Fits:
     names = [t.field(i).name for i in range(t.num_fields)]
     fields = [_fits(t.field(i).type) for i in range(t.num_fields)]
     exact = [_exact_type(t.field(i).type) for i in range(t.num_fields)]
-    none = type(None)
+    width = len(fields)
 
     def fits(v: Any) -> bool:
-        if (  # the common case: plain fields, one look each
-            type(v) is tuple and len(v) == len(exact)
-            and all(type(x) is k or type(x) is none for x, k in zip(v, exact, strict=True))
-        ):
+        if type(v) is tuple and len(v) == width:  # the common case: one look at a plain field
+            for x, k, f in zip(v, exact, fields, strict=True):
+                if x is not None and type(x) is not k and not f(x):
+                    return False
             return True
         if isinstance(v, dict):
             return set(v) <= set(names) and all(
@@ -222,6 +271,8 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
             struct = _struct_array(items, arrow_type)
             if struct is not None:
                 return struct
+        if arrow_type is not None and _is_list(arrow_type) and present <= {tuple, list, type(None)}:
+            return _list_array(items, arrow_type)
         nested = any(issubclass(kind, tuple | list) for kind in present)
         converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
@@ -261,6 +312,29 @@ def _struct_array(items: list[Any], arrow_type: Any) -> Any:
     return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
 
 
+def _is_list(t: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _list_array(items: list[Any], arrow_type: Any) -> Any:
+    """Sequences (or ``None``) as a list array of ``arrow_type``, built from their items
+    as one array (structs field by field, see :func:`_struct_array`), not item by item."""
+    import pyarrow as pa
+
+    offsets, flat = [0], []
+    for x in items:
+        if x is not None:
+            flat.extend(x)
+        offsets.append(len(flat))
+    values = arrow_array(flat, arrow_type.value_type)
+    mask = pa.array([x is None for x in items]) if None in items else None
+    kind = pa.LargeListArray if pa.types.is_large_list(arrow_type) else pa.ListArray
+    offset_type = pa.int64() if pa.types.is_large_list(arrow_type) else pa.int32()
+    return kind.from_arrays(pa.array(offsets, offset_type), values, type=arrow_type, mask=mask)
+
+
 def column_to_python(column: Any) -> list[Any]:
     """An Arrow column as hashable Python values: structs and lists become tuples.
 
@@ -296,7 +370,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     >>> storage_problem(("x", 1)) is None, storage_problem(frozenset({1})) is not None
     (True, True)
     """
-    if arrow_type is not None and not _fits(arrow_type)(value):
+    if arrow_type is not None and not _fits_of(arrow_type)(value):
         return f"the value {value!r} cannot be stored: it does not fit the column type {arrow_type}"
     if _plain(value):
         return None
@@ -316,10 +390,28 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
 _PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)
 
 
+_plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity (see _remembered)
+
+
 def _plain(value: Any) -> bool:
     """A value that surely reads back equal: a plain scalar (not NaN), or a tuple of them."""
+    if type(value) is tuple:
+        if _plain_seen.get(id(value)) is value:
+            return True
+        for item in value:  # one call per tuple, not per item
+            kind = type(item)
+            if kind is tuple:
+                if not _plain(item):
+                    return False
+            elif kind is float:
+                if item != item:  # noqa: PLR0124 - NaN
+                    return False
+            elif item is not None and kind not in _PLAIN:
+                return False
+        if len(_plain_seen) >= REMEMBERED:
+            _plain_seen.clear()
+        _plain_seen[id(value)] = value  # plain items only: immutable all through
+        return True
     if value is None or type(value) in _PLAIN:
         return value == value  # noqa: PLR0124 - False only for NaN
-    if type(value) is tuple:
-        return all(_plain(item) for item in value)
     return False
