@@ -112,7 +112,8 @@ _fits_by_identity: dict[int, tuple[Any, Fits]] = {}  # id -> (type, check): no h
 
 def _fits_of(t: Any) -> Fits:
     """:func:`_fits` of ``t``, found by the type's identity (hashing an Arrow type of
-    nested structs costs more than checking a value against it)."""
+    nested structs costs more than checking a value against it): a caller checking
+    many values hands the same type object each time."""
     found = _fits_by_identity.get(id(t))
     if found is not None and found[0] is t:
         return found[1]

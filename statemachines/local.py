@@ -356,16 +356,16 @@ class LocalRuntime:
             fed = self._refuse_all(events)
         else:
             if self._expect_type is not None:
-                events = self._typing(events)
+                events = self._typing(events, self._expect_type)
             with gc_paused():
                 fed = self._pending.feed(events, self._intake, self._frontier, self._rejected.append)
         self._fed += fed
         if self._progress is not None:
             self._report(self.waiting()[0], 0, len(self._rejected))
 
-    def _typing(self, events: Iterable[Any]) -> Iterator[Any]:
-        """``events``, telling the output the machine's value type at the first one
-        whose symbol and time have a type."""
+    def _typing(self, events: Iterable[Any], expect: Callable[[Any], None]) -> Iterator[Any]:
+        """``events``, telling the output the machine's value type (``expect``) at the
+        first one whose symbol and time have a type."""
         from statemachines.columns import type_fixed_by
 
         events = iter(events)
@@ -375,11 +375,11 @@ class LocalRuntime:
                 types = [type_fixed_by(event[1]), type_fixed_by(event[2])]
             except Exception:  # noqa: BLE001 - a malformed event: the intake refuses it
                 continue
-            if None in types or self._expect_type is None:
+            if None in types:
                 continue
             declared = self.machine.value_type(*types)
             if declared is not None:  # a machine may declare no type for these
-                self._expect_type(declared)
+                expect(declared)
             self._expect_type = None
             yield from events
             return

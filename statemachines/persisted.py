@@ -303,6 +303,7 @@ class PersistedArrangement(Arrangement):
         self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         self._value_type: Any = None  # the value column's type, once a value fixed it
+        self._column_type: tuple[Any, Any] = (None, None)  # (schema, its value column's type)
         if _create is None:  # open what looks like an arrangement (or says what it is)
             _create = not delta.present(self.location, (delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST))
         if not _create:
@@ -495,7 +496,9 @@ class PersistedArrangement(Arrangement):
         """
         schema = self._snapshot.schema
         if schema is not None:
-            return storage_problem(value, schema.field("value").type)
+            if self._column_type[0] is not schema:  # one type object per schema: checks find theirs by identity
+                self._column_type = (schema, schema.field("value").type)
+            return storage_problem(value, self._column_type[1])
         if self._value_type is not None:
             return storage_problem(value, self._value_type)
         problem = storage_problem(value)
