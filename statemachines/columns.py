@@ -30,6 +30,7 @@ import datetime as _dt
 import decimal
 import functools
 from collections.abc import Callable, Iterator
+from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import InvalidArgument
@@ -266,14 +267,17 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
     """
     import pyarrow as pa
 
+    if arrow_type is not None:  # Arrow reads tuples as structs (by position) and lists
+        try:
+            return pa.array(items, type=arrow_type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass  # dicts among tuples, say: converted one by one below, or refused saying why
     try:
         present = set(map(type, items))
-        if tuple in present and present <= {tuple, type(None)}:
-            struct = _struct_array(items, arrow_type)
+        if arrow_type is None and tuple in present and present <= {tuple, type(None)}:
+            struct = _struct_array(items)
             if struct is not None:
                 return struct
-        if arrow_type is not None and _is_list(arrow_type) and present <= {tuple, list, type(None)}:
-            return _list_array(items, arrow_type)
         nested = any(issubclass(kind, tuple | list) for kind in present)
         converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
@@ -289,51 +293,20 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
         ) from exc
 
 
-def _struct_array(items: list[Any], arrow_type: Any) -> Any:
+def _struct_array(items: list[Any]) -> Any:
     """Plain tuples (or ``None``) of one length as a struct array built field by field
-    (as :func:`to_arrow_python` would name and type them), or ``None`` where they differ."""
+    (named and typed as :func:`to_arrow_python` would have Arrow infer them), or
+    ``None`` where their lengths differ."""
     import pyarrow as pa
 
     width = len(next(x for x in items if x is not None))
     if any(x is not None and len(x) != width for x in items) or width == 0:
         return None
-    if arrow_type is not None and not (pa.types.is_struct(arrow_type) and arrow_type.num_fields == width):
-        return None
     missing = [x is None for x in items]
-    fields = list(zip(*(((None,) * width) if x is None else x for x in items), strict=True))
-    if arrow_type is None:
-        names, types = [f"_{i}" for i in range(1, width + 1)], [None] * width
-    else:
-        names = [arrow_type.field(i).name for i in range(width)]
-        types = [arrow_type.field(i).type for i in range(width)]
-    arrays = [arrow_array(list(column), kind) for column, kind in zip(fields, types, strict=True)]
+    rows = [((None,) * width) if x is None else x for x in items] if any(missing) else items
+    arrays = [arrow_array(list(map(itemgetter(i), rows))) for i in range(width)]
     mask = pa.array(missing) if any(missing) else None
-    if arrow_type is not None:
-        return pa.StructArray.from_arrays(arrays, fields=list(arrow_type), mask=mask)
-    return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
-
-
-def _is_list(t: Any) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_list(t) or pa.types.is_large_list(t)
-
-
-def _list_array(items: list[Any], arrow_type: Any) -> Any:
-    """Sequences (or ``None``) as a list array of ``arrow_type``, built from their items
-    as one array (structs field by field, see :func:`_struct_array`), not item by item."""
-    import pyarrow as pa
-
-    offsets, flat = [0], []
-    for x in items:
-        if x is not None:
-            flat.extend(x)
-        offsets.append(len(flat))
-    values = arrow_array(flat, arrow_type.value_type)
-    mask = pa.array([x is None for x in items]) if None in items else None
-    kind = pa.LargeListArray if pa.types.is_large_list(arrow_type) else pa.ListArray
-    offset_type = pa.int64() if pa.types.is_large_list(arrow_type) else pa.int32()
-    return kind.from_arrays(pa.array(offsets, offset_type), values, type=arrow_type, mask=mask)
+    return pa.StructArray.from_arrays(arrays, names=[f"_{i}" for i in range(1, width + 1)], mask=mask)
 
 
 def column_to_python(column: Any) -> list[Any]:

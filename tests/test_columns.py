@@ -76,3 +76,9 @@ def test_a_value_is_storable_exactly_when_arrow_stores_it_and_reads_it_back_equa
 def test_lists_of_structs_built_at_once_equal_lists_converted_one_by_one(items, kind):
     typed = kind(pa.struct([("name", pa.string()), ("n", pa.int64())]))
     assert arrow_array(items, typed) == pa.array([to_arrow_python(x, typed) for x in items], typed)
+
+
+@given(st.lists(st.one_of(st.none(), pairs, pairs.map(lambda p: {"name": p[0], "n": p[1]})), min_size=1))
+def test_tuples_and_dicts_mixed_in_one_struct_column_equal_items_converted_one_by_one(items):
+    typed = pa.struct([("name", pa.string()), ("n", pa.int64())])
+    assert arrow_array(items, typed) == pa.array([to_arrow_python(x, typed) for x in items], typed)
