@@ -327,7 +327,12 @@ def spark_approaches(n, k, work):
 
         from statemachines.spark.batch import EventColumns, prepare_events
         from statemachines.spark.bucket_state import decode_table
-        from statemachines.spark.buckets import default_buckets, packed_events
+        from statemachines.spark.buckets import (
+            bucket_labels,
+            default_buckets,
+            packed_events,
+            shuffle_partitions,
+        )
 
         class CountingProcessor(StatefulProcessor):
             """Counts each bucket's events in its state; runs no machine."""
@@ -349,8 +354,9 @@ def spark_approaches(n, k, work):
             "maxFilesPerTrigger", 1
         ).parquet(folder)
         prepared = prepare_events(frame, EventColumns(symbol="value", order="offset"))
-        # packed as run_stream packs them, into as many buckets
-        packed = packed_events(prepared, default_buckets(spark), 1000).withWatermark("clock", "0 seconds")
+        # packed as run_stream packs them, into as many buckets, labelled alike
+        labels = bucket_labels(spark, default_buckets(spark), shuffle_partitions(spark, checkpoint))
+        packed = packed_events(prepared, labels, 1000).withWatermark("clock", "0 seconds")
         counted = packed.groupBy("bucket").transformWithStateInPandas(
             CountingProcessor(), "events long", "Append", "EventTime"
         )

@@ -54,7 +54,7 @@ import pickle
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pandas as pd
@@ -141,15 +141,65 @@ LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalR
 _BASES: dict[int, tuple[str, Any]] = {}
 
 
-def bucket_of(key: str, buckets: int) -> Any:
-    """The column ``bucket``: which of ``buckets`` the key of column ``key`` belongs to.
+def bucket_of(key: str, labels: Sequence[int]) -> Any:
+    """The column ``bucket``: the label of the bucket the key of column ``key``
+    belongs to, of ``len(labels)`` buckets (see :func:`bucket_labels`).
 
     Events and the arrangement's initial values must both be bucketed by this one
     function: a key whose events and values landed in different buckets would
     lose its values.
     """
 
-    return F.pmod(F.xxhash64(key), F.lit(buckets)).cast("int").alias("bucket")
+    index = F.pmod(F.xxhash64(key), F.lit(len(labels)))
+    if list(labels) == list(range(len(labels))):  # a query's labels from before they were balanced
+        return index.cast("int").alias("bucket")
+    return F.element_at(F.array(*(F.lit(label) for label in labels)), (index + 1).cast("int")).alias("bucket")
+
+
+LABEL_SEARCH = 64
+""":func:`bucket_labels` looks for labels among ``0 .. LABEL_SEARCH * max(buckets, tasks)``."""
+
+
+def bucket_labels(spark: Any, buckets: int, partitions: int) -> tuple[int, ...]:
+    """Labels for ``buckets`` buckets that Spark spreads evenly over the stateful
+    operator's ``partitions`` tasks.
+
+    Spark places a bucket in the task ``pmod(hash(label), partitions)``: labels
+    ``0..15`` over 4 tasks land 3, 3, 4 and 6 to a task, and the busiest task sets a
+    micro-batch's pace. Taking the numbers from 0 up, a number becomes a label while
+    its task holds fewer than its share (``buckets / partitions``, give or take one),
+    so the 16 land 4 to a task. Spark computes the hashes: the placement is its own.
+    """
+    limit = LABEL_SEARCH * max(buckets, partitions)
+    candidate = F.col("id").cast("int")
+    rows = spark.range(limit).select(
+        candidate.alias("label"), F.pmod(F.hash(candidate), F.lit(partitions)).alias("task")
+    ).toArrow()
+    share = [buckets // partitions + (task < buckets % partitions) for task in range(partitions)]
+    labels: list[int] = []
+    for label, task in zip(rows["label"].to_pylist(), rows["task"].to_pylist(), strict=True):
+        if share[task]:
+            share[task] -= 1
+            labels.append(label)
+            if len(labels) == buckets:
+                return tuple(labels)
+    taken = set(labels)  # some task's share was not met (never seen): the rest in order
+    return tuple(labels + [c for c in range(limit) if c not in taken][: buckets - len(labels)])
+
+
+def shuffle_partitions(spark: Any, checkpoint: str) -> int:
+    """How many tasks the stateful operator runs: what the checkpoint's micro-batches
+    recorded (Spark keeps it for the query's life), else the session's
+    ``spark.sql.shuffle.partitions``."""
+    offsets = os.path.join(checkpoint, "offsets")
+    names = sorted((n for n in os.listdir(offsets) if n.isdigit()), key=int) if os.path.isdir(offsets) else []
+    if names:
+        with open(os.path.join(offsets, names[-1])) as f:
+            lines = f.read().splitlines()
+        recorded = json.loads(lines[1]).get("conf", {}).get("spark.sql.shuffle.partitions") if len(lines) > 1 else None
+        if recorded is not None:
+            return int(recorded)
+    return int(spark.conf.get("spark.sql.shuffle.partitions"))
 
 
 def beyond_clock(prepared: Any) -> Any:
@@ -495,11 +545,11 @@ def bucket_processor(
     return BucketProcessor()
 
 
-def packed_events(prepared: Any, buckets: int, delay: Any) -> Any:
-    """The prepared events (``key, symbol, time, order[, refusal]``) packed into
-    ``buckets`` key buckets (:func:`pack_events`), with times beyond Spark's clock
+def packed_events(prepared: Any, labels: Sequence[int], delay: Any) -> Any:
+    """The prepared events (``key, symbol, time, order[, refusal]``) packed into the
+    key buckets ``labels`` (:func:`pack_events`), with times beyond Spark's clock
     refused (:func:`beyond_clock`)."""
-    bucketed = beyond_clock(prepared).select(bucket_of("key", buckets), "*")
+    bucketed = beyond_clock(prepared).select(bucket_of("key", labels), "*")
     schema = packed_schema()
     pack = carried(prepared.sparkSession, pack_events(delay_ms(delay), schema))
     return bucketed.mapInArrow(pack, from_arrow_schema(schema))
@@ -526,10 +576,11 @@ def bucketed_output(
     buckets: int | None,
     rules: Any = None,
     abandon_waiting: bool = False,
-) -> tuple[Any, Any, int]:
+) -> tuple[Any, Any, tuple[int, ...]]:
     """The streaming DataFrame of bucket outputs, the Arrow schema of their rows, and
-    how many buckets hold the state (``buckets``, or when ``None`` the count the query
-    kept, or :func:`default_buckets` for a new one).
+    the labels of the buckets that hold the state: ``buckets`` of them, or when ``None``
+    as many as the query kept, or :func:`default_buckets` for a new one; a query keeps
+    its labels, a new one gets :func:`bucket_labels`.
 
     ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
     ``into`` holds values and the query has not started yet, they are the buckets'
@@ -560,17 +611,21 @@ def bucketed_output(
             f"A new checkpoint would start from the arrangement's values, without the "
             f"events still waiting in this checkpoint's state"
         )
+    if started and kept == buckets and same_query(stream, checkpoint):  # the labels its state is under
+        labels = tuple(stream.get("labels") or range(buckets))  # none noted: a query from before labels
+    else:
+        labels = bucket_labels(spark, buckets, shuffle_partitions(spark, checkpoint))
     value_type, seed = resolve_value_type(machine, prepared, into, value_type)
     schema = output_schema(prepared, value_type)
     arrow_schema = to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
     floor = decode_time(state["upper"])
-    packed = packed_events(prepared, buckets, delay)
+    packed = packed_events(prepared, labels, delay)
     if rules is not None:
-        packed = packed.unionByName(packed_rules(rules, buckets, prepared.schema["time"].dataType, packed_schema()))
+        packed = packed.unionByName(packed_rules(rules, labels, prepared.schema["time"].dataType, packed_schema()))
     packed = packed.withWatermark("clock", "0 seconds")
     initial = None
-    if seed is not None and not _started(checkpoint):
-        initial = _initial_state(seed, buckets).groupBy("bucket")
+    if seed is not None and not started:
+        initial = _initial_state(seed, labels).groupBy("bucket")
     load = code_loader(spark, machine) if is_connect(spark) else None
     processor = bucket_processor(
         machine, kind, arrow_schema, floor, into, load, checks_values(machine, prepared, value_type)
@@ -578,7 +633,7 @@ def bucketed_output(
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )
-    return output, arrow_schema, buckets
+    return output, arrow_schema, labels
 
 
 def default_buckets(spark: Any) -> int:
@@ -614,9 +669,9 @@ def _started(checkpoint: str) -> bool:
     return os.path.isdir(offsets) and any(not n.startswith(".") for n in os.listdir(offsets))
 
 
-def _initial_state(values: Any, buckets: int) -> Any:
+def _initial_state(values: Any, labels: Sequence[int]) -> Any:
     """The arrangement's values as packed ``(bucket, payload)`` rows for the buckets."""
 
-    rows = values.select(bucket_of("key", buckets), "key", "value")
+    rows = values.select(bucket_of("key", labels), "key", "value")
     schema = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("payload", T.BinaryType())])
     return rows.repartition("bucket").mapInArrow(carried(values.sparkSession, pack_values), schema)

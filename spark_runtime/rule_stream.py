@@ -25,7 +25,7 @@ later run continuing the arrangement agrees with them
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -75,9 +75,9 @@ def check_rules(machine: Machine, rules: Any) -> None:
         raise InvalidArgument(f"the rules stream has no column {', '.join(missing)}; it needs {', '.join(RULE_COLUMNS)}")
 
 
-def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
+def packed_rules(rules: Any, labels: Sequence[int], time_type: Any, schema: Any) -> Any:
     """The rule rows as packed rows of ``schema`` (``bucket, payload, clock, rules``):
-    each micro-batch's rows, as Arrow IPC bytes, once for every bucket.
+    each micro-batch's rows, as Arrow IPC bytes, once for every bucket (of ``labels``).
 
     ``valid_from`` is cast to the events' time type; a value that does not cast
     travels as text, so that its row is set aside as ``invalid_time`` with the value
@@ -94,7 +94,7 @@ def packed_rules(rules: Any, buckets: int, time_type: Any, schema: Any) -> Any:
         valid_from = given.try_cast(time_type)
         uncast = F.when(valid_from.isNull() & given.isNotNull(), given.cast("string"))
     rows = rules.select(
-        F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))).alias("bucket"),
+        F.explode(F.array(*(F.lit(label) for label in labels))).alias("bucket"),
         F.col("rule_id").cast("string").alias("rule_id"), text.alias("pattern_json"), valid_from.alias("valid_from"),
         uncast.alias("uncast"),
     )

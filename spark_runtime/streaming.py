@@ -243,7 +243,7 @@ class BucketSink:
     into: str
     kind: str
     arrow_schema: Any
-    buckets: int
+    labels: tuple[int, ...]  # the buckets' (bucket_labels), noted so that a restart keeps them
     progress: Callable[[MicroBatchReport], None] | None = print
     after_publish: Callable[[str], None] | None = None
     settings: dict[str, Any] = attrs.Factory(dict)  # the machine's settings note (settings_note)
@@ -286,7 +286,8 @@ class BucketSink:
             "checkpoint": self.checkpoint,
             "frontier": encode_time(upper),
             "rejected": stream.get("rejected", []) + ([aside(name, REJECTED)] if n_rejected else []),
-            "buckets": self.buckets,
+            "buckets": len(self.labels),
+            "labels": list(self.labels),
             "waiting": waiting,
         }
         progress.update(taken_rules(table["rules_taken"].drop_null().to_pylist(), stream))
@@ -518,10 +519,10 @@ def run_stream(
         )
         writer = events.writeStream
     else:
-        output, arrow_schema, buckets = bucketed_output(
+        output, arrow_schema, labels = bucketed_output(
             machine, prepared, kind, into, checkpoint, delay, value_type, buckets, rules, abandon_waiting
         )
-        sink = BucketSink(into, kind, arrow_schema, buckets, in_sink, after_publish, settings_note(machine), checkpoint)
+        sink = BucketSink(into, kind, arrow_schema, labels, in_sink, after_publish, settings_note(machine), checkpoint)
         writer = output.writeStream
     writer = writer.foreachBatch(self_contained(spark, sink)).option("checkpointLocation", checkpoint)
     if trigger:

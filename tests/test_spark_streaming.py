@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 from operator import itemgetter
 
 import pyarrow as pa
@@ -227,7 +228,7 @@ def test_a_replayed_micro_batch_of_the_buckets_is_a_no_op(spark, tmp_path):
         BUCKET_OUTPUT,
     )
     reports = []
-    sink = BucketSink(str(tmp_path), "number", arrow_schema, 64, progress=reports.append)
+    sink = BucketSink(str(tmp_path), "number", arrow_schema, tuple(range(64)), progress=reports.append)
     sink(packed, 0)
     before = DeltaTable(str(tmp_path)).version()
     sink(packed, 0)  # Spark replays batch 0 after a failure
@@ -257,10 +258,12 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
     for name in ("part-2.parquet", "part-3.parquet"):
         os.link(source / name, partial / name)
     frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(partial))
-    from statemachines.spark.buckets import default_buckets
+    from statemachines.spark.buckets import bucket_labels, default_buckets
 
     kept = default_buckets(spark)  # the first run's, by default: four per shuffle partition
-    assert read_state(tmp_path / "arr")["stream"]["buckets"] == kept
+    noted = read_state(tmp_path / "arr")["stream"]
+    assert noted["buckets"] == kept
+    assert noted["labels"] == list(bucket_labels(spark, kept, int(spark.conf.get("spark.sql.shuffle.partitions"))))
     with pytest.raises(InvalidArgument, match=f"held in {kept} buckets"):  # keys would move buckets
         run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", buckets=kept + 1)
     second = []
@@ -465,6 +468,53 @@ def test_a_checkpoint_of_the_earlier_state_format_is_read_and_continued(spark, t
     for name in ("part-2.parquet", "part-3.parquet"):
         os.link(source / name, first / name)
     stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
+    assert published(spark, tmp_path / "arr") == local_reference(files)
+
+
+@pytest.mark.parametrize(("buckets", "tasks"), [(16, 4), (8, 4), (20, 3), (64, 16)])
+def test_bucket_labels_spread_the_buckets_evenly_over_the_stateful_tasks(spark, buckets, tasks):
+    """As Spark places the groups of a stateful operator (hash partitioning of the
+    bucket column), every task holds as many buckets as the others, give or take one."""
+    from pyspark.sql import functions as F
+
+    from statemachines.spark.buckets import CLOCK_ROWS, bucket_labels
+
+    labels = bucket_labels(spark, buckets, tasks)
+    assert len(set(labels)) == buckets and CLOCK_ROWS not in labels
+    placed = spark.createDataFrame([(label,) for label in labels], "bucket int").repartition(tasks, "bucket")
+    per_task = Counter(r.task for r in placed.select(F.spark_partition_id().alias("task")).collect())
+    assert len(per_task) == min(tasks, buckets)
+    assert max(per_task.values()) - min(per_task.values()) <= 1
+
+
+def test_a_query_from_before_bucket_labels_continues_under_its_plain_labels(spark, tmp_path, monkeypatch):
+    """A query whose notes name no labels kept its state under labels ``0..buckets-1``:
+    restarted, its keys find their values and waiting events there."""
+    from statemachines.spark import buckets, streaming
+
+    source = tmp_path / "in"
+    source.mkdir()
+    files = make_files(source, n_files=4)
+    first = tmp_path / "first"
+    first.mkdir()
+    for name in ("part-0.parquet", "part-1.parquet"):
+        os.link(source / name, first / name)
+
+    def unlabelled(into, name, lower, upper, progress, *rest, **named):
+        progress.pop("labels")
+        return publish(into, name, lower, upper, progress, *rest, **named)
+
+    publish = streaming.publish_micro_batch
+    with monkeypatch.context() as patch:  # as the version before labels ran it
+        patch.setattr(buckets, "bucket_labels", lambda spark, n, tasks: tuple(range(n)))
+        patch.setattr(streaming, "publish_micro_batch", unlabelled)
+        stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
+    noted = read_state(tmp_path / "arr")["stream"]
+    assert "labels" not in noted and noted["waiting"]  # events were left waiting
+    for name in ("part-2.parquet", "part-3.parquet"):
+        os.link(source / name, first / name)
+    stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
+    assert read_state(tmp_path / "arr")["stream"]["labels"] == list(range(noted["buckets"]))
     assert published(spark, tmp_path / "arr") == local_reference(files)
 
 
