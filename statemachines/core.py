@@ -11,16 +11,45 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
+import attrs
+
 from statemachines.errors import MachineError
 from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.updates import Update, total_order_key
 
-__all__ = ["ValueCheck", "advance_key", "apply_transition", "run_key"]
+__all__ = ["OwnTypeCheck", "ValueCheck", "advance_key", "apply_transition", "run_key"]
 
 ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
+
+
+@attrs.frozen
+class OwnTypeCheck:
+    """The value check of an output whose value column has the type the machine
+    declares (``value_type``) for a machine whose values fit it by construction
+    (``values_fit_own_type``: built from the input's symbols and times and the
+    machine's own constants). Values the key already holds were checked when they
+    were new, so a transition's new values can hold nothing unchecked but its event's
+    symbol and time::
+
+        the event's symbol and time         the transition's new values
+        store as the input's types          stored, each unchecked
+        do not                              each checked (one that does not store
+                                            rejects the event)
+    """
+
+    check: ValueCheck  # the output's own check of one value
+    symbol: ValueCheck  # the symbols' column type: None if a symbol stores as it
+    time: ValueCheck  # the times' column type, likewise
+
+    def __call__(self, value: Any) -> str | None:
+        return self.check(value)
+
+    def stores(self, event: Event) -> bool:
+        """Whether ``event``'s symbol and time store as the input's types."""
+        return self.symbol(event[1]) is None and self.time(event[2]) is None
 
 _NEW = tuple.__new__
 _DATA = itemgetter(0)
@@ -59,7 +88,8 @@ def apply_transition(
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
     if check is not None:
         new = after - values
-        for value in (*new, *found) if new or found else ():
+        unchecked = (new or found) and type(check) is OwnTypeCheck and check.stores(event)
+        for value in (*new, *found) if (new or found) and not unchecked else ():
             problem = check(value)
             if problem is not None:
                 return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)

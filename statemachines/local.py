@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import attrs
 
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
-from statemachines.core import ValueCheck, advance_key
+from statemachines.core import OwnTypeCheck, ValueCheck, advance_key
 from statemachines.deadlines import Deadlines
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
 from statemachines.errors import InvalidArgument
@@ -96,6 +97,7 @@ class LocalRuntime:
         # an output that cannot store every value says so (PersistedArrangement, a
         # typed Spark column)
         self._check = value_check or getattr(into, "value_check", None)
+        self._own_check = value_check is None and self._check is not None  # the output's, not one given
         # an output typed by its first value takes the type the machine declares
         # instead, once the first event tells the symbols' and times' types
         self._expect_type = getattr(into, "expect_value_type", None) if machine.spec.declares_value_type else None
@@ -380,9 +382,25 @@ class LocalRuntime:
             declared = self.machine.value_type(*types)
             if declared is not None:  # a machine may declare no type for these
                 expect(declared)
+                self._check_by_event(declared, *types)
             self._expect_type = None
             yield from events
             return
+
+    def _check_by_event(self, declared: Any, symbol_type: Any, time_type: Any) -> None:
+        """Check an event's symbol and time instead of each value it makes, where that
+        is the same (:class:`~statemachines.core.OwnTypeCheck`): the machine's values
+        fit its own type, and the output's value column has that type."""
+        column = getattr(self._into, "value_column_type", None)
+        if not self._own_check or not self.machine.spec.values_fit_own_type or column is None or column() != declared:
+            return
+        from statemachines.columns import storage_problem
+
+        assert self._check is not None
+        self._check = OwnTypeCheck(
+            self._check, partial(storage_problem, arrow_type=symbol_type), partial(storage_problem, arrow_type=time_type)
+        )
+        self._intake.value_check = self._check
 
     def advance_to(self, frontier: Any) -> RunResult:
         """Declare every time below ``frontier`` complete; return what became final.

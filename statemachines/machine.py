@@ -49,7 +49,8 @@ Optional hooks, each with a default that does nothing special:
   input's symbols and times and its own constants, so they fit that type by
   construction: a runtime whose output column has that type skips checking each new
   value (a detector's partial matches are large, and checking them cost more than
-  making them).
+  making them); the local runtime checks the event's symbol and time instead
+  (:class:`~statemachines.core.OwnTypeCheck`), since its input has no fixed types.
 - ``prepare_symbols(symbols, symbol_type)``: called by every runtime with the
   symbols of the events it is about to apply (a batch, before their transitions), and
   their Arrow type where the runtime has one (``None`` otherwise), so the machine can

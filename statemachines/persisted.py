@@ -487,6 +487,11 @@ class PersistedArrangement(Arrangement):
         if self._snapshot.schema is None and self._value_type is None:
             self._value_type = arrow_type
 
+    def value_column_type(self) -> Any:
+        """The type of the value column, once the table or a value fixed it (else ``None``)."""
+        schema = self._snapshot.schema
+        return schema.field("value").type if schema is not None else self._value_type
+
     def value_check(self, value: Any) -> str | None:
         """``None`` if ``value`` can be stored here, else why not (runtimes reject it).
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import subprocess
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statemachines import DefinitionError, LocalRuntime, run_local
 from statemachines.library import Detector, Pattern, matches, timeouts
+from tests.test_pattern_data import patterns
 
 
 def kind(*prefixes):
@@ -422,3 +424,38 @@ def test_a_detector_into_a_persisted_arrangement_stores_every_partial_match(tmp_
     assert persisted.rejected == in_memory.rejected == []
     assert persisted.updates == in_memory.updates
     assert PersistedArrangement(path).updates() == in_memory.updates
+
+
+def _logins_some_unstorable():
+    """``(key, Login, time)`` events: mostly of one type, some whose amount or time
+    does not store as the first event's (a float amount or time after ints, NaN)."""
+    from tests.test_expressions import Login
+
+    amounts = st.sampled_from([None, 0, 5, 20]) | st.sampled_from([7.5, float("nan")])
+    symbols = st.builds(Login, st.sampled_from(["fail", "ok", "view", None]), amounts)
+    time = st.integers(0, 14) | st.sampled_from([2.5, 6.5])
+    first = st.tuples(st.sampled_from("uv"), st.builds(Login, st.just("fail"), st.just(5)), st.just(0))
+    return st.tuples(first, st.lists(st.tuples(st.sampled_from("uv"), symbols, time), max_size=30)).map(
+        lambda parts: [parts[0], *parts[1]]
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=patterns(), events=_logins_some_unstorable())
+def test_a_persisted_run_checking_events_equals_one_checking_every_value(tmp_path_factory, pattern, events):
+    """Into a persisted arrangement of the detector's own type, an event whose symbol
+    and time store makes values that store, unchecked; the others' values are checked
+    one by one. Same updates, same rejected events (``unserialisable_value`` for a
+    value holding a float amount or time, or NaN) as checking every value."""
+    from statemachines import PersistedArrangement
+
+    if pattern is None or isinstance(pattern.window, datetime.timedelta):  # number times here
+        return
+    runs = []
+    for checks_every_value in (False, True):
+        into = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+        runtime = LocalRuntime(Detector(pattern), into=into, value_check=into.value_check if checks_every_value else None)
+        runtime.feed(events)
+        result = runtime.finish()
+        runs.append((result.updates, [(r.event, r.reason, r.detail) for r in result.rejected], into.updates()))
+    assert repr(runs[0]) == repr(runs[1])  # repr: NaN symbols in rejected events equal only as text
