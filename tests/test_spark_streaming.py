@@ -511,6 +511,12 @@ def test_a_query_from_before_bucket_labels_continues_under_its_plain_labels(spar
         stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
     noted = read_state(tmp_path / "arr")["stream"]
     assert "labels" not in noted and noted["waiting"]  # events were left waiting
+    first_tasks = spark.conf.get("spark.sql.shuffle.partitions")
+    try:  # the stateful operator's tasks are the checkpoint's, whatever the session says now
+        spark.conf.set("spark.sql.shuffle.partitions", str(int(first_tasks) + 5))
+        assert buckets.shuffle_partitions(spark, str(tmp_path / "ckpt")) == int(first_tasks)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", first_tasks)
     for name in ("part-2.parquet", "part-3.parquet"):
         os.link(source / name, first / name)
     stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
