@@ -51,6 +51,7 @@ class OwnTypeCheck:
         """Whether ``event``'s symbol and time store as the input's types."""
         return self.symbol(event[1]) is None and self.time(event[2]) is None
 
+
 _NEW = tuple.__new__
 _DATA = itemgetter(0)
 
@@ -88,11 +89,11 @@ def apply_transition(
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
     if check is not None:
         new = after - values
-        unchecked = (new or found) and type(check) is OwnTypeCheck and check.stores(event)
-        for value in (*new, *found) if (new or found) and not unchecked else ():
-            problem = check(value)
-            if problem is not None:
-                return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
+        if (new or found) and not (type(check) is OwnTypeCheck and check.stores(event)):
+            for value in (*new, *found):
+                problem = check(value)
+                if problem is not None:
+                    return Rejected(event, Reason.UNSERIALISABLE_VALUE, problem)
     return after, found
 
 

@@ -26,6 +26,7 @@ import attrs
 
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
+from statemachines.columns import storage_problem
 from statemachines.core import OwnTypeCheck, ValueCheck, advance_key
 from statemachines.deadlines import Deadlines
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
@@ -394,8 +395,6 @@ class LocalRuntime:
         column = getattr(self._into, "value_column_type", None)
         if not self._own_check or not self.machine.spec.values_fit_own_type or column is None or column() != declared:
             return
-        from statemachines.columns import storage_problem
-
         assert self._check is not None
         self._check = OwnTypeCheck(
             self._check, partial(storage_problem, arrow_type=symbol_type), partial(storage_problem, arrow_type=time_type)
