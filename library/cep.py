@@ -42,7 +42,7 @@ then too, but only as time advances; here the deadline makes it exact).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -139,7 +139,7 @@ class Detector(Machine):
         """Symbols are kept in partial matches, which are values: they must be hashable."""
         hash(symbol)
 
-    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+    def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Evaluate the expression conditions for a batch of events at once."""
         if self.reads_expressions and symbols:
             known = symbol_type if symbol_type is not None else self._symbol_type
@@ -165,7 +165,12 @@ class Detector(Machine):
         window = self.pattern.window
         if window is None:
             return None
-        start = min((v[2][0][1] for v in values if v[0] == PARTIAL), default=None)  # held ones wait
+        start = None  # the earliest start of a partial match (held ones wait); a loop: twice a min() of a generator
+        for value in values:
+            if value[0] == PARTIAL:
+                begun = value[2][0][1]
+                if start is None or begun < start:
+                    start = begun
         return None if start is None else start + window
 
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:

@@ -23,6 +23,7 @@ expression conditions for a whole batch of events at once (:func:`answer_all` ov
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -300,7 +301,7 @@ class Records:
     table: Any
 
 
-def records_of(symbols: list[Any], symbol_type: Any) -> Records | None:
+def records_of(symbols: Sequence[Any], symbol_type: Any) -> Records | None:
     """The distinct ``symbols`` as records, or ``None`` if they cannot be read as one
     table (then each is answered alone)."""
     distinct = list(dict.fromkeys(symbols))

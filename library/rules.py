@@ -49,7 +49,7 @@ import datetime
 import enum
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -484,7 +484,7 @@ class RuleDetector(Machine):
     def validate_symbol(self, symbol: Any) -> None:
         hash(symbol)
 
-    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+    def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Every rule's expression conditions, answered for a batch of events at once
         over one table of the batch's records."""
         detectors = [v.detector for v in self.rules.versions if v.detector.reads_expressions]

@@ -18,7 +18,7 @@ is rejected with reason ``late`` (never silently dropped).
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -469,7 +469,7 @@ class LocalRuntime:
     def _step(self, upto: Any) -> RunResult:
         ready = self._pending.take(upto)
         if self.machine.spec.prepares_symbols and ready:
-            self.machine.prepare_symbols(_symbols(ready), self.symbol_type)
+            self.machine.prepare_symbols(_Symbols(ready), self.symbol_type)
         updates: dict[Any, list[Update]] = {}  # key -> its updates, in (time, value) order
         rejected, self._rejected = self._rejected, []
         ordered = self._pending.ordered
@@ -631,13 +631,32 @@ def run_local(
     return attrs.evolve(step, pending=runtime.pending_events())
 
 
-def _symbols(ready: dict[Any, dict[Any, Any]]) -> list[Any]:
-    """The symbols of the events :meth:`PendingEvents.take` returned."""
-    symbols: list[Any] = []
-    for by_time in ready.values():
-        for slot in by_time.values():
-            if isinstance(slot, list):
-                symbols.extend(event.symbol for event in slot)
-            else:
-                symbols.append(slot.symbol)
-    return symbols
+class _Symbols(Sequence[Any]):
+    """The symbols of the events :meth:`PendingEvents.take` returned, gathered when
+    first read: a machine that needs none of them (a detector without expression
+    conditions) costs nothing for them."""
+
+    def __init__(self, ready: dict[Any, dict[Any, Any]]) -> None:
+        self._ready = ready
+        self._symbols: list[Any] | None = None
+
+    def _gathered(self) -> list[Any]:
+        if self._symbols is None:
+            symbols: list[Any] = []
+            for by_time in self._ready.values():
+                for slot in by_time.values():
+                    if isinstance(slot, list):
+                        symbols.extend(event.symbol for event in slot)
+                    else:
+                        symbols.append(slot.symbol)
+            self._symbols = symbols
+        return self._symbols
+
+    def __len__(self) -> int:
+        return len(self._gathered())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._gathered()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._gathered())

@@ -52,7 +52,8 @@ Optional hooks, each with a default that does nothing special:
   making them); the local runtime checks the event's symbol and time instead
   (:class:`~statemachines.core.OwnTypeCheck`), since its input has no fixed types.
 - ``prepare_symbols(symbols, symbol_type)``: called by every runtime with the
-  symbols of the events it is about to apply (a batch, before their transitions), and
+  symbols of the events it is about to apply (a batch, before their transitions, as a
+  sequence the local runtime gathers only when it is first read), and
   their Arrow type where the runtime has one (``None`` otherwise), so the machine can
   work out what it needs of them in bulk (a detector evaluates its expression
   conditions here). ``transition`` must give the same result whether or not it was
@@ -89,7 +90,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -246,7 +247,7 @@ class Machine:
         """The Arrow type of the values, given the symbol's and time's (``None``: the symbol's)."""
         return None
 
-    def prepare_symbols(self, symbols: list[Any], symbol_type: Any) -> None:
+    def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Look at a batch of symbols before their transitions run (default: nothing)."""
 
     def diagram(self) -> Diagram | None:
