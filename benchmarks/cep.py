@@ -1,7 +1,7 @@
 """Benchmark: the fraud pattern over N login events of K users, against a hand-written detector.
 
 Usage:
-    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow]
+    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow] [--into]
 
 Pattern: three ``fail`` then an ``ok`` (``begin("fail").times(3).followed_by("ok")``,
 relaxed, no skip), within W (10). Events: user ``rnd(K)``, ``fail`` / ``ok`` / ``view``
@@ -15,6 +15,10 @@ Approaches, measured warm and interleaved (A B C A B C ...), each checked agains
 - ``run_batch`` on a local Spark session (Parquet in, the output written as Parquet);
 - ``run_batch`` into an arrangement (its tasks write the output files themselves),
   checked against ``run_local`` into an arrangement: timeouts after its upper wait.
+
+With ``--into``, also ``run_local`` into an arrangement in memory and into a
+``PersistedArrangement`` (partial matches stored as nested Arrow values), checked
+against ``run_local`` into an arrangement.
 
 Also printed: the peak number of live partial matches (from the output), and with
 ``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
@@ -39,7 +43,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from statemachines import Arrangement, LocalRuntime, run_local  # noqa: E402
+from statemachines import Arrangement, LocalRuntime, PersistedArrangement, run_local  # noqa: E402
 from statemachines.library import Detector, Pattern, matches, timeouts  # noqa: E402
 
 
@@ -153,6 +157,13 @@ def stepped_run(n: int, k: int, window: int) -> None:
     runtime.finish()
 
 
+def persisted_run(detector: Detector, events, work: str) -> list:
+    """``run_local`` into a new ``PersistedArrangement`` under ``work``: its updates."""
+    target = f"{work}/persisted"
+    shutil.rmtree(target, ignore_errors=True)
+    return run_local(detector, events, into=PersistedArrangement(target)).updates
+
+
 def spark_batch(detector: Detector, events, work: str):
     """``(run, digest of its findings, peak partials)``: run_batch over Parquet."""
     import pyarrow as pa
@@ -217,6 +228,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--grow", action="store_true", help="also trace memory at N and 4N events")
+    parser.add_argument("--into", action="store_true", help="also run_local into arrangements, in memory and persisted")
     args = parser.parse_args()
     detector = Detector(pattern(args.window))
     events = logins(args.n, args.k, args.window)
@@ -234,6 +246,13 @@ def main() -> None:
         "hand-written detector (floor)": (lambda: hand_detector(events, args.window), findings_digest),
         "run_local(Detector)": (lambda: run_local(detector, events).updates, findings_digest),
     }
+    if args.into:
+        approaches["run_local into an arrangement"] = (
+            lambda: run_local(detector, events, into=Arrangement()).updates, findings_digest, expected_into
+        )
+        approaches["run_local into a persisted arrangement"] = (
+            lambda: persisted_run(detector, events, work), findings_digest, expected_into
+        )
     if not args.skip_spark:
         _, run, run_into, check = spark_batch(detector, events, work)
         approaches["run_batch(Detector), 2 cores"] = (run, lambda _: check()[0])
@@ -248,12 +267,12 @@ def main() -> None:
     print(f"N={args.n:,} events, K={args.k:,} users, within {args.window}; {os.cpu_count()} cores; "
           f"median of {args.runs} interleaved runs, each checked against run_local")
     print(f"{expected[0]:,} matches, {expected[1]:,} timeouts; peak live partial matches {peak:,}")
-    print(f"{'approach':<36}{'seconds':>9}{'events/s':>12}{'vs floor':>10}")
+    print(f"{'approach':<40}{'seconds':>9}{'events/s':>12}{'vs floor':>10}")
     floor = statistics.median(seconds["hand-written detector (floor)"])
     local = statistics.median(seconds["run_local(Detector)"])
     for name, times in seconds.items():
         median = statistics.median(times)
-        print(f"{name:<36}{median:>9.2f}{args.n / median:>12,.0f}{floor / median:>9.2f}x")
+        print(f"{name:<40}{median:>9.2f}{args.n / median:>12,.0f}{floor / median:>9.2f}x")
     if not args.skip_spark:
         batch = statistics.median(seconds["run_batch(Detector), 2 cores"])
         print(f"run_batch throughput / run_local: {local / batch:.2f}x")
