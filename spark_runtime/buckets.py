@@ -151,8 +151,6 @@ def bucket_of(key: str, labels: Sequence[int]) -> Any:
     """
 
     index = F.pmod(F.xxhash64(key), F.lit(len(labels)))
-    if list(labels) == list(range(len(labels))):  # a query's labels from before they were balanced
-        return index.cast("int").alias("bucket")
     return F.element_at(F.array(*(F.lit(label) for label in labels)), (index + 1).cast("int")).alias("bucket")
 
 

@@ -488,9 +488,15 @@ class PersistedArrangement(Arrangement):
             self._value_type = arrow_type
 
     def value_column_type(self) -> Any:
-        """The type of the value column, once the table or a value fixed it (else ``None``)."""
+        """The type of the value column, once the table or a value fixed it (else
+        ``None``): one type object per schema, so that value checks find theirs by
+        identity (``schema.field(...).type`` makes a new one at each call)."""
         schema = self._snapshot.schema
-        return schema.field("value").type if schema is not None else self._value_type
+        if schema is None:
+            return self._value_type
+        if self._column_type[0] is not schema:
+            self._column_type = (schema, schema.field("value").type)
+        return self._column_type[1]
 
     def value_check(self, value: Any) -> str | None:
         """``None`` if ``value`` can be stored here, else why not (runtimes reject it).
@@ -499,13 +505,9 @@ class PersistedArrangement(Arrangement):
         (unless a field of it is ``None``), and later values must fit it, as they
         must fit the table's once it has one.
         """
-        schema = self._snapshot.schema
-        if schema is not None:
-            if self._column_type[0] is not schema:  # one type object per schema: checks find theirs by identity
-                self._column_type = (schema, schema.field("value").type)
-            return storage_problem(value, self._column_type[1])
-        if self._value_type is not None:
-            return storage_problem(value, self._value_type)
+        column = self.value_column_type()
+        if column is not None:
+            return storage_problem(value, column)
         problem = storage_problem(value)
         if problem is None:  # the first storable value of a known type fixes the column's
             self._value_type = type_fixed_by(value)
