@@ -273,7 +273,7 @@ def partition_runner(
                 if prepares:
                     machine.prepare_symbols([s for s in columns[2] if s is not None], batch.schema.field(2).type)
                 for key, row, symbol, time, order, priors in zip(*columns, strict=True):
-                    if key != current or current is no_key:
+                    if key is not current and key != current:  # one NaN key (math.nan) is one key
                         if current is not no_key:
                             flush()
                         current, prior, raw = key, [], []

@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, Machine, Rejected
+from statemachines.columns import same_items
 from statemachines.intake import INT64_MAX, Intake
 from statemachines.library import Upsert
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
@@ -145,7 +146,7 @@ def _steps(*columns: Any) -> Any:
     n = len(columns[0])
     steps = np.zeros(max(n - 1, 0), dtype=bool)
     for column in columns if n else ():
-        steps |= pc.not_equal(column.slice(1), column.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        steps |= pc.invert(same_items(column.slice(1), column.slice(0, n - 1))).to_numpy(zero_copy_only=False)
     return steps
 
 
@@ -172,7 +173,7 @@ def _changes(winners: Any, before: Any) -> Any:
     later = pa.array(np.insert(_steps(keys), 0, True) == False)  # noqa: E712 - numpy
     previous = pa.concat_arrays([pa.nulls(1, values.type), values.slice(0, len(values) - 1)])
     prior = pc.if_else(later, previous, before)
-    same = pc.or_(pc.fill_null(pc.equal(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
+    same = pc.or_(pc.fill_null(same_items(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
     changed = pc.invert(same)
     parts = []
     for rows, value, diff in ((pc.and_(changed, pc.is_valid(prior)), prior, -1), (pc.and_(changed, pc.is_valid(values)), values, 1)):

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Machine
-from statemachines.columns import column_to_python, value_check_for
+from statemachines.columns import column_to_python, same_items, value_check_for
 from statemachines.intake import INT64_MAX
 from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
@@ -105,7 +105,13 @@ def _last_key_start(chunk: Any) -> int:
     last = keys[len(keys) - 1]
     if not last.is_valid:
         return 0
-    differ = pc.invert(pc.fill_null(pc.equal(keys, last), False))
+    if pa.types.is_nested(keys.type):  # structs and lists do not compare in Arrow
+        python = column_to_python(keys)
+        start = len(python) - 1
+        while start and python[start - 1] == python[-1]:  # NaN: one math.nan, equal by identity in a tuple
+            start -= 1
+        return start
+    differ = pc.invert(pc.fill_null(same_items(keys, last), False))
     found = np.flatnonzero(differ.to_numpy(zero_copy_only=False))
     return int(found[-1]) + 1 if len(found) else 0
 

@@ -41,7 +41,7 @@ from sortedcontainers import SortedKeyList
 from statemachines._gc import gc_paused
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_time
 from statemachines.errors import InvalidArgument
-from statemachines.updates import Update, sort_updates, total_order_key
+from statemachines.updates import Update, one_nan, sort_updates, total_order_key
 
 __all__ = ["REPLAY_WINDOW", "Arrangement", "Batch", "HistoryRow", "ReadHandle"]
 
@@ -500,10 +500,11 @@ class Arrangement:
         return result
 
     def get(self, key: Any, as_of: Any = None) -> dict[Any, int]:
-        """``key``'s values with their multiplicities as of ``as_of`` (default: latest)."""
+        """``key``'s values with their multiplicities as of ``as_of`` (default: latest).
+        A NaN in ``key`` is any NaN (:func:`~statemachines.updates.one_nan`)."""
         self._check_readable(as_of, "read")
         counts = {}
-        for value, times in self._entries(key).items():
+        for value, times in self._entries(one_nan(key)).items():
             n = sum(d for t, d in times if as_of is None or t <= as_of)
             if n:
                 counts[value] = n
@@ -528,7 +529,7 @@ class Arrangement:
                 iterators.append(batch.keys.irange_key(min_key=total_order_key(start)))
         previous = object()
         for key in heapq.merge(*iterators, key=total_order_key):
-            if key == previous:
+            if key is previous or key == previous:  # NaN: one math.nan, the same object
                 continue
             previous = key
             entries = self._entries(key, version)

@@ -7,6 +7,7 @@ read back as tuples):
 
     Python value                 Arrow type                       reads back as
     3, 2.5, "a", b"x", True      int64, double, string, binary, bool   the same
+    float("nan")                 double                           math.nan (NaN is one value)
     datetime, date               timestamp[us], date32                  the same
     (1, "x")                     struct<_1: int64, _2: string>          (1, "x")
     Point(x=1, y=2) (NamedTuple) struct<x: int64, y: int64>             (1, 2), equal
@@ -34,12 +35,13 @@ from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import InvalidArgument
-from statemachines.updates import hashable
+from statemachines.updates import hashable, one_nan
 
 __all__ = [
     "arrow_array",
     "column_to_python",
     "python_rows",
+    "same_items",
     "storage_problem",
     "to_arrow_python",
     "type_fixed_by",
@@ -326,8 +328,43 @@ def column_to_python(column: Any) -> list[Any]:
         return rows
     items = column.to_pylist()
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return [hashable(x) if x else None if x is None else () for x in items]
+        items = [hashable(x) if x else None if x is None else () for x in items]
+        return [one_nan(x) for x in items] if _holds_floats(kind) else items
+    if pa.types.is_floating(kind) and len(column) > column.null_count:
+        import pyarrow.compute as pc
+
+        if pc.any(pc.is_nan(column)).as_py():  # NaN is one value: math.nan
+            return [one_nan(x) for x in items]
     return items
+
+
+@functools.cache
+def _holds_floats(arrow_type: Any) -> bool:
+    """Whether values of ``arrow_type`` may hold a float (a NaN) anywhere."""
+    import pyarrow as pa
+
+    if pa.types.is_floating(arrow_type):
+        return True
+    return any(_holds_floats(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+def same_items(left: Any, right: Any) -> Any:
+    """Arrow: whether each item of ``left`` is the same value as ``right``'s (an array
+    or a scalar): equal, or both NaN (NaN is one value). Null where either is null,
+    as ``pyarrow.compute.equal``.
+
+    >>> import pyarrow as pa
+    >>> same_items(pa.array([1.0, float("nan"), None]), float("nan")).to_pylist()
+    [False, True, None]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    same = pc.equal(left, right)
+    if pa.types.is_floating(left.type):
+        right = right if isinstance(right, pa.Array | pa.ChunkedArray) else pa.scalar(right, left.type)
+        same = pc.or_kleene(same, pc.and_kleene(pc.is_nan(left), pc.is_nan(right)))
+    return same
 
 
 def python_rows(batch: Any) -> Iterator[tuple[Any, ...]]:
@@ -353,7 +390,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     except InvalidArgument as exc:
         return f"the value {value!r} cannot be stored as a typed column: {exc}"
     back = column_to_python(array)[0]
-    if back != value or type(back) is bool and type(value) is not bool:
+    if (back,) != (one_nan(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"
@@ -368,7 +405,8 @@ _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity 
 
 
 def _plain(value: Any) -> bool:
-    """A value that surely reads back equal: a plain scalar (not NaN), or a tuple of them."""
+    """A value that surely reads back equal: a plain scalar, or a tuple of them (a
+    NaN reads back as ``math.nan``, equal under :func:`one_nan`)."""
     if type(value) is tuple:
         if _plain_seen.get(id(value)) is value:
             return True
@@ -377,15 +415,10 @@ def _plain(value: Any) -> bool:
             if kind is tuple:
                 if not _plain(item):
                     return False
-            elif kind is float:
-                if item != item:  # noqa: PLR0124 - NaN
-                    return False
             elif item is not None and kind not in _PLAIN:
                 return False
         if len(_plain_seen) >= REMEMBERED:
             _plain_seen.clear()
         _plain_seen[id(value)] = value  # plain items only: immutable all through
         return True
-    if value is None or type(value) in _PLAIN:
-        return value == value  # noqa: PLR0124 - False only for NaN
-    return False
+    return value is None or type(value) in _PLAIN

@@ -10,7 +10,8 @@ float (NaN and infinities are ``bad_time``), within the 64-bit range if an integ
 (as Parquet and Spark store it, leaving room for the time after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
-the machine's ``validate_symbol``. An input already refused (a :class:`Rejected`,
+the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
+(:func:`~statemachines.updates.one_nan`: NaN is one value). An input already refused (a :class:`Rejected`,
 e.g. a change-feed row that cannot be read) passes through as it is.
 
 >>> from statemachines.library import Upsert
@@ -27,6 +28,7 @@ from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
+from statemachines.updates import holds_nan, one_nan
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
@@ -39,6 +41,7 @@ _SHAPE = "an event is a (key, symbol, time) or (key, symbol, time, order) tuple"
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1  # reserved: the least time after the greatest valid time
 INT64_RANGE = "[-2**63, 2**63 - 1)"
+_NO_NAN = frozenset({str, int, bytes})  # types that never hold a NaN
 
 
 def order_kind(order: Any) -> str | None:
@@ -67,6 +70,13 @@ def order_kind(order: Any) -> str | None:
             return None
         return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
     return None
+
+
+def _has_nan(item: Any) -> bool:
+    """Whether ``item`` is a NaN or holds one (in tuples)."""
+    if type(item) is float:
+        return item != item  # noqa: PLR0124 - NaN
+    return isinstance(item, tuple) and holds_nan(item)
 
 
 class Intake:
@@ -126,6 +136,9 @@ class Intake:
             problem = self._order_problem(event)
             if problem is not None:
                 return problem
+        key, symbol = event[0], event[1]
+        if (type(symbol) not in _NO_NAN and _has_nan(symbol)) or (type(key) not in _NO_NAN and _has_nan(key)):
+            event = _NEW(Event, (one_nan(key), one_nan(symbol), event[2], event[3]))  # NaN is one value
         if self._validate is not None:
             try:
                 self._validate(event[1])

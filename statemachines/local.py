@@ -37,7 +37,7 @@ from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import time_after, time_kind
-from statemachines.updates import Update, sort_key_runs
+from statemachines.updates import Update, one_nan, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -276,6 +276,9 @@ class LocalRuntime:
     ) -> LocalRuntime:
         """A runtime continuing from a :meth:`checkpoint` of one running ``machine``.
 
+        A NaN in a key, value or buffered symbol (unpickled, a NaN of its own) is made
+        ``math.nan`` again: NaN is one value (:func:`~statemachines.updates.one_nan`).
+
         Raises:
             InvalidArgument: the checkpoint has a format this version does not read.
         """
@@ -288,8 +291,11 @@ class LocalRuntime:
                 f"continues from the arrangement's values)"
             )
         runtime = cls(machine, value_check=value_check)
-        runtime._values = state["values"]
-        runtime._pending.by_key = state["pending"]
+        runtime._values = {one_nan(key): frozenset(map(one_nan, values)) for key, values in state["values"].items()}
+        runtime._pending.by_key = {
+            one_nan(key): {time: _one_nan_events(slot) for time, slot in by_time.items()}
+            for key, by_time in state["pending"].items()
+        }
         runtime._rejected = state["rejected"]
         runtime._frontier = state["frontier"]
         runtime._finished = state["finished"]
@@ -629,6 +635,17 @@ def run_local(
         return runtime.finish()
     step = runtime.advance_to(frontier)
     return attrs.evolve(step, pending=runtime.pending_events())
+
+
+def _one_nan_events(slot: Event | list[Event]) -> Event | list[Event]:
+    """A buffered slot's events with every NaN in their keys and symbols ``math.nan``."""
+    if isinstance(slot, list):
+        return [_one_nan_event(event) for event in slot]
+    return _one_nan_event(slot)
+
+
+def _one_nan_event(event: Event) -> Event:
+    return event._replace(key=one_nan(event.key), symbol=one_nan(event.symbol))
 
 
 class _Symbols(Sequence[Any]):

@@ -29,6 +29,7 @@ import attrs
 
 from statemachines import delta
 from statemachines._gc import gc_paused
+from statemachines.columns import same_items
 from statemachines.errors import InvalidArgument
 from statemachines.times import decode_time
 
@@ -288,7 +289,7 @@ def _same_as_next(columns: list[Any], n: int) -> Any:
 
     same = pa.repeat(True, n - 1)
     for column in columns:
-        same = pc.and_(same, pc.fill_null(pc.equal(column[:-1], column[1:]), False))
+        same = pc.and_(same, pc.fill_null(same_items(column[:-1], column[1:]), False))
     return pa.concat_arrays([same, pa.array([False])])
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from sortedcontainers import SortedKeyList
 
 from statemachines.arrangement import Batch, Entries
-from statemachines.columns import column_to_python
+from statemachines.columns import column_to_python, same_items
 from statemachines.updates import total_order_key
 
 __all__ = ["ROW_GROUP_ROWS", "SMALL_BATCH", "WRITE_OPTIONS", "StoredBatch", "merge_tables"]
@@ -70,6 +70,8 @@ class _FileIndex:
 
     def groups_for(self, key: Any) -> list[int]:
         """The row groups whose key range holds ``key``."""
+        if key != key:  # noqa: PLR0124 - NaN, which Parquet's key ranges leave out: every group
+            return list(range(len(self.lows)))
         try:
             if self.ordered:
                 first = bisect_left(self.highs, key)
@@ -156,7 +158,6 @@ class StoredBatch(Batch):
 
     def _read_group(self, name: str, index: _FileIndex, group: int, key: Any, into: Entries) -> None:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         table = self._groups.get((name, group))
         if table is None:
@@ -167,7 +168,7 @@ class StoredBatch(Batch):
         else:
             self._groups.move_to_end((name, group))
         try:
-            rows = table.filter(pc.equal(table.column("key"), key))
+            rows = table.filter(same_items(table.column("key"), key))
         except (pa.ArrowException, TypeError, ValueError):  # pyarrow cannot compare: filter here
             keys = column_to_python(table.column("key"))
             rows = table.take([i for i, k in enumerate(keys) if k == key])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import math
 from collections.abc import Hashable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -27,6 +28,8 @@ __all__ = [
     "consolidate",
     "hashable",
     "is_consolidated",
+    "holds_nan",
+    "one_nan",
     "sort_key_runs",
     "sort_updates",
     "sorted_any",
@@ -66,20 +69,66 @@ def hashable(item: Any) -> Any:
     return item
 
 
+_NAN_RANK = (1, math.inf, 1)  # after every number, infinity included
+
+
+def one_nan(item: Any) -> Any:
+    """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``.
+
+    NaN is one value, equal to itself, as in Spark SQL: a key or value holding NaN
+    equals another holding NaN in the same place. Python compares containers by
+    identity first, so values holding the one ``math.nan`` compare and hash alike;
+    every runtime passes keys and symbols, and every value it reads back, through
+    here. ``item`` itself is returned when it holds no other NaN.
+
+    ======================  ==========================================
+    item                    one_nan(item)
+    ======================  ==========================================
+    ``float("nan")``        ``math.nan``
+    ``(1, float("nan"))``   ``(1, math.nan)`` (a NamedTuple stays one)
+    ``"a"``, ``(1, 2.5)``   itself
+    ======================  ==========================================
+
+    >>> one_nan((1, float("nan"))) == (1, float("nan")), one_nan((1, float("nan"))) == (1, math.nan)
+    (False, True)
+    """
+    kind = type(item)
+    if kind is float:
+        return math.nan if item != item else item  # noqa: PLR0124 - NaN
+    if kind is str or kind is int or item is None or not isinstance(item, tuple) or not holds_nan(item):
+        return item
+    items = [one_nan(part) for part in item]
+    return item._make(items) if hasattr(item, "_make") else tuple(items)
+
+
+def holds_nan(items: tuple[Any, ...]) -> bool:
+    """Whether a NaN float is among ``items``, at any depth of tuples (a loop that
+    makes nothing: 0.1 us for a pair, where rebuilding it would take 1 us)."""
+    for item in items:
+        kind = type(item)
+        if kind is float:
+            if item != item:  # noqa: PLR0124 - NaN
+                return True
+        elif kind is not str and kind is not int and item is not None and isinstance(item, tuple) and holds_nan(item):
+            return True
+    return False
+
+
 def total_order_key(value: Any) -> tuple[Any, ...]:
     """A sort key that orders any mix of values deterministically.
 
-    Values of one comparable type keep their natural order; different types are
-    ordered by a fixed rank (``None`` first, then numbers, strings, bytes, times,
-    tuples, frozensets, then anything else by type name and ``repr``). Used as the
+    Values of one comparable type keep their natural order; NaN comes after every
+    number (as Spark sorts it); different types are ordered by a fixed rank (``None``
+    first, then numbers, strings, bytes, times, tuples, frozensets, then anything
+    else by type name and ``repr``). Used as the
     fallback whenever the natural order of keys or values raises ``TypeError``.
 
-    >>> sorted([3, None, "a", (1, None), 1.5], key=total_order_key)
-    [None, 1.5, 3, 'a', (1, None)]
+    >>> sorted([3, None, "a", (1, None), float("nan"), 1.5], key=total_order_key)
+    [None, 1.5, 3, nan, 'a', (1, None)]
     """
     kind = type(value)
     if kind is int or kind is float:
-        return (1, value)
+        return (1, value) if value == value else _NAN_RANK  # noqa: PLR0124 - NaN
     if kind is str:
         return (2, value)
     if value is None:
@@ -87,7 +136,7 @@ def total_order_key(value: Any) -> tuple[Any, ...]:
     if isinstance(value, bool):
         return (1, int(value))
     if isinstance(value, int | float | decimal.Decimal):
-        return (1, value)
+        return (1, value) if value == value else _NAN_RANK  # noqa: PLR0124 - NaN
     if isinstance(value, str):
         return (2, value)
     if isinstance(value, bytes):
