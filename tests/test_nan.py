@@ -118,6 +118,7 @@ SPARK_EVENTS = {
         [
             (1.5, float("nan"), 1), (1.5, float("nan"), 2), (1.5, 2.0, 3), (1.5, float("nan"), 4),
             (float("nan"), 1.0, 1), (float("nan"), 1.0, 2), (float("nan"), float("nan"), 4), (float("nan"), float("nan"), 5),
+            (2.5, float("nan"), 1), (2.5, 1.0, 1), (2.5, 3.0, 2), (2.5, float("nan"), 2), (2.5, 0.5, 2),  # ties
         ],
     ),
     "tags": (
