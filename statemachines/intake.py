@@ -11,8 +11,9 @@ float (NaN and infinities are ``bad_time``), within the 64-bit range if an integ
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
 the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
-(:func:`~statemachines.updates.one_nan`: NaN is one value). An input already refused (a :class:`Rejected`,
-e.g. a change-feed row that cannot be read) passes through as it is.
+(:func:`~statemachines.updates.one_nan`: NaN is one value). An input already refused
+(a :class:`Rejected`, e.g. a change-feed row that cannot be read) passes through as
+it is.
 
 >>> from statemachines.library import Upsert
 >>> intake = Intake(Upsert())
