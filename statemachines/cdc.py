@@ -34,7 +34,7 @@ from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.times import decode_time, encode_time
-from statemachines.updates import Update, consolidate, hashable, sort_updates
+from statemachines.updates import Update, consolidate, hashable, one_nan, sort_updates
 
 __all__ = [
     "CdcConflict",
@@ -244,6 +244,7 @@ class CdcReader:
     def _receive(self, data: Any, time: Any, diff: int) -> None:
         if self._released(time):
             return  # a repeat of something already released
+        data = one_nan(data)  # a repeat's NaN is a NaN of its own (decoded, unpickled): NaN is one value
         by_data = self._received.get(time)
         if by_data is None:
             if self._covered(time) and time not in self._counts:

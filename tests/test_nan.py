@@ -87,6 +87,21 @@ def test_local_runs_take_nan_as_one_value(machine, strategy, data, tmp_path_fact
     assert as_text([*before, *restored.finish().updates]) == expected
 
 
+def test_a_change_feed_of_nan_values_survives_duplication_and_reordering(tmp_path):
+    """Messages that travelled (pickled: each copy has NaNs of its own) and arrive
+    twice, latest first: a repeat must still be a repeat, not a second update."""
+    from statemachines.cdc import CdcReader, messages_from_arrangement
+
+    arrangement = PersistedArrangement(tmp_path / "arr")
+    events = [(1.5, float("nan"), 0), (float("nan"), 2.0, 0), (1.5, 3.0, 1), (float("nan"), float("nan"), 2)]
+    run_local(Upsert(), events, into=arrangement)
+    sent = pickle.dumps(messages_from_arrangement(arrangement, batch_size=1))
+    messages = [m for pair in zip(pickle.loads(sent), pickle.loads(sent), strict=True) for m in pair][::-1]
+    reader = CdcReader()
+    released = [u for m in messages for _, updates in reader.push(m) for u in updates]
+    assert as_text(released) == as_text(arrangement.updates()) == model(Upsert(), events)
+
+
 def test_one_nan_keeps_what_holds_no_nan_and_makes_every_nan_math_nan():
     plain = ("a", (1, 2.5))
     assert one_nan(plain) is plain
