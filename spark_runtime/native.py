@@ -8,6 +8,7 @@ shape. Each must produce exactly the updates and rejected events of the generic 
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from pyspark.sql import Window
@@ -15,10 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from statemachines import Machine, Reason
-from statemachines.intake import INT64_MAX, INT64_RANGE
+from statemachines.intake import INT64_MAX, INT64_RANGE, greatest_detail
 from statemachines.library import Upsert
 
-__all__ = ["for_machine", "holds_every", "upsert"]
+__all__ = ["for_machine", "greatest_time", "holds_every", "upsert"]
 
 
 def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
@@ -57,6 +58,20 @@ def holds_every(value_type: Any, symbol_type: Any) -> bool:
     return value == "double" and (symbol in _INTEGRAL_WIDTH or symbol == "float")
 
 
+def greatest_time(time_type: Any) -> tuple[Any, str] | None:
+    """For a timestamp or date column: its greatest value (a Column), which the
+    intake refuses (:func:`~statemachines.intake.is_greatest`), and the detail it
+    gives; ``None`` for a number column."""
+    if isinstance(time_type, T.TimestampType):  # an instant: Python reads it in UTC
+        greatest = _dt.datetime.max.replace(tzinfo=_dt.UTC)
+        return F.lit(greatest), greatest_detail(greatest)
+    if isinstance(time_type, T.TimestampNTZType):
+        return F.lit(_dt.datetime.max.isoformat(" ")).cast(time_type), greatest_detail(_dt.datetime.max)
+    if isinstance(time_type, T.DateType):
+        return F.lit(_dt.date.max), greatest_detail(_dt.date.max)
+    return None
+
+
 def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
     """Upsert as window functions.
 
@@ -92,6 +107,11 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         detail = detail.when(
             outside, F.format_string(f"time %s is outside the 64-bit integer range {INT64_RANGE}", F.col("time"))
         )
+    greatest = greatest_time(time_type)
+    if greatest is not None:  # as Intake: no time comes after it
+        at = F.col("time") == greatest[0]
+        reason = reason.when(at, F.lit(Reason.BAD_TIME.value))
+        detail = detail.when(at, F.lit(greatest[1]))
     if lower is not None:
         bound = F.lit(lower).cast(time_type)
         reason = reason.when(F.col("time") < bound, F.lit(Reason.LATE.value))

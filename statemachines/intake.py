@@ -7,7 +7,8 @@ Spark runtimes reject exactly the same events for exactly the same reasons.
 Checks, in order: the shape ``(key, symbol, time[, order])``; a non-null key; a
 non-null time of the run's clock kind (the first valid time fixes it), finite if a
 float (NaN and infinities are ``bad_time``), within the 64-bit range if an integer
-(as Parquet and Spark store it, leaving room for the time after it); the time not
+(as Parquet and Spark store it, leaving room for the time after it), not the
+greatest datetime or date (no time comes after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
 the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
@@ -25,6 +26,8 @@ it is.
 
 from __future__ import annotations
 
+import datetime as _dt
+from datetime import MAXYEAR
 from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from statemachines.machine import Machine
 from statemachines.times import time_kind
 
-__all__ = ["INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "order_kind"]
+__all__ = ["INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "greatest_detail", "is_greatest", "order_kind"]
 
 _NEW = tuple.__new__
 _SHAPE = "an event is a (key, symbol, time) or (key, symbol, time, order) tuple"
@@ -71,6 +74,21 @@ def order_kind(order: Any) -> str | None:
             return None
         return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
     return None
+
+
+def is_greatest(time: _dt.date) -> bool:
+    """Whether ``time`` is the greatest datetime (its wall-clock time, whatever its
+    zone) or date: no time comes after it, and a run's upper must (kept, like the
+    greatest long)."""
+    if isinstance(time, _dt.datetime):
+        return time.replace(tzinfo=None) == _dt.datetime.max
+    return time == _dt.date.max
+
+
+def greatest_detail(time: _dt.date) -> str:
+    """Why the greatest datetime or date is refused (``bad_time``)."""
+    kind = "datetime" if isinstance(time, _dt.datetime) else "date"
+    return f"time {time.isoformat()} is the greatest {kind}: no time comes after it for the run's upper"
 
 
 def _has_nan(item: Any) -> bool:
@@ -122,12 +140,16 @@ class Intake:
             problem = self._time_problem(event)
             if problem is not None:
                 return problem
-        if type(time) is float and not isfinite(time):  # NaN compares false with every time
-            return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
-        if type(time) is int and not INT64_MIN <= time < INT64_MAX:
-            return Rejected(
-                event, Reason.BAD_TIME, f"time {time!r} is outside the 64-bit integer range {INT64_RANGE}"
-            )
+        if type(time) is int:
+            if not INT64_MIN <= time < INT64_MAX:
+                return Rejected(
+                    event, Reason.BAD_TIME, f"time {time!r} is outside the 64-bit integer range {INT64_RANGE}"
+                )
+        elif type(time) is float:
+            if not isfinite(time):  # NaN compares false with every time
+                return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
+        elif isinstance(time, _dt.date) and time.year == MAXYEAR and is_greatest(time):
+            return Rejected(event, Reason.BAD_TIME, greatest_detail(time))
         if frontier is not None and time < frontier:
             return Rejected(
                 event, Reason.LATE, f"time {time!r} is below the processed frontier {frontier!r}"

@@ -1,14 +1,16 @@
-"""Times that are not finite (NaN, infinities) are rejected as ``bad_time`` on every runtime."""
+"""Times that are not finite (NaN, infinities), and the greatest datetime or date, are
+rejected as ``bad_time`` on every runtime."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statemachines import consolidate, run_local
+from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
 from statemachines.library import Upsert
 from tests.machines import Tags
 
@@ -55,3 +57,45 @@ def test_spark_batch_rejects_not_finite_times_as_the_local_runtime_does(spark, n
     assert sorted((r.key, r.reason, r.detail) for r in result.rejected.collect()) == sorted(
         (r.event.key, r.reason.value, r.detail) for r in local.rejected
     )
+
+
+GREATEST = {
+    "datetime": dt.datetime.max,
+    "utc datetime": dt.datetime.max.replace(tzinfo=dt.UTC),
+    "date": dt.date.max,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GREATEST))
+@pytest.mark.parametrize("output", ["memory", "arrangement", "persisted"])
+def test_the_greatest_datetime_or_date_is_rejected_and_the_run_goes_on(kind, output, tmp_path):
+    """No time comes after it, and a run into an arrangement needs one for its upper
+    (as for the greatest long): it is ``bad_time``, not a crash."""
+    greatest = GREATEST[kind]
+    earlier = greatest - dt.timedelta(days=2)
+    rows = [("a", "x", earlier), ("b", "y", greatest), ("a", "z", greatest)]
+    into = {"memory": None, "arrangement": Arrangement(), "persisted": PersistedArrangement(tmp_path / "arr")}[output]
+    result = run_local(Upsert(), rows, into=into)
+    assert [(r.event.key, r.reason.value) for r in result.rejected] == [("b", "bad_time"), ("a", "bad_time")]
+    assert "is the greatest" in result.rejected[0].detail
+    assert result.updates == run_local(Upsert(), rows[:1]).updates
+    if into is not None:
+        assert into.upper > earlier
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+@pytest.mark.parametrize(("column", "greatest"), [("timestamp", GREATEST["utc datetime"]), ("timestamp_ntz", GREATEST["datetime"]), ("date", GREATEST["date"])])
+def test_spark_batch_rejects_the_greatest_time_as_the_local_runtime_does(spark, tmp_path, native, column, greatest):
+    from statemachines.spark import run_batch
+
+    earlier = greatest - dt.timedelta(days=2)
+    rows = [("a", "x", earlier), ("b", "y", greatest), ("a", "z", greatest)]
+    frame = spark.createDataFrame(rows, f"key string, symbol string, time {column}")
+    result = run_batch(Upsert(), frame, native=native, into=tmp_path / "arr")
+    local = run_local(Upsert(), rows)
+    assert [(r.key, r.value) for r in result.updates.collect()] == [(u.data[0], u.data[1]) for u in local.updates]
+    assert sorted((r.key, r.reason, r.detail) for r in result.rejected.collect()) == sorted(
+        (r.event.key, r.reason.value, r.detail) for r in local.rejected
+    )
+    assert result.published and result.upper is not None
