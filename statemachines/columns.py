@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import InvalidArgument
+from statemachines.intake import INT64_MAX, INT64_MIN
 from statemachines.updates import hashable, one_nan
 
 __all__ = [
@@ -348,6 +349,16 @@ def _holds_floats(arrow_type: Any) -> bool:
     return any(_holds_floats(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
 
 
+@functools.cache
+def _holds_empty_struct(arrow_type: Any) -> bool:
+    """Whether values of ``arrow_type`` hold a struct without fields (an empty tuple)."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type) and arrow_type.num_fields == 0:
+        return True
+    return any(_holds_empty_struct(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
 def same_items(left: Any, right: Any) -> Any:
     """Arrow: whether each item of ``left`` is the same value as ``right``'s (an array
     or a scalar): equal, or both NaN (NaN is one value). Null where either is null,
@@ -389,6 +400,8 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
         array = arrow_array([value], arrow_type)
     except InvalidArgument as exc:
         return f"the value {value!r} cannot be stored as a typed column: {exc}"
+    if _holds_empty_struct(array.type):
+        return f"the value {value!r} cannot be stored: Parquet holds no empty tuple (a struct without fields)"
     back = column_to_python(array)[0]
     if (back,) != (one_nan(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan
         return (
@@ -405,15 +418,21 @@ _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity 
 
 
 def _plain(value: Any) -> bool:
-    """A value that surely reads back equal: a plain scalar, or a tuple of them (a
-    NaN reads back as ``math.nan``, equal under :func:`one_nan`)."""
+    """A value that surely reads back equal: a plain scalar (an integer within 64
+    bits), or a non-empty tuple of them (a NaN reads back as ``math.nan``, equal
+    under :func:`one_nan`)."""
     if type(value) is tuple:
         if _plain_seen.get(id(value)) is value:
             return True
+        if not value:
+            return False
         for item in value:  # one call per tuple, not per item
             kind = type(item)
             if kind is tuple:
                 if not _plain(item):
+                    return False
+            elif kind is int:
+                if not INT64_MIN <= item <= INT64_MAX:
                     return False
             elif item is not None and kind not in _PLAIN:
                 return False
@@ -421,4 +440,6 @@ def _plain(value: Any) -> bool:
             _plain_seen.clear()
         _plain_seen[id(value)] = value  # plain items only: immutable all through
         return True
+    if type(value) is int:
+        return INT64_MIN <= value <= INT64_MAX
     return value is None or type(value) in _PLAIN

@@ -74,6 +74,7 @@ class LocalRuntime:
     """
 
     symbol_type: Any = None  # runtimes pickled before it existed read as None
+    _key_check: Any = None  # likewise
 
     def __init__(
         self,
@@ -99,6 +100,7 @@ class LocalRuntime:
         # typed Spark column)
         self._check = value_check or getattr(into, "value_check", None)
         self._own_check = value_check is None and self._check is not None  # the output's, not one given
+        self._key_check = getattr(into, "key_check", None)  # an output that cannot store every key says so
         # an output typed by its first value takes the type the machine declares
         # instead, once the first event tells the symbols' and times' types
         self._expect_type = getattr(into, "expect_value_type", None) if machine.spec.declares_value_type else None
@@ -474,10 +476,12 @@ class LocalRuntime:
 
     def _step(self, upto: Any) -> RunResult:
         ready = self._pending.take(upto)
+        rejected, self._rejected = self._rejected, []
+        if self._key_check is not None:
+            self._refuse_unstorable_keys(ready, rejected)
         if self.machine.spec.prepares_symbols and ready:
             self.machine.prepare_symbols(_Symbols(ready), self.symbol_type)
         updates: dict[Any, list[Update]] = {}  # key -> its updates, in (time, value) order
-        rejected, self._rejected = self._rejected, []
         ordered = self._pending.ordered
         work: Iterable[tuple[Any, frozenset[Any], list[Event]]] = (
             (key, self.values(key), ordered(by_time)) for key, by_time in ready.items()
@@ -494,6 +498,15 @@ class LocalRuntime:
         if self._progress is not None:
             self._report(self.waiting()[0], 0, 0)
         return RunResult(ordered_updates, rejected, upto)
+
+    def _refuse_unstorable_keys(self, ready: dict[Any, dict[Any, Any]], rejected: list[Rejected]) -> None:
+        """Take the keys the output cannot store out of ``ready``: their events are
+        rejected as ``bad_key``, with the output's reason."""
+        assert self._key_check is not None
+        for key in list(ready):
+            problem = self._key_check(key)
+            if problem is not None:
+                rejected.extend(Rejected(e, Reason.BAD_KEY, problem) for e in self._pending.ordered(ready.pop(key)))
 
     def _report(self, waiting: int, updates: int, rejected: int) -> None:
         """Call the progress callback; ``updates`` and ``rejected``: this step's so far."""

@@ -303,6 +303,7 @@ class PersistedArrangement(Arrangement):
         self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         self._value_type: Any = None  # the value column's type, once a value fixed it
+        self._key_type: Any = None  # the key column's type, once a key fixed it
         self._column_type: tuple[Any, Any] = (None, None)  # (schema, its value column's type)
         if _create is None:  # open what looks like an arrangement (or says what it is)
             _create = not delta.present(self.location, (delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST))
@@ -513,6 +514,20 @@ class PersistedArrangement(Arrangement):
             self._value_type = type_fixed_by(value)
         return problem
 
+    def key_check(self, key: Any) -> str | None:
+        """``None`` if ``key`` can be stored here, else why not (runtimes reject its
+        events as ``bad_key``). As for values (:meth:`value_check`), the first key
+        checked fixes the key column's type until the table has one."""
+        schema = self._snapshot.schema
+        column = schema.field("key").type if schema is not None else self._key_type
+        if column is not None:
+            problem = storage_problem(key, column)
+        else:
+            problem = storage_problem(key)
+            if problem is None:
+                self._key_type = type_fixed_by(key)
+        return None if problem is None else problem.replace("the value", "the key", 1)
+
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
 
@@ -613,7 +628,7 @@ class PersistedArrangement(Arrangement):
                     times.append(time)
                     diffs.append(diff)
         columns = {
-            "key": arrow_array(keys, schema.field("key").type if schema else None),
+            "key": arrow_array(keys, schema.field("key").type if schema else self._key_type),
             "value": arrow_array(values, schema.field("value").type if schema else self._value_type),
             "time": arrow_array(times, schema.field("time").type if schema else None),
             "diff": pa.array(diffs, type=pa.int64()),

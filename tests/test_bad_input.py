@@ -102,3 +102,35 @@ def test_streaming_rejects_unstorable_values_and_missing_columns(spark, tmp_path
     with pytest.raises(InvalidArgument, match="time"):
         run_stream(Measure(), frame, into=tmp_path / "never", checkpoint=tmp_path / "ckpt2")
     assert not (tmp_path / "never").exists()  # nothing written
+
+
+INT64 = range(-(2**63), 2**63)
+wide_ints = st.integers(-(2**64), 2**64) | st.integers(-5, 5)
+
+
+@given(
+    events=st.lists(st.tuples(wide_ints, wide_ints | st.just(()) | st.none(), st.integers(0, 5)), max_size=20),
+    cut=st.integers(0, 6),
+)
+def test_keys_and_values_a_persisted_arrangement_cannot_store_reject_their_events(events, cut, tmp_path_factory):
+    """Keys beyond 64 bits are ``bad_key``; values beyond 64 bits or empty tuples
+    (no Parquet type holds them) are ``unserialisable_value``; every other event
+    applies, in two runs, as in memory."""
+    target = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    first = run_local(Upsert(), [e for e in events if e[2] < cut], into=target)
+    second = run_local(Upsert(), [e for e in events if e[2] >= cut], into=target)
+    rejected = [*first.rejected, *second.rejected]
+
+    def why(event):
+        key, value, _ = event
+        if key not in INT64:
+            return Reason.BAD_KEY
+        if value == () or (value is not None and value not in INT64):
+            return Reason.UNSERIALISABLE_VALUE
+        return None
+
+    assert sorted(((tuple(r.event)[:3], r.reason) for r in rejected), key=repr) == sorted(
+        ((e, why(e)) for e in events if why(e)), key=repr
+    )
+    stored = [e for e in events if why(e) is None]
+    assert PersistedArrangement(target.path).updates() == run_local(Upsert(), stored).updates
