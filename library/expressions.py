@@ -13,6 +13,11 @@ condition that is NULL is not met::
     ('ok', None)            FALSE                              no
     (None, 250.0)           NULL                               no
 
+A NaN compares as it does in Python (and unlike Spark SQL, where NaN equals NaN and
+exceeds every number): ``amount > 100``, ``amount < 100`` and ``amount = amount``
+are all false for it, so an expression condition and the same test written as a
+function agree.
+
 The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads the
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,

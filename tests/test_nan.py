@@ -190,3 +190,26 @@ def test_spark_runs_take_nan_as_one_value(spark, tmp_path, case, how):
         got = collected(result.updates)
         expected = model(machine, events)
     assert as_text(got) == expected
+
+
+def test_a_sql_condition_compares_nan_as_the_same_function_does():
+    """Arrow evaluates expressions (on every runtime): NaN is never equal, greater or
+    less, as in Python (see library/expressions.py), not as in Spark SQL."""
+    from typing import NamedTuple
+
+    from statemachines.library import Detector, Pattern, matches
+
+    class Reading(NamedTuple):
+        amount: float | None
+
+    events = [(k, Reading(a), 1) for k, a in [("nan", float("nan")), ("low", 5.0), ("high", 50.0), ("null", None)]]
+    tests = {
+        "amount > 10": lambda r: r.amount is not None and r.amount > 10,
+        "amount < 10": lambda r: r.amount is not None and r.amount < 10,
+        "amount = amount": lambda r: r.amount is not None and r.amount == r.amount,  # noqa: PLR0124
+        "amount <> 5": lambda r: r.amount is not None and r.amount != 5,
+    }
+    for sql, function in tests.items():
+        found = [sorted(m.key for m in matches(run_local(Detector(Pattern.begin("a").where(c)), events).updates))
+                 for c in (sql, function)]
+        assert found[0] == found[1], sql
