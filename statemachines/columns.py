@@ -69,9 +69,7 @@ def _exact_type(t: Any) -> type | None:
     import pyarrow as pa
 
     types = pa.types
-    if types.is_string(t) or types.is_large_string(t):
-        return str
-    if types.is_floating(t):
+    if types.is_floating(t):  # (not strings: a lone surrogate does not fit a UTF-8 column)
         return float
     if types.is_boolean(t):
         return bool
@@ -85,7 +83,7 @@ def _fits(t: Any) -> Fits:
     types = pa.types
     nullable = _nullable
     if types.is_string(t) or types.is_large_string(t):
-        return nullable(lambda v: isinstance(v, str))
+        return nullable(lambda v: isinstance(v, str) and (v.isascii() or _utf8(v)))
     if types.is_boolean(t):
         return nullable(lambda v: isinstance(v, bool))
     if types.is_integer(t):
@@ -93,8 +91,9 @@ def _fits(t: Any) -> Fits:
         return nullable(lambda v: type(v) is not bool and isinstance(v, int) and low <= v <= high)
     if types.is_floating(t):
         return nullable(lambda v: type(v) is not bool and isinstance(v, int | float))
-    if types.is_timestamp(t):
-        return nullable(lambda v: isinstance(v, _dt.datetime))
+    if types.is_timestamp(t):  # a zone, or none, as the column: Arrow would shift or drop it
+        zoned = t.tz is not None
+        return nullable(lambda v: isinstance(v, _dt.datetime) and (v.tzinfo is not None) == zoned)
     if types.is_date(t):
         return nullable(lambda v: isinstance(v, _dt.date))
     if types.is_binary(t) or types.is_large_binary(t):
@@ -126,6 +125,16 @@ def _fits_of(t: Any) -> Fits:
     fits = _fits(t)
     _fits_by_identity[id(t)] = (t, fits)  # the type held here: its identity is not reused
     return fits
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` is valid Unicode, as Arrow's UTF-8 strings hold it (a lone
+    surrogate, e.g. from ``json.loads('"\\ud800"')``, is not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _nullable(fits: Fits) -> Fits:
@@ -434,6 +443,9 @@ def _plain(value: Any) -> bool:
             elif kind is int:
                 if not INT64_MIN <= item <= INT64_MAX:
                     return False
+            elif kind is str:
+                if not item.isascii() and not _utf8(item):
+                    return False
             elif item is not None and kind not in _PLAIN:
                 return False
         if len(_plain_seen) >= REMEMBERED:
@@ -442,4 +454,6 @@ def _plain(value: Any) -> bool:
         return True
     if type(value) is int:
         return INT64_MIN <= value <= INT64_MAX
+    if type(value) is str:
+        return value.isascii() or _utf8(value)
     return value is None or type(value) in _PLAIN

@@ -90,3 +90,11 @@ class Unpicklable:
 class SubclassedUpsert(Upsert):
     """Upsert as a user's subclass: the Spark stream runs it through the runtime
     (its Arrow step takes ``Upsert`` itself only)."""
+
+
+class Decoded(Machine):
+    """Keeps the last reading decoded as a careless JSON reader would: ``"u+d800"``
+    becomes a lone surrogate, which no UTF-8 column holds."""
+
+    def transition(self, key, values, symbol, time):
+        return {symbol.replace("u+d800", "\ud800")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from statemachines import PersistedArrangement, Reason, run_local
 from statemachines.library import Upsert
 from tests import strategies as sst
-from tests.machines import Fragile, Measure, Unpicklable
+from tests.machines import Decoded, Fragile, Measure, Unpicklable
 
 # each kind of invalid event, with the reason it must be rejected for
 INVALID = st.one_of(
@@ -134,3 +135,39 @@ def test_keys_and_values_a_persisted_arrangement_cannot_store_reject_their_event
     )
     stored = [e for e in events if why(e) is None]
     assert PersistedArrangement(target.path).updates() == run_local(Upsert(), stored).updates
+
+
+UNSTORABLE = {
+    "a lone surrogate": ("\ud800", "text"),
+    "one inside a tuple": (("x", "\udfff"), ("x", "y")),
+    "an aware datetime after naive ones": (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 1)),
+    "a naive datetime after aware ones": (dt.datetime(2026, 1, 1), dt.datetime(2026, 1, 1, tzinfo=dt.UTC)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNSTORABLE))
+def test_a_value_or_key_that_would_not_read_back_rejects_its_event(case, tmp_path):
+    """A string Arrow cannot encode, or a datetime whose zone the column does not
+    have (Arrow would shift it or drop its zone): rejected, not written changed or
+    failing the write."""
+    bad, good = UNSTORABLE[case]
+    values = [("a", good, 1), ("b", bad, 2), ("c", good, 3)]
+    keys = [(good, "v", 1), (bad, "w", 2), (good, "x", 3)]
+    for events, reason in ((values, Reason.UNSERIALISABLE_VALUE), (keys, Reason.BAD_KEY)):
+        target = PersistedArrangement(tmp_path / reason.value)
+        result = run_local(Upsert(), events, into=target)
+        assert [(r.event.time, r.reason) for r in result.rejected] == [(2, reason)]
+        kept = [e for e in events if e[2] != 2]
+        assert PersistedArrangement(target.path).updates() == run_local(Upsert(), kept).updates
+
+
+@pytest.mark.spark
+def test_spark_rejects_a_value_its_string_column_cannot_hold(spark):
+    from statemachines.spark import run_batch
+
+    events = [("k", "fine", 0), ("k", "u+d800", 1), ("j", "also fine", 1)]
+    frame = spark.createDataFrame(events, "key string, symbol string, time long")
+    result = run_batch(Decoded(), frame)
+    assert [(r.key, r.time, r.reason) for r in result.rejected.collect()] == [("k", 1, "unserialisable_value")]
+    got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
+    assert got == sorted(tuple(u) for u in run_local(Decoded(), [e for e in events if e[1] != "u+d800"]).updates)
