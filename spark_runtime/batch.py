@@ -66,7 +66,7 @@ from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import ship_code
 from statemachines.spark.tabulated import runs_tabulated, tabulated_runner
 from statemachines.spark.waterline import arrangement_high, settled_output
-from statemachines.times import decode_time
+from statemachines.times import decode_time, time_kind
 
 __all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
 
@@ -315,6 +315,12 @@ def _arrangement_state(spark: Any, path: str, prepared: Any, value_type: Any) ->
     if not any(b["files"] for b in read_state(path)["batches"]):
         return None, value_type
     snapshot = read_snapshot(spark, path)
+    stored_key, given_key = (frame.schema["key"].dataType.simpleString() for frame in (snapshot, prepared))
+    if stored_key != given_key:  # found before the job runs, not when its files are published
+        raise InvalidArgument(
+            f"the key column has type {given_key}; the arrangement's keys are {stored_key}: cast it "
+            f"first (e.g. F.col('key').cast('{stored_key}'))"
+        )
     stored_type = snapshot.schema["value"].dataType
     if value_type is not None and value_type != stored_type:
         raise InvalidArgument(
@@ -430,7 +436,13 @@ def _run_batch(
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
     lower = decode_time(state["upper"])
-    machine = for_event_times(machine, time_kind_of(prepared.schema["time"].dataType))
+    kind = time_kind_of(prepared.schema["time"].dataType)
+    if lower is not None and time_kind(lower) != kind:
+        raise InvalidArgument(
+            f"the time column holds {kind} times; the arrangement's are {time_kind(lower)} times "
+            f"(its upper is {lower!r}): cast the column to the arrangement's kind first"
+        )
+    machine = for_event_times(machine, kind)
     machine = resume_machine(machine, state.get("notes") or {}, lower)  # as earlier runs into it
     notes: dict[str, Any] = settings_note(machine)
     if machine.spec.has_deadlines or machine.spec.has_waterline:  # the run needs upto first

@@ -171,3 +171,23 @@ def test_spark_rejects_a_value_its_string_column_cannot_hold(spark):
     assert [(r.key, r.time, r.reason) for r in result.rejected.collect()] == [("k", 1, "unserialisable_value")]
     got = sorted(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
     assert got == sorted(tuple(u) for u in run_local(Decoded(), [e for e in events if e[1] != "u+d800"]).updates)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
+def test_spark_refuses_events_whose_key_or_time_type_differs_from_the_arrangements(spark, tmp_path, native):
+    """Found before the job runs (it used to fail a task, or fail when publishing
+    its files, after all the work), naming the cast; the arrangement is unchanged."""
+    from statemachines import InvalidArgument
+    from statemachines.spark import run_batch
+
+    target = tmp_path / "arr"
+    run_local(Upsert(), [(1, "a", 1), (2, "b", 1)], into=PersistedArrangement(target))
+    before = PersistedArrangement(target).updates()
+    text_keys = spark.createDataFrame([("1", "c", 2)], "key string, symbol string, time long")
+    with pytest.raises(InvalidArgument, match=r"the key column has type string; the arrangement's keys are bigint"):
+        run_batch(Upsert(), text_keys, into=target, native=native)
+    stamped = spark.createDataFrame([(1, "c", dt.datetime(2026, 1, 1, tzinfo=dt.UTC))], "key long, symbol string, time timestamp")
+    with pytest.raises(InvalidArgument, match=r"holds datetime_tz times; the arrangement's are number times"):
+        run_batch(Upsert(), stamped, into=target, native=native)
+    assert PersistedArrangement(target).updates() == before
