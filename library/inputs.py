@@ -11,6 +11,8 @@ for an empty file as for a full one.
     file                               both runtimes
     header-only CSV, misspelt column   error: no column lsm; it has id, name, lsn
     CSV time 2.5 in an int64 column    error: cannot read feed.csv as csv: ...
+    CSV field NA, NULL or NaN          the text (a string column), NaN (a double one): only
+                                       an empty field is null, as Spark reads CSV
     JSON line that is not an object    error: feed.jsonl line 3 is not a JSON object
     JSON line without a named field    error: feed.jsonl line 7 has no field name
 """
@@ -140,8 +142,8 @@ def _read_file(path: str, fmt: str, schema: Any) -> Any:
         if fmt == "csv":
             from pyarrow import csv
 
-            convert = csv.ConvertOptions(
-                strings_can_be_null=True, **({"column_types": schema} if schema is not None else {})
+            convert = csv.ConvertOptions(  # as Spark reads CSV: only an empty field is null
+                null_values=[""], strings_can_be_null=True, **({"column_types": schema} if schema is not None else {})
             )
             table = csv.read_csv(path, convert_options=convert)
             return table if schema is None else _cast(table, schema, path)

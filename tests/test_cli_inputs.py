@@ -183,3 +183,22 @@ def test_dates_round_trip_through_cdc_export_and_import(tmp_path):
     from statemachines import PersistedArrangement
 
     assert PersistedArrangement(tmp_path / "copy").updates() == PersistedArrangement(tmp_path / "arr").updates()
+
+
+@pytest.mark.spark
+def test_a_csv_file_reads_alike_on_both_runtimes_only_an_empty_field_is_null(spark, tmp_path):
+    """Text such as NA, NULL or NaN is a value (a double column's NaN is NaN), as Spark
+    reads CSV: read as null, an upsert of the string "NA" would delete its key."""
+    from statemachines.library.inputs import infer_schema, read_table
+    from statemachines.spark.inputs import read_frame
+
+    source = tmp_path / "cmds.csv"
+    source.write_text(
+        'k,s,d,i\nr1,NA,1.5,1\nr2,NULL,NaN,2\nr3,,,3\nr4,"",Infinity,4\nr5,null,Inf,5\n'
+        "r6,N/A,-Inf,6\nr7,#N/A,-Infinity,7\nr8,NaN,1e3,8\n"
+    )
+    schema = infer_schema(str(source), "csv")
+    local = read_table(str(source), "csv", schema).to_pylist()
+    on_spark = [r.asDict() for r in read_frame(spark, str(source), "csv", schema).collect()]
+    assert repr(local) == repr(on_spark)
+    assert [r["s"] for r in local] == ["NA", "NULL", None, None, "null", "N/A", "#N/A", "NaN"]
