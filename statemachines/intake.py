@@ -27,7 +27,6 @@ it is.
 from __future__ import annotations
 
 import datetime as _dt
-from datetime import MAXYEAR
 from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
@@ -78,8 +77,8 @@ def order_kind(order: Any) -> str | None:
 
 def is_greatest(time: _dt.date) -> bool:
     """Whether ``time`` is the greatest datetime (its wall-clock time, whatever its
-    zone) or date: no time comes after it, and a run's upper must (kept, like the
-    greatest long)."""
+    zone) or date: no time comes after it, and a run's upper must come after every
+    event's time (so it is refused, as the greatest long is)."""
     if isinstance(time, _dt.datetime):
         return time.replace(tzinfo=None) == _dt.datetime.max
     return time == _dt.date.max
@@ -148,7 +147,7 @@ class Intake:
         elif type(time) is float:
             if not isfinite(time):  # NaN compares false with every time
                 return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
-        elif isinstance(time, _dt.date) and time.year == MAXYEAR and is_greatest(time):
+        elif isinstance(time, _dt.date) and time.year == _dt.MAXYEAR and is_greatest(time):
             return Rejected(event, Reason.BAD_TIME, greatest_detail(time))
         if frontier is not None and time < frontier:
             return Rejected(
