@@ -31,7 +31,7 @@ from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.updates import holds_nan, one_nan
+from statemachines.updates import one_nan
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
@@ -88,13 +88,6 @@ def greatest_detail(time: _dt.date) -> str:
     """Why the greatest datetime or date is refused (``bad_time``)."""
     kind = "datetime" if isinstance(time, _dt.datetime) else "date"
     return f"time {time.isoformat()} is the greatest {kind}: no time comes after it for the run's upper"
-
-
-def _has_nan(item: Any) -> bool:
-    """Whether ``item`` is a NaN or holds one (in tuples)."""
-    if type(item) is float:
-        return item != item  # noqa: PLR0124 - NaN
-    return isinstance(item, tuple) and holds_nan(item)
 
 
 class Intake:
@@ -159,8 +152,10 @@ class Intake:
             if problem is not None:
                 return problem
         key, symbol = event[0], event[1]
-        if (type(symbol) not in _NO_NAN and _has_nan(symbol)) or (type(key) not in _NO_NAN and _has_nan(key)):
-            event = _NEW(Event, (one_nan(key), one_nan(symbol), event[2], event[3]))  # NaN is one value
+        if type(symbol) not in _NO_NAN or type(key) not in _NO_NAN:  # NaN is one value
+            same_key, same_symbol = one_nan(key), one_nan(symbol)  # themselves unless they hold a NaN
+            if same_key is not key or same_symbol is not symbol:
+                event = _NEW(Event, (same_key, same_symbol, event[2], event[3]))
         if self._validate is not None:
             try:
                 self._validate(event[1])
