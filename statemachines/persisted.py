@@ -302,9 +302,8 @@ class PersistedArrangement(Arrangement):
         self.path = self.location.uri
         self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
-        self._value_type: Any = None  # the value column's type, once a value fixed it
-        self._key_type: Any = None  # the key column's type, once a key fixed it
-        self._column_type: tuple[Any, Any] = (None, None)  # (schema, its value column's type)
+        self._fixed_types: dict[str, Any] = {}  # "key"/"value" -> its column's type, once an item fixed it
+        self._column_types: tuple[Any, dict[str, Any]] = (None, {})  # (schema, column -> its type)
         if _create is None:  # open what looks like an arrangement (or says what it is)
             _create = not delta.present(self.location, (delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST))
         if not _create:
@@ -485,19 +484,13 @@ class PersistedArrangement(Arrangement):
         """The value column's type, as the machine declares it: it holds until the
         table has a type (instead of the type of the first value checked, which
         need not fit the later ones: a detector's partial match of one event)."""
-        if self._snapshot.schema is None and self._value_type is None:
-            self._value_type = arrow_type
+        if self._snapshot.schema is None and self._fixed_types.get("value") is None:
+            self._fixed_types["value"] = arrow_type
 
     def value_column_type(self) -> Any:
         """The type of the value column, once the table or a value fixed it (else
-        ``None``): one type object per schema, so that value checks find theirs by
-        identity (``schema.field(...).type`` makes a new one at each call)."""
-        schema = self._snapshot.schema
-        if schema is None:
-            return self._value_type
-        if self._column_type[0] is not schema:
-            self._column_type = (schema, schema.field("value").type)
-        return self._column_type[1]
+        ``None``)."""
+        return self._column_type("value")
 
     def value_check(self, value: Any) -> str | None:
         """``None`` if ``value`` can be stored here, else why not (runtimes reject it).
@@ -506,27 +499,36 @@ class PersistedArrangement(Arrangement):
         (unless a field of it is ``None``), and later values must fit it, as they
         must fit the table's once it has one.
         """
-        column = self.value_column_type()
-        if column is not None:
-            return storage_problem(value, column)
-        problem = storage_problem(value)
-        if problem is None:  # the first storable value of a known type fixes the column's
-            self._value_type = type_fixed_by(value)
-        return problem
+        return self._storage_problem("value", value)
 
     def key_check(self, key: Any) -> str | None:
         """``None`` if ``key`` can be stored here, else why not (runtimes reject its
         events as ``bad_key``). As for values (:meth:`value_check`), the first key
         checked fixes the key column's type until the table has one."""
-        schema = self._snapshot.schema
-        column = schema.field("key").type if schema is not None else self._key_type
-        if column is not None:
-            problem = storage_problem(key, column)
-        else:
-            problem = storage_problem(key)
-            if problem is None:
-                self._key_type = type_fixed_by(key)
+        problem = self._storage_problem("key", key)
         return None if problem is None else problem.replace("the value", "the key", 1)
+
+    def _storage_problem(self, column: str, item: Any) -> str | None:
+        """Why ``item`` cannot be stored in ``column`` (``None``: it can); the first
+        storable item of a known type fixes the column's type until the table has one."""
+        fixed = self._column_type(column)
+        if fixed is not None:
+            return storage_problem(item, fixed)
+        problem = storage_problem(item)
+        if problem is None:
+            self._fixed_types[column] = type_fixed_by(item)
+        return problem
+
+    def _column_type(self, column: str) -> Any:
+        """The type of ``column`` ("key" or "value"), once the table or an item fixed
+        it (else ``None``): one type object per schema, so that checks find theirs by
+        identity (``schema.field(...).type`` makes a new one at each call)."""
+        schema = self._snapshot.schema
+        if schema is None:
+            return self._fixed_types.get(column)
+        if self._column_types[0] is not schema:
+            self._column_types = (schema, {name: schema.field(name).type for name in ("key", "value")})
+        return self._column_types[1][column]
 
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
@@ -628,8 +630,8 @@ class PersistedArrangement(Arrangement):
                     times.append(time)
                     diffs.append(diff)
         columns = {
-            "key": arrow_array(keys, schema.field("key").type if schema else self._key_type),
-            "value": arrow_array(values, schema.field("value").type if schema else self._value_type),
+            "key": arrow_array(keys, schema.field("key").type if schema else self._fixed_types.get("key")),
+            "value": arrow_array(values, schema.field("value").type if schema else self._fixed_types.get("value")),
             "time": arrow_array(times, schema.field("time").type if schema else None),
             "diff": pa.array(diffs, type=pa.int64()),
         }
