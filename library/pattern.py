@@ -24,8 +24,9 @@ Inside a looping step (``times``, ``one_or_more``) events are relaxed by default
 Quantifiers: ``times(n)``, ``times(n, m)``, ``times_or_more(n)``, ``one_or_more()``,
 ``optional()`` (the step may also match no event: ``times(2, 4).optional()`` takes 0,
 2, 3 or 4), ``greedy()`` (a looping step keeps every event it can take: the steps
-after it take only events the loop cannot), ``until(cond)`` (the step takes no event
-meeting ``cond``; inside the loop such an event ends it).
+after it take only events the loop cannot), ``until(cond)`` (once, on an unbounded
+loop: the step takes no event meeting ``cond``; inside the loop such an event ends it).
+``times(0, m)`` is ``times(1, m).optional()``.
 
 Negation: ``not_next(name)`` (the event right after the previous step must not
 meet the condition) and ``not_followed_by(name)`` (no event meeting it may come
@@ -42,8 +43,8 @@ conditions are evaluated for a whole batch of events at once (see
 expressions.
 
 ``within(duration)``: the last event of a match is less than ``duration`` after its
-first. After a match, ``skip`` says which other partial matches to drop: see
-:class:`Skip`.
+first (given more than once, the smallest applies). After a match, ``skip`` says
+which other partial matches to drop: see :class:`Skip`.
 """
 
 from __future__ import annotations
@@ -260,10 +261,13 @@ class Pattern:
     # -- quantifiers ---------------------------------------------------------------------
 
     def times(self, n: int, m: int | None = ...) -> Pattern:  # type: ignore[assignment]
-        """Exactly ``n`` events, or between ``n`` and ``m`` with ``times(n, m)``."""
+        """Exactly ``n`` events, or between ``n`` and ``m`` with ``times(n, m)``;
+        ``times(0, m)`` is ``times(1, m).optional()``, as in Flink."""
         upper = n if m is ... else m
+        if n == 0 and type(n) is int and m is not ... and m != 0:
+            return self.times(1, upper).optional()
         if not isinstance(n, int) or n < 1 or (upper is not None and (not isinstance(upper, int) or upper < n)):
-            raise DefinitionError(f"times needs 1 <= n <= m; got n={n!r}, m={upper!r}")
+            raise DefinitionError(f"times needs 1 <= n <= m (or 0 < m); got n={n!r}, m={upper!r}")
         return self._quantify(n, upper)
 
     def times_or_more(self, n: int) -> Pattern:
@@ -293,19 +297,36 @@ class Pattern:
         return self._looping("allow_combinations", lambda s: attrs.evolve(s, inner=Contiguity.ANY))
 
     def until(self, cond: Callable[..., bool] | str) -> Pattern:
-        """An event meeting ``cond`` ends the current looping step (it is not taken)."""
+        """An event meeting ``cond`` ends the current unbounded loop (``one_or_more``,
+        ``times_or_more``; it is not taken). One ``until`` per step, as in Flink."""
         condition = _as_condition(cond, "until")
+        step = self.steps[-1]
+        if not self._pending and step.max is not None and step.loops:
+            raise DefinitionError(
+                f"until applies to an unbounded loop (one_or_more, times_or_more); step "
+                f"{step.name!r} takes at most {step.max} events"
+            )
+        if not self._pending and step.until is not None:
+            raise DefinitionError(f"step {step.name!r} already has an until condition; give it one")
         return self._looping("until", lambda s: attrs.evolve(s, until=condition))
 
     def within(self, duration: Any) -> Pattern:
-        """Every match's last event comes less than ``duration`` after its first."""
+        """Every match's last event comes less than ``duration`` after its first.
+
+        A pattern has one window: called again (on a later step, say), the smallest
+        applies, as in Flink.
+        """
         try:
             positive = duration > duration * 0
+            window = duration if self.window is None else min(self.window, duration)
         except TypeError:
             positive = False
         if not positive:
-            raise DefinitionError(f"within needs a positive duration, got {duration!r}")
-        return attrs.evolve(self, window=duration)
+            raise DefinitionError(
+                f"within needs a positive duration of the pattern's kind, got {duration!r}"
+                + ("" if self.window is None else f" (its window is {self.window!r})")
+            )
+        return attrs.evolve(self, window=window)
 
     # -- as data -------------------------------------------------------------------------
 
@@ -351,6 +372,11 @@ class Pattern:
             raise DefinitionError(
                 f"{kind}({name!r}) follows the negation {self._pending[-1].name!r}; put a step "
                 f"between two negations"
+            )
+        if self.steps[-1].optional:
+            raise DefinitionError(
+                f"{kind}({name!r}) follows the optional step {self.steps[-1].name!r}: a negation "
+                f"cannot come after an optional step (write two patterns, with and without it)"
             )
         return attrs.evolve(self, pending=(Negation(name, kind),))
 
@@ -414,8 +440,14 @@ class Pattern:
 
 
 def _name(name: str) -> str:
+    if isinstance(name, Pattern):
+        raise DefinitionError(
+            "a step is named by text; groups of patterns (a Pattern as a step) are not supported"
+        )
     if not isinstance(name, str) or not name:
         raise DefinitionError(f"a step needs a non-empty name, got {name!r}")
+    if ":" in name:
+        raise DefinitionError(f"step name {name!r} contains ':', which step names cannot (as in Flink)")
     return name
 
 

@@ -156,6 +156,8 @@ def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
     if step["where"] is not None:
         pattern = pattern.where(_text(step["where"], name))
     low, high = step["min"], step["max"]
+    if low == 0:  # times(0, m) is optional: the document says that with "optional"
+        raise DefinitionError(f"step {name!r}: min must be 1 or more; optional says whether it may take no event")
     if (low, high) != (1, 1):
         pattern = pattern.times_or_more(low) if high is None else pattern.times(low, high)
     if step["optional"]:

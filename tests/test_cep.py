@@ -218,6 +218,32 @@ def test_an_optional_counted_step_is_not_cut_short():
     assert found(pattern, ["b", "c"])[0] == [["c"]]
 
 
+def test_until_follows_flinks_documented_example():
+    """Flink: ``(a+ until b)`` over ``a1 c a2 b a3`` gives {a1 a2} {a1} {a2} {a3}."""
+    pattern = Pattern.begin("a").where(kind("a")).one_or_more().until(kind("b"))
+    assert sorted(found(pattern, ["a1", "c", "a2", "b", "a3"])[0]) == [["a1"], ["a1", "a2"], ["a2"], ["a3"]]
+
+
+def test_the_smallest_of_several_withins_applies():
+    """Flink: a pattern has one window; given several, the smallest applies."""
+    is_a, is_b = kind("a"), kind("b")
+
+    def pattern(first, then):
+        return Pattern.begin("a").where(is_a).within(first).followed_by("b").where(is_b).within(then)
+
+    assert pattern(5, 10) == pattern(10, 5) == pattern(5, 5)
+    events = [("k", "a", 0), ("k", "b", 7)]  # b comes 7 after a: within 10, not within 5
+    assert matches(run_local(Detector(pattern(5, 10)), events).updates) == []
+    assert len(matches(run_local(Detector(pattern(10, 10)), events).updates)) == 1
+
+
+@pytest.mark.parametrize("most", [1, 3, None])
+def test_times_from_zero_is_an_optional_times_from_one(most):
+    """Flink: ``times(0, m)`` is ``times(1, m).optional()``."""
+    step = Pattern.begin("a").followed_by("b")
+    assert step.times(0, most) == step.times(1, most).optional()
+
+
 def test_until_is_never_taken_even_as_a_loops_first_event():
     assert found(Pattern.begin("a").where(kind("b")).one_or_more().until(kind("b")), ["b"])[0] == []
     # an event meeting both the loop's condition and until ends the loop; it is not taken
@@ -332,6 +358,15 @@ def test_tied_matches_prune_each_other_the_same_way_under_every_hash_seed():
         (lambda: Pattern.begin("a", "sideways"), "unknown skip strategy"),
         (lambda: Pattern.begin("a").not_next("x").not_followed_by("y"), "between two negations"),
         (lambda: Pattern.begin("a").not_next("x").times(2), "not to the negation"),
+        # the rules Flink's documentation gives for building patterns
+        (lambda: Pattern.begin("x").followed_by("a").optional().not_next("n"), "after an optional step"),
+        (lambda: Pattern.begin("x").times(1, 2).optional().not_followed_by("n"), "after an optional step"),
+        (lambda: Pattern.begin("a").times(2).until(kind("x")), "unbounded loop"),
+        (lambda: Pattern.begin("a").one_or_more().until(kind("x")).until(kind("y")), "already has an until"),
+        (lambda: Pattern.begin("a:1"), "contains ':'"),
+        (lambda: Pattern.begin(Pattern.begin("a")), "groups of patterns"),
+        (lambda: Pattern.begin("x").followed_by(Pattern.begin("a")), "groups of patterns"),
+        (lambda: Pattern.begin("a").within(5).followed_by("b").within(datetime.timedelta(seconds=5)), "kind"),
     ],
 )
 def test_invalid_patterns_fail_when_built(build, message):
