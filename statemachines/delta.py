@@ -223,16 +223,19 @@ def _open_table(loc: Location, version: int | None) -> Any:
         ) from exc
 
 
-def read_snapshot(loc: Location, version: int | None = None) -> Snapshot:
+def read_snapshot(loc: Location, version: int | None = None, *, foreign: bool = False) -> Snapshot:
     """The arrangement's state at a Delta ``version`` (default: the latest).
 
     Before the first commit the state is ``state-0``, which the first commit then
     marks (``"table": true``): from then on, a missing log is damage, not an empty
-    arrangement.
+    arrangement. The data files the log names must be those the state's batches
+    name: another writer's commit (a Delta ``DELETE``, ``OPTIMIZE`` or append) that
+    changed them is refused by name, unless ``foreign`` (then the caller compares).
 
     Raises:
         InvalidArgument: ``loc`` holds no arrangement, or a format-1 one.
-        DamagedArrangement: its log or state file is missing or unreadable.
+        DamagedArrangement: its log or state file is missing or unreadable, or
+            another writer changed the table's files.
     """
     names = present(loc, (LOG_DIR, STATE_DIR, LEGACY_MANIFEST))
     if LOG_DIR not in names and STATE_DIR not in names:
@@ -261,17 +264,46 @@ def read_snapshot(loc: Location, version: int | None = None) -> Snapshot:
             f"transaction in its log)"
         )
     state = _read_state(loc, state_name(sequence))
-    return Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
+    snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
+    if not foreign and logged_files(loc, snapshot) != {f for b in state["batches"] for f in b["files"]}:
+        raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
+    return snapshot
+
+
+def _foreign_writes(loc: Location, table: Any) -> str:
+    """Why a table whose files differ from its arrangement's batches cannot be read as
+    the arrangement, naming the commits another writer made and the remedy."""
+    history = table.history()
+    ours = [h["version"] for h in history if APP_ID in h]
+    foreign = sorted((h["version"], h.get("operation", "?")) for h in history if APP_ID not in h)
+    after = [f for f in foreign if not ours or f[0] > max(ours)] or foreign
+    shown = ", ".join(f"version {v} ({operation})" for v, operation in after[:5]) or "a commit"
+    target = after[0][0] - 1 if after else None
+    text = (
+        f"another writer changed the Delta table {loc.uri}: {shown}{' ...' if len(after) > 5 else ''}; "
+        f"its files are no longer the arrangement's batches. An arrangement has one writer"
+    )
+    if target is not None:
+        text += (
+            f"; to continue it, restore the table to version {target}, the last the arrangement "
+            f"wrote alone: deltalake.DeltaTable({loc.uri!r}).restore({target})"
+        )
+    return text
 
 
 def logged_files(loc: Location, snapshot: Snapshot) -> set[str]:
     """The data files the Delta log names at the snapshot's version, relative to the table."""
+    from urllib.parse import unquote
+
     table = snapshot.table if snapshot.table is not None else _open_table(loc, snapshot.version)
-    prefix = loc.uri.rstrip("/") + "/"
-    return {
-        uri.removeprefix("file://").removeprefix(prefix)
-        for uri in table.file_uris()
-    }
+    prefixes = {unquote(loc.uri.rstrip("/")) + "/", unquote(loc.uri.rstrip("/")).removeprefix("file://") + "/"}
+    names = set()
+    for uri in table.file_uris():  # percent-encoded: a table at "/tmp/a b" has "/tmp/a%20b/..."
+        name = unquote(uri)
+        for prefix in prefixes:
+            name = name.removeprefix(prefix)
+        names.add(name.removeprefix("file://"))
+    return names
 
 
 def first_line(exc: BaseException) -> str:

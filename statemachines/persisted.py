@@ -119,7 +119,7 @@ def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]
 
     loc = delta.location(path)
     try:
-        snapshot = delta.read_snapshot(loc, version)
+        snapshot = delta.read_snapshot(loc, version, foreign=True)  # compared below, file by file
     except DamagedArrangement as exc:
         return [str(exc)]
     problems = []

@@ -12,7 +12,7 @@ from operator import itemgetter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,7 +114,49 @@ def test_the_state_survives_delta_checkpoints(tmp_path):
     assert (reopened.upper, reopened.first, reopened.updates()) == (12, None, arr.updates())
 
 
+FOREIGN_WRITES = {
+    "DELETE": lambda table: table.delete("key = 'k1'"),
+    "UPDATE": lambda table: table.update({"diff": "2"}, predicate="key = 'k2'"),
+    "WRITE": lambda table: write_deltalake(table.table_uri, table.to_pyarrow_table().slice(0, 1), mode="append"),
+    "OPTIMIZE": lambda table: (
+        write_deltalake(table.table_uri, table.to_pyarrow_table().slice(0, 1), mode="append"),
+        DeltaTable(table.table_uri).optimize.compact(),
+    ),
+}
+
+
+@pytest.mark.parametrize("operation", FOREIGN_WRITES)
+def test_a_table_another_writer_changed_is_refused_naming_the_commit_and_restoring_continues_it(tmp_path, operation):
+    """Delta engines may write the table (a DELETE, an UPDATE, an append, an OPTIMIZE);
+    the arrangement's batches then no longer describe it. Reading or writing it as the
+    arrangement is refused, naming the commit; a restore to the version the message
+    names continues the arrangement, and Delta readers and the arrangement agree."""
+    arr = PersistedArrangement(tmp_path)
+    for t in range(3):
+        arr.append([((f"k{t}", "v"), t, 1)], lower=t or None, upper=t + 1)
+    ours = arr.updates()
+    FOREIGN_WRITES[operation](DeltaTable(str(tmp_path)))
+    assert delta_rs_updates(tmp_path) != consolidate(ours)  # the table changed
+    with pytest.raises(DamagedArrangement, match=rf"another writer .* \({operation}\).*\.restore\((\d+)\)") as refused:
+        PersistedArrangement(tmp_path)
+    assert any("another writer changed the table" in line for line in check(tmp_path))
+    DeltaTable(str(tmp_path)).restore(int(refused.value.args[0].rsplit("restore(", 1)[1].rstrip(")")))
+    arr = PersistedArrangement(tmp_path)
+    assert arr.updates() == ours and check(tmp_path) == []
+    arr.append([(("k9", "v"), 5, 1)], lower=3, upper=6)
+    assert delta_rs_updates(tmp_path) == consolidate(PersistedArrangement(tmp_path).updates())
+
+
 # -- creating and opening ---------------------------------------------------------------
+
+
+def test_an_arrangement_under_a_path_with_spaces_and_accents_opens_and_checks_clean(tmp_path):
+    """The Delta log names files percent-encoded ("a%20b"); the arrangement's batches do not."""
+    path = tmp_path / "a b é"
+    for t in range(3):
+        run_local(Upsert(), [(f"k{t}", "v", t)], into=PersistedArrangement(path), frontier=t + 1)
+    assert PersistedArrangement.open(path).updates() == delta_rs_updates(path)
+    assert check(path) == []
 
 
 def test_a_directory_holding_anything_else_is_refused_and_left_untouched(tmp_path):
