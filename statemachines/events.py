@@ -42,7 +42,8 @@ class Reason(enum.StrEnum):
     NULL_KEY = "null_key"
     """Its key is ``None``."""
     BAD_KEY = "bad_key"
-    """Its key cannot be hashed."""
+    """Its key cannot be hashed, holds a decimal NaN, or cannot be stored in the
+    arrangement's key column."""
     NULL_TIME = "null_time"
     """Its time is ``None``."""
     BAD_TIME = "bad_time"
@@ -51,7 +52,8 @@ class Reason(enum.StrEnum):
     BAD_ORDER = "bad_order"
     """Its order cannot be compared with the run's other orders (another type, or NaN)."""
     INVALID_SYMBOL = "invalid_symbol"
-    """The machine's ``validate_symbol`` refused it."""
+    """The machine's ``validate_symbol`` refused it, or it holds a decimal NaN (which
+    no runtime can order or store)."""
     TRANSITION_FAILED = "transition_failed"
     """The machine's transition raised on it; the key's values are unchanged."""
     UNSERIALISABLE_VALUE = "unserialisable_value"

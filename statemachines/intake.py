@@ -12,9 +12,10 @@ greatest datetime or date (no time comes after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
 the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
-(:func:`~statemachines.updates.one_nan`: NaN is one value). An input already refused
-(a :class:`Rejected`, e.g. a change-feed row that cannot be read) passes through as
-it is.
+(:func:`~statemachines.updates.one_nan`: NaN is one value); a decimal NaN there is
+refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
+An input already refused (a :class:`Rejected`, e.g. a change-feed row that cannot be
+read) passes through as it is.
 
 >>> from statemachines.library import Upsert
 >>> intake = Intake(Upsert())
@@ -27,11 +28,12 @@ it is.
 from __future__ import annotations
 
 import datetime as _dt
+from decimal import Decimal
 from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.updates import one_nan
+from statemachines.updates import holds_decimal_nan, one_nan
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
@@ -73,6 +75,17 @@ def order_kind(order: Any) -> str | None:
             return None
         return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
     return None
+
+
+def _decimal_nan(event: Event) -> Rejected:
+    """Why an event whose key or symbol holds a decimal NaN is refused."""
+    where = "key" if holds_decimal_nan(event[0]) else "symbol"
+    reason = Reason.BAD_KEY if where == "key" else Reason.INVALID_SYMBOL
+    return Rejected(
+        event, reason,
+        f"the {where} holds a decimal NaN, which no runtime can order or store (decimals have no NaN "
+        f"in Parquet or Spark); give float('nan') for a missing number",
+    )
 
 
 def is_greatest(time: _dt.date) -> bool:
@@ -154,7 +167,9 @@ class Intake:
         key, symbol = event[0], event[1]
         if type(symbol) not in _NO_NAN or type(key) not in _NO_NAN:  # NaN is one value
             same_key, same_symbol = one_nan(key), one_nan(symbol)  # themselves unless they hold a NaN
-            if same_key is not key or same_symbol is not symbol:
+            if same_key is not key or same_symbol is not symbol or type(key) is Decimal or type(symbol) is Decimal:
+                if holds_decimal_nan(key) or holds_decimal_nan(symbol):
+                    return _decimal_nan(event)
                 event = _NEW(Event, (same_key, same_symbol, event[2], event[3]))
         if self._validate is not None:
             try:

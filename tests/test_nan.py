@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import pickle
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -85,6 +86,29 @@ def test_local_runs_take_nan_as_one_value(machine, strategy, data, tmp_path_fact
     restored = LocalRuntime.restore(machine, pickle.loads(pickle.dumps(runtime.checkpoint())))
     restored.feed([e for e in events if 3 <= e[2] < 5])
     assert as_text([*before, *restored.finish().updates]) == expected
+
+
+decimal_nans = st.sampled_from(["NaN", "-NaN", "sNaN"]).map(Decimal)
+decimal_keys = st.sampled_from(["a", "b"]) | st.tuples(st.just("c"), decimal_nans) | decimal_nans
+decimal_readings = st.sampled_from([Decimal("1.5"), Decimal("2")]) | decimal_nans | st.tuples(st.just(1), decimal_nans)
+
+
+@given(events=st.lists(st.tuples(decimal_keys, decimal_readings, st.integers(0, 6)), max_size=20))
+def test_decimal_nans_are_rejected_and_the_other_events_run_as_without_them(events, tmp_path_factory):
+    """A decimal NaN orders with nothing (comparing it raises) and stores nowhere: an
+    event holding one in its key or symbol is rejected (bad_key / invalid_symbol),
+    in memory and into a persisted arrangement; the rest runs as if it were absent."""
+    from statemachines.updates import holds_decimal_nan
+
+    holding = [e for e in events if holds_decimal_nan(e[0]) or holds_decimal_nan(e[1])]
+    expected = run_local(Upsert(), [e for e in events if not any(e is h for h in holding)]).updates
+    target = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    for result in (run_local(Upsert(), events), run_local(Upsert(), events, into=target)):
+        assert result.updates == expected
+        assert sorted(map(repr, (r.event[:3] for r in result.rejected))) == sorted(map(repr, holding))
+        assert {r.reason.value for r in result.rejected} <= {"bad_key", "invalid_symbol"}
+        assert all(("key" if holds_decimal_nan(r.event[0]) else "symbol") in r.detail for r in result.rejected)
+    assert target.updates() == expected
 
 
 def test_a_change_feed_of_nan_values_survives_duplication_and_reordering(tmp_path):
