@@ -256,16 +256,35 @@ def _without_nulls(t: Any) -> Any:
     return t
 
 
+def _widened(t: Any) -> Any:
+    """``t`` with every decimal leaf made Spark's default decimal, ``decimal(38, 18)``
+    (more digits after the point if it has them): a column's first decimals, ``2``
+    say, must not fix it to ``decimal(1, 0)`` and refuse a later ``1.5``."""
+    import pyarrow as pa
+
+    if pa.types.is_decimal(t):
+        scale = max(t.scale, 18)
+        return pa.decimal128(38, scale) if t.precision - t.scale <= 38 - scale else t
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_widened(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(_widened(t.value_type))
+    return t
+
+
 def type_fixed_by(value: Any) -> Any:
-    """The Arrow type ``value`` gives its column, or ``None`` while a field of it is ``None``.
+    """The Arrow type ``value`` gives its column, or ``None`` while a field of it is
+    ``None``; decimals are ``decimal(38, 18)``, as Spark types a Python decimal.
 
     >>> type_fixed_by(("x", 1)), type_fixed_by(("x", None))
     (StructType(struct<_1: string, _2: int64>), None)
+    >>> type_fixed_by(decimal.Decimal("2"))
+    Decimal128Type(decimal128(38, 18))
     """
     import pyarrow as pa
 
     inferred = pa.array([to_arrow_python(value)]).type
-    return inferred if _without_nulls(inferred) == inferred else None
+    return _widened(inferred) if _without_nulls(inferred) == inferred else None
 
 
 def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
@@ -294,7 +313,7 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
         converted = [to_arrow_python(x, arrow_type) for x in items] if nested else items
         if arrow_type is None:
             array = pa.array(converted)
-            typed = _without_nulls(array.type)
+            typed = _widened(_without_nulls(array.type))
             return array if typed == array.type else array.cast(typed)
         return pa.array(converted, type=arrow_type)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:

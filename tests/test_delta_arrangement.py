@@ -63,6 +63,22 @@ def test_keys_values_and_times_are_typed_columns_with_tuples_as_structs(tmp_path
     assert reopened.upper == t0 + dt.timedelta(seconds=5, microseconds=1)
 
 
+decimals = st.integers(0, 18).flatmap(lambda places: st.decimals(-(10**19), 10**19, places=places))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=30, deadline=None)
+@given(amounts=st.lists(decimals, min_size=2, max_size=12))
+def test_decimal_values_of_any_scale_store_whatever_the_first_one_was(tmp_path_factory, amounts):
+    """Money: a first amount of 2 must not fix the column to decimal(1, 0) and refuse a
+    later 1.5. Decimals are stored as decimal(38, 18), as Spark types a Python
+    decimal; every amount within it stores, run after run, and reads back equal."""
+    target = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    events = [(f"k{i % 3}", amount, i) for i, amount in enumerate(amounts)]
+    for run in (events[: len(events) // 2], events[len(events) // 2 :]):
+        assert not run_local(Upsert(), run, into=target).rejected
+    assert PersistedArrangement.open(target.path).updates() == run_local(Upsert(), events).updates
+
+
 def test_values_no_column_can_hold_are_rejected_up_front_with_a_reason(tmp_path):
     arr = PersistedArrangement(tmp_path)
     events = [("a", ("add", 1), 0), ("b", ("add", frozenset({1})), 0), ("c", ("add", "text"), 1), ("d", ("add", 2), 1)]
