@@ -513,7 +513,13 @@ class PersistedArrangement(Arrangement):
         storable item of a known type fixes the column's type until the table has one."""
         fixed = self._column_type(column)
         if fixed is not None:
-            return storage_problem(item, fixed)
+            problem = storage_problem(item, fixed)
+            if problem is not None and self._snapshot.schema is None and column == "value":
+                problem += (
+                    " (the first value fixed it; declare the value type before the first run, "
+                    "e.g. arrangement.expect_value_type(pyarrow.float64()))"
+                )
+            return problem
         problem = storage_problem(item)
         if problem is None:
             self._fixed_types[column] = type_fixed_by(item)

@@ -79,6 +79,19 @@ def test_decimal_values_of_any_scale_store_whatever_the_first_one_was(tmp_path_f
     assert PersistedArrangement.open(target.path).updates() == run_local(Upsert(), events).updates
 
 
+def test_a_value_type_declared_first_takes_what_the_first_value_would_have_refused(tmp_path):
+    """Readings of 20 then 20.5: the first fixes an integer column and 20.5 is rejected,
+    saying how to declare the type; declared as a double first, both store."""
+    readings = [("s", 20, 0), ("s", 20.5, 1)]
+    refused = run_local(Upsert(), readings, into=PersistedArrangement(tmp_path / "fixed")).rejected
+    assert [r.event.symbol for r in refused] == [20.5]
+    assert "expect_value_type" in refused[0].detail
+    declared = PersistedArrangement(tmp_path / "declared")
+    declared.expect_value_type(pa.float64())
+    assert not run_local(Upsert(), readings, into=declared).rejected
+    assert PersistedArrangement.open(tmp_path / "declared").updates() == run_local(Upsert(), readings).updates
+
+
 def test_values_no_column_can_hold_are_rejected_up_front_with_a_reason(tmp_path):
     arr = PersistedArrangement(tmp_path)
     events = [("a", ("add", 1), 0), ("b", ("add", frozenset({1})), 0), ("c", ("add", "text"), 1), ("d", ("add", 2), 1)]
