@@ -14,6 +14,7 @@ other orders (the first order fixes its kind; NaN never compares: ``bad_order``)
 the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
 (:func:`~statemachines.updates.one_nan`: NaN is one value); a decimal NaN there is
 refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
+NumPy numbers (events zipped from arrays) are taken as the Python numbers they hold.
 An input already refused (a :class:`Rejected`, e.g. a change-feed row that cannot be
 read) passes through as it is.
 
@@ -75,6 +76,18 @@ def order_kind(order: Any) -> str | None:
             return None
         return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
     return None
+
+
+def _is_numpy_number(item: Any) -> bool:
+    """Whether ``item`` is a NumPy integer, float or bool scalar (``df["t"].to_numpy()``
+    hands them out), without importing NumPy."""
+    dtype = getattr(item, "dtype", None)
+    return dtype is not None and type(item).__module__ == "numpy" and dtype.kind in "iufb"
+
+
+def _python(item: Any) -> Any:
+    """A NumPy number as the Python number it holds; anything else as it is."""
+    return item.item() if _is_numpy_number(item) else item
 
 
 def _decimal_nan(event: Event) -> Rejected:
@@ -142,6 +155,9 @@ class Intake:
             return Rejected(event, Reason.NULL_KEY, "the key is None")
         time = event[2]
         if type(time) is not self._time_type:
+            if _is_numpy_number(time) or _is_numpy_number(event[3]):  # from a NumPy array: as Python's
+                event = _NEW(Event, (event[0], event[1], _python(time), _python(event[3])))
+                time = event[2]
             problem = self._time_problem(event)
             if problem is not None:
                 return problem

@@ -95,7 +95,11 @@ def one_nan(item: Any) -> Any:
     kind = type(item)
     if kind is float:
         return math.nan if item != item else item  # noqa: PLR0124 - NaN
-    if kind is str or kind is int or item is None or not isinstance(item, tuple) or not _holds_nan(item):
+    if kind is str or kind is int or item is None:
+        return item
+    if isinstance(item, float):  # a float of another type: NumPy's float64
+        return math.nan if item != item else item  # noqa: PLR0124 - NaN
+    if not isinstance(item, tuple) or not _holds_nan(item):
         return item
     items = [one_nan(part) for part in item]
     return item._make(items) if hasattr(item, "_make") else tuple(items)
@@ -109,10 +113,15 @@ def _holds_nan(items: tuple[Any, ...]) -> bool:
         if kind is float:
             if item != item:  # noqa: PLR0124 - NaN
                 return True
+        elif kind is str or kind is int or item is None:
+            continue
+        elif isinstance(item, tuple):
+            if _holds_nan(item):
+                return True
         elif kind is decimal.Decimal:
             if item.is_nan():
                 return True
-        elif kind is not str and kind is not int and item is not None and isinstance(item, tuple) and _holds_nan(item):
+        elif isinstance(item, float) and item != item:  # noqa: PLR0124 - a float of another type: NumPy's
             return True
     return False
 

@@ -99,3 +99,35 @@ def test_spark_batch_rejects_the_greatest_time_as_the_local_runtime_does(spark, 
         (r.event.key, r.reason.value, r.detail) for r in local.rejected
     )
     assert result.published and result.upper is not None
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from([1.5, 2.0, math.nan]),
+            st.integers(0, 6),
+            st.integers(0, 2),
+        ),
+        max_size=15,
+    ),
+    float_times=st.booleans(),
+)
+def test_numpy_numbers_run_as_the_python_numbers_they_hold(rows, float_times, tmp_path_factory):
+    """Events from NumPy arrays (``zip(*(df[c].to_numpy() for c in ...))``) hold NumPy
+    scalars: int64 or float64 times and orders, float64 readings (NaN among them). They
+    run as the Python numbers they hold, in memory and into a persisted arrangement,
+    whose state must record its upper as a plain number."""
+    import numpy as np
+
+    time_type = np.float64 if float_times else np.int64
+    numpy_rows = [(k, np.float64(v), time_type(t), np.int64(o)) for k, v, t, o in rows]
+    python_rows = [(k, v, float(t) if float_times else t, o) for k, v, t, o in rows]
+    assert run_local(Upsert(), numpy_rows).updates == run_local(Upsert(), python_rows).updates
+    stored = {}
+    for name, events in (("numpy", numpy_rows), ("python", python_rows)):
+        target = PersistedArrangement(tmp_path_factory.mktemp(name))
+        assert not run_local(Upsert(), events, into=target).rejected
+        reopened = PersistedArrangement.open(target.path)
+        stored[name] = (repr(reopened.updates()), repr(reopened.upper))
+    assert stored["numpy"] == stored["python"]
