@@ -125,6 +125,7 @@ class Intake:
         self.kind = kind
         self.value_check = value_check  # the output's test of new values (see core.ValueCheck)
         self._time_type: type | None = None
+        self._zoned: bool | None = None  # datetimes: whether the run's have a zone (one type, two kinds)
         self.order_kind: str | None = None  # fixed by the first order seen
         self._order_type: type | None = None
         self.use(machine)
@@ -154,7 +155,10 @@ class Intake:
         if event[0] is None:
             return Rejected(event, Reason.NULL_KEY, "the key is None")
         time = event[2]
-        if type(time) is not self._time_type:
+        zoned = self._zoned  # a naive and a zoned datetime are of one type, and do not compare
+        if type(time) is not self._time_type or (
+            zoned is not None and (getattr(time, "tzinfo", None) is not None) is not zoned
+        ):
             if _is_numpy_number(time) or _is_numpy_number(event[3]):  # from a NumPy array: as Python's
                 event = _NEW(Event, (event[0], event[1], _python(time), _python(event[3])))
                 time = event[2]
@@ -215,6 +219,8 @@ class Intake:
         time = event.time
         if time is None:
             return Rejected(event, Reason.NULL_TIME, "the time is None")
+        if isinstance(time, _dt.date) and time != time:  # noqa: PLR0124 - pandas' NaT, its missing time
+            return Rejected(event, Reason.NULL_TIME, f"the time is {time!r} (a missing time)")
         kind = time_kind(time)
         if kind is None or (self.kind is not None and kind != self.kind):
             expected = self.kind or "number, datetime or date"
@@ -225,4 +231,5 @@ class Intake:
             )
         self.kind = kind
         self._time_type = type(time)
+        self._zoned = kind == "datetime_tz" if kind in ("datetime", "datetime_tz") else None
         return None

@@ -131,3 +131,32 @@ def test_numpy_numbers_run_as_the_python_numbers_they_hold(rows, float_times, tm
         reopened = PersistedArrangement.open(target.path)
         stored[name] = (repr(reopened.updates()), repr(reopened.upper))
     assert stored["numpy"] == stored["python"]
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 5), st.sampled_from(["naive", "utc", "nat"]), st.booleans()),
+        max_size=12,
+    )
+)
+def test_naive_and_zoned_datetimes_and_nat_are_sorted_out_not_compared(rows):
+    """A naive and a zoned datetime are of one type (datetime, or pandas' Timestamp)
+    and do not compare: the first valid time fixes the run's kind, and a time of the
+    other kind is ``bad_time``, not a crash; pandas' NaT is a missing time
+    (``null_time``), not a time the run waits on forever. The rest runs as alone."""
+    import pandas as pd
+
+    def at(day, how, pandas):
+        if how == "nat":
+            return pd.NaT
+        moment = dt.datetime(2026, 1, 1 + day, tzinfo=dt.UTC if how == "utc" else None)
+        return pd.Timestamp(moment) if pandas else moment
+
+    events = [(key, f"v{i}", at(day, how, pandas)) for i, (key, day, how, pandas) in enumerate(rows)]
+    hows = [how for *_, how, _ in rows]
+    first = next((how for how in hows if how != "nat"), None)
+    kept = [e for e, how in zip(events, hows, strict=True) if how == first]
+    result = run_local(Upsert(), events)
+    assert result.updates == run_local(Upsert(), kept).updates
+    reasons = sorted(r.reason.value for r in result.rejected)
+    assert reasons == sorted("null_time" if how == "nat" else "bad_time" for how in hows if how != first)
