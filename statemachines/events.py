@@ -45,7 +45,7 @@ class Reason(enum.StrEnum):
     """Its key cannot be hashed, holds a decimal NaN, or cannot be stored in the
     arrangement's key column."""
     NULL_TIME = "null_time"
-    """Its time is ``None``."""
+    """Its time is ``None`` (or pandas' ``NaT``)."""
     BAD_TIME = "bad_time"
     """Its time is not of the run's time type (int, float, datetime or date), or is
     not finite, or is an integer outside the 64-bit range times are stored in."""
