@@ -250,7 +250,8 @@ def read_snapshot(loc: Location, version: int | None = None, *, foreign: bool = 
         if version is not None:
             raise InvalidArgument(f"{loc.uri} has no versions yet: nothing was committed")
         return Snapshot(first, None)
-    if LOG_DIR not in names:
+    # looked for again: the first commit may have made the log after the listing above
+    if LOG_DIR not in names and LOG_DIR not in present(loc, (LOG_DIR,)):
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is missing, and the arrangement stored "
             f"data; restore it from a backup",
