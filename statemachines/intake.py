@@ -85,11 +85,6 @@ def _is_numpy_number(item: Any) -> bool:
     return dtype is not None and type(item).__module__ == "numpy" and dtype.kind in "iufb"
 
 
-def _python(item: Any) -> Any:
-    """A NumPy number as the Python number it holds; anything else as it is."""
-    return item.item() if _is_numpy_number(item) else item
-
-
 def _decimal_nan(event: Event) -> Rejected:
     """Why an event whose key or symbol holds a decimal NaN is refused."""
     where = "key" if holds_decimal_nan(event[0]) else "symbol"
@@ -159,9 +154,9 @@ class Intake:
         if type(time) is not self._time_type or (
             zoned is not None and (getattr(time, "tzinfo", None) is not None) is not zoned
         ):
-            if _is_numpy_number(time) or _is_numpy_number(event[3]):  # from a NumPy array: as Python's
-                event = _NEW(Event, (event[0], event[1], _python(time), _python(event[3])))
-                time = event[2]
+            if _is_numpy_number(time):  # from a NumPy array: as Python's
+                time = time.item()
+                event = _NEW(Event, (event[0], event[1], time, event[3]))
             problem = self._time_problem(event)
             if problem is not None:
                 return problem
@@ -181,6 +176,8 @@ class Intake:
             )
         order = event[3]
         if order is not None and (type(order) is not self._order_type or type(order) in (float, tuple)):
+            if _is_numpy_number(order):  # from a NumPy array: as Python's
+                event = _NEW(Event, (event[0], event[1], event[2], order.item()))
             problem = self._order_problem(event)
             if problem is not None:
                 return problem
