@@ -41,6 +41,7 @@ __all__ = [
     "DamagedArrangement",
     "Location",
     "Snapshot",
+    "batch_files",
     "commit",
     "data_file",
     "location",
@@ -266,9 +267,14 @@ def read_snapshot(loc: Location, version: int | None = None, *, foreign: bool = 
         )
     state = _read_state(loc, state_name(sequence))
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
-    if not foreign and logged_files(loc, snapshot) != {f for b in state["batches"] for f in b["files"]}:
+    if not foreign and logged_files(loc, snapshot) != set(batch_files(state)):
         raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
     return snapshot
+
+
+def batch_files(state: dict[str, Any]) -> list[str]:
+    """The data files the state's batches name, relative to the table, in batch order."""
+    return [name for batch in state["batches"] for name in batch["files"]]
 
 
 def _foreign_writes(loc: Location, table: Any) -> str:

@@ -104,7 +104,7 @@ def table_files(path: str | os.PathLike[str], version: int | None = None) -> tup
     """
     loc = delta.location(path)
     state = delta.read_snapshot(loc, version).state
-    return [loc.uri_of(f) for b in state["batches"] for f in b["files"]], state
+    return [loc.uri_of(f) for f in delta.batch_files(state)], state
 
 
 def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]:
@@ -124,7 +124,7 @@ def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]
         return [str(exc)]
     problems = []
     if snapshot.version is not None:
-        named = {f for b in snapshot.state["batches"] for f in b["files"]}
+        named = set(delta.batch_files(snapshot.state))
         logged = delta.logged_files(loc, snapshot)
         for name in sorted(logged - named):
             problems.append(f"{loc.uri_of(name)} is in the Delta log but in no batch of the arrangement: another writer changed the table")
