@@ -7,6 +7,8 @@ import os
 import pytest
 from hypothesis import settings
 
+from tests import background
+
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
@@ -20,3 +22,20 @@ def spark():
     session = local_session(master="local[2]", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The modules whose tests wait for background jobs run last, in their order."""
+    waiting = {item.path for item in items if item.get_closest_marker("background")}
+    items.sort(key=lambda item: item.path in waiting)
+
+
+def pytest_collection_finish(session):
+    """Start the background jobs of the tests that will run, in the tests' order."""
+    names = [marker.args[0] for item in session.items for marker in item.iter_markers("background")]
+    background.start(dict.fromkeys(names))
+
+
+def pytest_sessionfinish(session):
+    background.stop()

@@ -16,7 +16,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 
 from statemachines import consolidate, run_local
 from statemachines.library import RuleDetector
-from tests import servers
+from tests import background, servers
 from tests.machines import Fragile
 from tests.remote_job import Tags, rules_case
 
@@ -75,51 +74,55 @@ def driver_env(python: str) -> dict[str, str]:
 
 def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS) -> dict:
     """Run ``tests/remote_job.py`` against ``url``; its results per run."""
+    tmp.mkdir(exist_ok=True)
     events = make_events()
     (tmp / "events.json").write_text(json.dumps(events))
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, "--runs", ",".join(runs),
          str(tmp / "events.json"), str(tmp)],
         capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=tmp,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    print(f"\n{url}: {len(runs)} runs in {time.monotonic() - started:.0f}s")
     return json.loads((tmp / "result.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def local_results(tmp_path_factory):
+# The driver processes and servers run as background jobs (tests/background.py): each
+# server starts, takes the remote job and the command line's run, and stops.
+
+
+@background.job("cluster-local")
+def local_job(work: Path) -> dict:
     """The script's own machine on the embedded local session (its default Python)."""
-    return run_job(tmp_path_factory.mktemp("local"), "--master", "local[2]", sys.executable, RUNS[:2])
+    return run_job(work, "--master", "local[2]", sys.executable, RUNS[:2])
 
 
-def serve(start, label: str, tmp: Path):
-    """Run the server ``start`` for a module's tests: (its URL, the Python of its workers)."""
-    started = time.monotonic()
-    with start(tmp) as url:
-        print(f"\n{label} up in {time.monotonic() - started:.0f}s")
-        yield url, servers.bare_python(tmp)
+@background.job("standalone")
+def standalone_job(work: Path) -> dict:
+    with servers.standalone(work / "server") as url:
+        python = servers.bare_python(work / "server")
+        return {"job": run_job(work / "job", "--master", url, python), "cli": cli_ships_py_files(work, url, python)}
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory):
-    yield from serve(servers.standalone, "standalone cluster", tmp_path_factory.mktemp("standalone-server"))
-
-
-@pytest.fixture(scope="module")
-def standalone_results(standalone, tmp_path_factory):
-    return run_job(tmp_path_factory.mktemp("standalone"), "--master", *standalone)
+@background.job("connect")
+def connect_job(work: Path) -> dict:
+    with servers.connect_server(work / "server") as url:
+        python = servers.bare_python(work / "server")
+        return {"job": run_job(work / "job", "--remote", url, python), "cli": cli_streams(work, url, python)}
 
 
 @pytest.fixture(scope="module")
-def connect(tmp_path_factory):
-    yield from serve(servers.connect_server, "Spark Connect server", tmp_path_factory.mktemp("connect-server"))
+def local_results():
+    return background.result("cluster-local")
 
 
 @pytest.fixture(scope="module")
-def connect_results(connect, tmp_path_factory):
-    return run_job(tmp_path_factory.mktemp("connect"), "--remote", *connect)
+def standalone_results():
+    return background.result("standalone")["job"]
+
+
+@pytest.fixture(scope="module")
+def connect_results():
+    return background.result("connect")["job"]
 
 
 def check(result: dict, run: str) -> None:
@@ -138,16 +141,20 @@ def check(result: dict, run: str) -> None:
         assert sum(r[2] for r in reports) == len(result["updates"])
 
 
+@pytest.mark.background("cluster-local")
 @pytest.mark.parametrize("run", RUNS[:2])
 def test_a_local_session_runs_a_machine_from_a_scripts_main(local_results, run):
     check(local_results[run], run)
 
 
+@pytest.mark.background("standalone")
 @pytest.mark.parametrize("run", RUNS)
 def test_standalone_cluster_runs_machines_defined_anywhere(standalone_results, run):
     check(standalone_results[run], run)
 
 
+@pytest.mark.background("cluster-local")
+@pytest.mark.background("standalone")
 def test_the_session_fits_its_master(local_results, standalone_results):
     """Local: a few partitions, no UI. Cluster: partitions from its cores, the UI on."""
     local, cluster = local_results["session"], standalone_results["session"]
@@ -165,6 +172,7 @@ def test_connect_without_its_client_is_one_clear_error(monkeypatch):
         session(remote="sc://127.0.0.1:1")
 
 
+@pytest.mark.background("connect")
 @pytest.mark.parametrize("run", RUNS)
 def test_spark_connect_runs_machines_defined_anywhere(connect_results, run):
     check(connect_results[run], run)
@@ -198,47 +206,65 @@ def cli(args: list[str], cwd: Path, python: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_cli_ships_py_files_to_the_standalone_cluster(standalone, tmp_path):
-    url, python = standalone
-    (tmp_path / "mymachines.py").write_text(MY_MACHINES)
+def cli_ships_py_files(work: Path, url: str, python: str) -> dict:
+    """The command line on the standalone cluster: a missing ``--py-files`` file, then a
+    run whose machine comes from a shipped file."""
+    work = work / "cli"
+    work.mkdir()
+    (work / "mymachines.py").write_text(MY_MACHINES)
     rows = [[k or "", s, t] for k, s, t, _ in make_events() if k is not None]
-    (tmp_path / "events.csv").write_text("key,symbol,time\n" + "".join(f"{k},{s},{t}\n" for k, s, t in rows))
-
+    (work / "events.csv").write_text("key,symbol,time\n" + "".join(f"{k},{s},{t}\n" for k, s, t in rows))
     bad = cli(["run", "mymachines:Tags", "events.csv", "--into", "bad", "--runtime", "spark",
-               "--master", url, "--py-files", "nothere.py"], tmp_path, python)
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == ["statemachines: error: --py-files: nothere.py does not exist"]
-    assert not (tmp_path / "bad").exists()
-
+               "--master", url, "--py-files", "nothere.py"], work, python)
     done = cli(["run", "mymachines:Tags", "events.csv", "--into", "tags", "--runtime", "spark",
                 "--master", url, "--py-files", "mymachines.py", "--conf", "spark.sql.shuffle.partitions=3"],
-               tmp_path, python)
+               work, python)
+    return {"work": work, "rows": rows, "bad": bad, "done": done}
+
+
+@pytest.mark.background("standalone")
+def test_the_cli_ships_py_files_to_the_standalone_cluster():
+    ran = background.result("standalone")["cli"]
+    bad, done, work, rows = ran["bad"], ran["done"], ran["work"], ran["rows"]
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["statemachines: error: --py-files: nothere.py does not exist"]
+    assert not (work / "bad").exists()
     assert done.returncode == 0, done.stderr[-3000:]
     from statemachines import PersistedArrangement
 
     expected_updates = run_local(Tags(), [(k, s, t) for k, s, t in rows]).updates
-    assert consolidate(PersistedArrangement(tmp_path / "tags").updates()) == expected_updates
+    assert consolidate(PersistedArrangement(work / "tags").updates()) == expected_updates
     assert done.stdout.startswith(f"{len(rows):,} events in, {len(expected_updates):,} updates out")
 
 
-def test_the_cli_streams_through_spark_connect_and_reports_in_the_client(connect, tmp_path):
-    """Per-micro-batch lines and the summary are printed by the client, with true counts,
-    and relative paths mean the client's directory, not the server's."""
-    url, python = connect
-    (tmp_path / "mymachines.py").write_text(MY_MACHINES)
+def cli_streams(work: Path, url: str, python: str) -> dict:
+    """The command line streaming two files through Spark Connect, from the client's
+    directory."""
+    work = work / "cli"
+    work.mkdir()
+    (work / "mymachines.py").write_text(MY_MACHINES)
     rows = [[k, s, t] for k, s, t, _ in make_events() if k is not None]
-    (tmp_path / "in").mkdir()
+    (work / "in").mkdir()
     half = len(rows) // 2
     for i, part in enumerate([rows[:half], rows[half:]]):
         text = "key,symbol,time\n" + "".join(f"{k},{s},{t}\n" for k, s, t in part)
-        (tmp_path / "in" / f"{i}.csv").write_text(text)
-        os.utime(tmp_path / "in" / f"{i}.csv", (1_700_000_000 + i,) * 2)
+        (work / "in" / f"{i}.csv").write_text(text)
+        os.utime(work / "in" / f"{i}.csv", (1_700_000_000 + i,) * 2)
     done = cli(["run", "mymachines:Tags", "in", "--into", "tags", "--runtime", "spark", "--stream",
-                "--remote", url, "--py-files", "mymachines.py"], tmp_path, python)
+                "--remote", url, "--py-files", "mymachines.py"], work, python)
+    return {"work": work, "rows": rows, "done": done}
+
+
+@pytest.mark.background("connect")
+def test_the_cli_streams_through_spark_connect_and_reports_in_the_client():
+    """Per-micro-batch lines and the summary are printed by the client, with true counts,
+    and relative paths mean the client's directory, not the server's."""
+    ran = background.result("connect")["cli"]
+    done, work, rows = ran["done"], ran["work"], ran["rows"]
     assert done.returncode == 0, done.stderr[-3000:]
     from statemachines import LocalRuntime, PersistedArrangement
 
-    published = PersistedArrangement(tmp_path / "tags").updates()
+    published = PersistedArrangement(work / "tags").updates()
     runtime = LocalRuntime(Tags())
     runtime.feed([tuple(r) for r in rows])
     final = runtime.advance_to(max(t for _, _, t in rows))  # the watermark holds the last time

@@ -14,6 +14,7 @@ import random
 import threading
 import time
 
+import pytest
 from deltalake import DeltaTable
 
 from statemachines import (
@@ -24,6 +25,7 @@ from statemachines import (
     run_local,
 )
 from statemachines.library import Upsert
+from tests import background
 
 STEPS = 80
 
@@ -199,7 +201,10 @@ def start_writer(path, steps, pause=0.0):
     )
 
 
-def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries_apply_once(tmp_path):
+@background.job("killed-writers")
+def killed_writers(tmp_path):
+    """Kill writer processes (SIGKILL) at random moments, checking the table after each
+    kill, then let one finish; what happened, to print."""
     import signal
 
     from statemachines.persisted import check
@@ -228,11 +233,16 @@ def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries
     _, errors = finish.communicate(timeout=120)
     assert finish.returncode == 0, errors[-2000:]
     final = PersistedArrangement.open(tmp_path)
-    print(f"{kills} writers killed (SIGKILL) at uppers {uppers}; final upper {final.upper}")
     assert kills >= 50
     assert final.upper == steps
     assert final.snapshot() == sorted(collection_at(updates, steps).items())
     assert final.updates() == expected_at(updates, steps, final.since)
+    return f"{kills} writers killed (SIGKILL) at uppers {uppers}; final upper {final.upper}"
+
+
+@pytest.mark.background("killed-writers")
+def test_a_writer_killed_at_random_moments_leaves_published_versions_and_retries_apply_once():
+    print(background.result("killed-writers"))
 
 
 def test_spark_reads_beside_a_writer_that_appends_and_compacts_never_fail_or_tear(spark, tmp_path):

@@ -13,6 +13,7 @@ import pytest
 
 from statemachines import format_table, run_local
 from statemachines.library import Upsert
+from tests import background
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
@@ -31,6 +32,14 @@ def run_example(name, *args):
     return done.stdout
 
 
+# The examples that start a Spark session run as background jobs (tests/background.py).
+background.job("customers_cdc")(lambda work: run_example("customers_cdc.py"))
+background.job("login_fraud")(lambda work: run_example("login_fraud.py", "--users", "100"))
+background.job("upsert_batch_and_stream")(
+    lambda work: (work, run_example("upsert_batch_and_stream.py", "--out", str(work)))
+)
+
+
 def test_quickstart_prints_the_update_tables():
     import quickstart
 
@@ -40,12 +49,13 @@ def test_quickstart_prints_the_update_tables():
 
 
 @pytest.mark.spark
+@pytest.mark.background("customers_cdc")
 def test_customers_cdc_main_job_matches_the_local_runtime(tmp_path):
     import customers_cdc
 
     from statemachines.library import run_feed
 
-    out = run_example("customers_cdc.py")  # the README's main job: leaves nothing behind
+    out = background.result("customers_cdc")  # the README's main job: leaves nothing behind
     columns = ["id", "name", "city", "lsn", "offset", "op"]
     rows = [dict(zip(columns, row, strict=True)) for row in customers_cdc.ROWS]
     expected = run_feed(customers_cdc.FEED, rows, into=tmp_path / "arr", scd2=tmp_path / "scd2")
@@ -57,12 +67,13 @@ def test_customers_cdc_main_job_matches_the_local_runtime(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.background("login_fraud")
 def test_login_fraud_prints_the_matches_the_local_runtime_finds():
     import login_fraud
 
     from statemachines.library import Detector, matches, timeouts
 
-    out = run_example("login_fraud.py", "--users", "100")
+    out = background.result("login_fraud")
     local = run_local(Detector(login_fraud.fraud_pattern()), login_fraud.login_events(100)).updates
     found = matches(local)
     assert found, "the generated data should hold attacks"
@@ -120,11 +131,12 @@ def test_iot_lateness_reports_every_refused_reading():
 
 
 @pytest.mark.spark
-def test_upsert_batch_and_stream_agree(tmp_path):
+@pytest.mark.background("upsert_batch_and_stream")
+def test_upsert_batch_and_stream_agree():
     import upsert_batch_and_stream
 
-    out = run_example("upsert_batch_and_stream.py", "--out", str(tmp_path))  # kept where asked
-    assert (tmp_path / "batch" / "_delta_log").is_dir() and (tmp_path / "stream" / "_delta_log").is_dir()
+    out_dir, out = background.result("upsert_batch_and_stream")  # kept where asked
+    assert (out_dir / "batch" / "_delta_log").is_dir() and (out_dir / "stream" / "_delta_log").is_dir()
     assert "the same history in both arrangements: True" in out
     taken = [int(n) for n in re.findall(r"stream: batch \d+: (\d+) events in", out)]
     files = upsert_batch_and_stream.command_files()

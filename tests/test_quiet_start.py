@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+from tests import background
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 JOB = textwrap.dedent(
@@ -48,9 +50,15 @@ NOISE = [
 ]
 
 
-def test_a_local_session_prints_no_chatter_but_real_warnings():
+@background.job("quiet_start")
+def quiet_start(work):
     env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}  # the session sets it
-    done = subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.mark.background("quiet_start")
+def test_a_local_session_prints_no_chatter_but_real_warnings():
+    done = background.result("quiet_start")
     assert done.returncode == 0, done.stderr[-3000:]
     heard = [line for line in done.stderr.splitlines() if line.strip()]
     assert [line for line in heard if any(noise in line for noise in NOISE)] == []

@@ -24,6 +24,7 @@ from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
 from statemachines.spark.output import UPDATE
+from tests import background
 from tests.delta_reader import delta_rs_updates
 from tests.machines import Session, SubclassedUpsert
 
@@ -275,28 +276,37 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
     assert published(spark, tmp_path / "arr") == published(spark, tmp_path / "whole")
 
 
-def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangement(spark, tmp_path):
-    """SIGKILL the driver at a different point of three micro-batches, restarting after each."""
+@background.job("killed-driver")
+def killed_drivers(work):
+    """Run ``tests/stream_job.py`` over four files, its driver killed (SIGKILL) at a
+    different point of micro-batches 1, 2 and 3, restarted after each, then to the end.
+    What each printed, and the upper published after each kill."""
     import subprocess
     import sys
 
-    source = tmp_path / "in"
+    source = work / "in"
     source.mkdir()
     make_files(source, n_files=4)
-    uninterrupted = []
-    stream(spark, source, tmp_path / "whole", tmp_path / "ckpt-whole", uninterrupted).awaitTermination()
-
-    arrangement = tmp_path / "arr"
-    job = [sys.executable, "-m", "tests.stream_job", str(source), str(arrangement), str(tmp_path / "ckpt")]
+    job = [sys.executable, "-m", "tests.stream_job", str(source), str(work / "arr"), str(work / "ckpt")]
+    kills = []
     for batch_id, point in enumerate(["written", "state", "published"], start=1):
         killed = subprocess.run([*job, point, str(batch_id)], capture_output=True, text=True, timeout=300)
         assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL, mid-way through the batch
-        upper = PersistedArrangement(arrangement).upper  # readable: the last published state
-        print(f"killed at {point!r} of micro-batch {batch_id}; published upper {upper}; it printed:")
-        print(killed.stdout)
+        upper = PersistedArrangement(work / "arr").upper  # readable: the last published state
+        kills.append(f"killed at {point!r} of micro-batch {batch_id}; published upper {upper}; it printed:\n"
+                     f"{killed.stdout}")
     restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
-    print(f"final restart printed:\n{restarted.stdout}")
+    return work, kills, restarted.stdout
+
+
+@pytest.mark.background("killed-driver")
+def test_a_driver_killed_mid_micro_batch_restarts_to_the_uninterrupted_arrangement(spark, tmp_path):
+    """SIGKILL the driver at a different point of three micro-batches, restarting after each."""
+    work, kills, printed = background.result("killed-driver")
+    print(*kills, f"final restart printed:\n{printed}", sep="\n")
+    stream(spark, work / "in", tmp_path / "whole", tmp_path / "ckpt-whole", []).awaitTermination()
+    arrangement = work / "arr"
     assert published(spark, arrangement) == published(spark, tmp_path / "whole")
     # what the dead drivers wrote goes with a vacuum; nothing the table needs does
     assert check(arrangement) == []
