@@ -40,12 +40,12 @@ class Reason(enum.StrEnum):
     MALFORMED = "malformed_event"
     """It is not a ``(key, symbol, time[, order])`` tuple."""
     NULL_KEY = "null_key"
-    """Its key is ``None``."""
+    """Its key is ``None`` (or pandas' ``NA`` or ``NaT``)."""
     BAD_KEY = "bad_key"
     """Its key cannot be hashed, holds a decimal NaN, or cannot be stored in the
     arrangement's key column."""
     NULL_TIME = "null_time"
-    """Its time is ``None`` (or pandas' ``NaT``)."""
+    """Its time is ``None`` (or pandas' ``NA`` or ``NaT``)."""
     BAD_TIME = "bad_time"
     """Its time is not of the run's time type (int, float, datetime or date), or is
     not finite, or is an integer outside the 64-bit range times are stored in."""

@@ -85,6 +85,24 @@ def _is_numpy_number(item: Any) -> bool:
     return dtype is not None and type(item).__module__ == "numpy" and dtype.kind in "iufb"
 
 
+def is_pandas_missing(item: Any) -> bool:
+    """Whether ``item`` is pandas' missing value, ``pd.NA`` or ``pd.NaT`` (rows of a
+    DataFrame with nullable columns hold them), without importing pandas. The intake
+    takes either as ``None``, as Spark reads such a cell: a null.
+
+    =============================  ============================
+    in the event                   taken as
+    =============================  ============================
+    key ``pd.NA`` / ``pd.NaT``     ``None``: rejected, null_key
+    time ``pd.NA`` / ``pd.NaT``    ``None``: rejected, null_time
+    order ``pd.NA``                ``None``: a missing order
+    symbol ``pd.NA``               ``None``
+    =============================  ============================
+    """
+    kind = type(item)
+    return kind.__name__ in ("NAType", "NaTType") and kind.__module__.startswith("pandas")
+
+
 def _decimal_nan(event: Event) -> Rejected:
     """Why an event whose key or symbol holds a decimal NaN is refused."""
     where = "key" if holds_decimal_nan(event[0]) else "symbol"
@@ -147,8 +165,12 @@ class Intake:
             event = _NEW(Event, (*raw, None) if len(raw) == 3 else tuple(raw))
         else:
             return Rejected(raw, Reason.MALFORMED, _SHAPE)
-        if event[0] is None:
+        key = event[0]
+        if key is None:
             return Rejected(event, Reason.NULL_KEY, "the key is None")
+        plain_key = type(key) in _NO_NAN
+        if not plain_key and is_pandas_missing(key):
+            return Rejected(event, Reason.NULL_KEY, f"the key is pandas' {key!r} (a missing key)")
         time = event[2]
         zoned = self._zoned  # a naive and a zoned datetime are of one type, and do not compare
         if type(time) is not self._time_type or (
@@ -178,13 +200,17 @@ class Intake:
         if order is not None and (type(order) is not self._order_type or type(order) in (float, tuple)):
             if _is_numpy_number(order):  # from a NumPy array: as Python's
                 event = _NEW(Event, (event[0], event[1], event[2], order.item()))
-            problem = self._order_problem(event)
+            elif is_pandas_missing(order):
+                event = _NEW(Event, (event[0], event[1], event[2], None))
+            problem = None if event[3] is None else self._order_problem(event)
             if problem is not None:
                 return problem
-        key, symbol = event[0], event[1]
-        if type(symbol) not in _NO_NAN or type(key) not in _NO_NAN:  # NaN is one value
+        symbol = event[1]
+        if type(symbol) not in _NO_NAN or not plain_key:  # NaN is one value
+            if is_pandas_missing(symbol):
+                symbol = None
             same_key, same_symbol = one_nan(key), one_nan(symbol)  # themselves unless they hold a NaN
-            if same_key is not key or same_symbol is not symbol or type(key) is Decimal or type(symbol) is Decimal:
+            if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)
                 event = _NEW(Event, (same_key, same_symbol, event[2], event[3]))
@@ -216,8 +242,8 @@ class Intake:
         time = event.time
         if time is None:
             return Rejected(event, Reason.NULL_TIME, "the time is None")
-        if isinstance(time, _dt.date) and time != time:  # noqa: PLR0124 - pandas' NaT, its missing time
-            return Rejected(event, Reason.NULL_TIME, f"the time is {time!r} (a missing time)")
+        if is_pandas_missing(time):
+            return Rejected(event, Reason.NULL_TIME, f"the time is pandas' {time!r} (a missing time)")
         kind = time_kind(time)
         if kind is None or (self.kind is not None and kind != self.kind):
             expected = self.kind or "number, datetime or date"

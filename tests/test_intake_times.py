@@ -160,3 +160,55 @@ def test_naive_and_zoned_datetimes_and_nat_are_sorted_out_not_compared(rows):
     assert result.updates == run_local(Upsert(), kept).updates
     reasons = sorted(r.reason.value for r in result.rejected)
     assert reasons == sorted("null_time" if how == "nat" else "bad_time" for how in hows if how != first)
+
+
+def nullable_frame(rows):
+    """A pandas DataFrame of ``(key, symbol, time, order)`` rows in nullable columns,
+    whose ``itertuples`` hands out ``pd.NA`` for a missing cell and NumPy numbers."""
+    import pandas as pd
+
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    return pd.DataFrame({
+        name: pd.array(list(cells), dtype=dtype)
+        for name, cells, dtype in zip(("key", "symbol", "time", "order"), columns, ("string", "string", "Int64", "Int64"),
+                                      strict=True)
+    })
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]) | st.none(),
+            st.sampled_from(["x", "y"]) | st.none(),
+            st.integers(0, 4) | st.none(),
+            st.integers(0, 2) | st.none(),
+        ),
+        max_size=15,
+    )
+)
+def test_pandas_missing_cells_run_as_none(rows):
+    """Rows of a DataFrame with nullable columns hold pandas' NA where a cell is
+    missing: a missing key is null_key, a missing time null_time, a missing order
+    a missing order, a missing symbol None, exactly as the same rows with None."""
+    frame_rows = list(nullable_frame(rows).itertuples(index=False, name=None))
+    from_frame, from_python = run_local(Upsert(), frame_rows), run_local(Upsert(), rows)
+    assert from_frame.updates == from_python.updates
+    assert [r.reason for r in from_frame.rejected] == [r.reason for r in from_python.rejected]
+
+
+@pytest.mark.spark
+def test_spark_batch_over_a_nullable_pandas_frame_equals_the_local_run_of_its_rows(spark):
+    import pandas as pd
+
+    from statemachines.spark import run_batch
+
+    rows = [("a", "x", 1, None), (None, "y", 1, 0), ("a", None, 2, 1), ("b", "z", None, 0), ("b", "w", 3, None),
+            ("a", "v", 2, 0), ("b", None, 4, 2)]
+    frame = nullable_frame(rows)
+    result = run_batch(Upsert(), spark.createDataFrame(frame), order="order")
+    local = run_local(Upsert(), list(frame.itertuples(index=False, name=None)))
+    assert consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect()) == local.updates
+    assert sorted((r.reason, r.time) for r in result.rejected.collect()) == sorted(
+        (r.reason.value, None if r.event.time is pd.NA else r.event.time) for r in local.rejected
+    )
+    assert local.updates and local.rejected
