@@ -32,6 +32,7 @@ from statemachines import cdc as cdc_files
 from statemachines.columns import python_rows
 from statemachines.display import counts_line, pending_note, show_time
 from statemachines.library import ChangeFeed, Upsert, UpsertWithLateness, inputs, run_feed
+from statemachines.library.feeds import ENVELOPES
 from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines.updates import hashable
 
@@ -391,7 +392,7 @@ def command_feed(args: argparse.Namespace) -> None:
     )
     fmt = inputs.input_format(args.input, args.format)
     schema = inputs.parse_schema(args.schema) if args.schema else inputs.infer_schema(args.input, fmt)
-    if feed.envelope == "flat":
+    if feed.envelope != "debezium":
         read = feed.columns(schema.names).read
         inputs.require_time_type(schema, feed.sequence_by[0], args.input)
         inputs.require_fields(args.input, fmt, read, feed.sequence_by[0])
@@ -697,14 +698,14 @@ def parser() -> argparse.ArgumentParser:
     feed.add_argument("input", help="a Parquet, CSV or JSON Lines file (with --stream: a directory of them)")
     feed.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
     feed.add_argument("--keys", required=True, help="the key column(s), comma-separated")
-    feed.add_argument("--sequence-by", required=True, help="the column(s) ordering a key's changes, comma-separated; the highest wins (Debezium: paths such as source.lsn)")
+    feed.add_argument("--sequence-by", help="the column(s) ordering a key's changes, comma-separated; the highest wins (Debezium: paths such as source.lsn; Delta: default _commit_version)")
     feed.add_argument("--values", help="the value column(s), comma-separated (default: every other column)")
     feed.add_argument("--except-columns", help="columns left out of the default values, comma-separated")
     feed.add_argument(
         "--delete-when", action="append", default=[], metavar="COLUMN=VALUE[,VALUE]",
         help="a row whose column holds one of the values is a delete (repeatable: all must hold); nothing else deletes",
     )
-    feed.add_argument("--envelope", choices=("flat", "debezium"), default="flat", help="the rows' shape")
+    feed.add_argument("--envelope", choices=ENVELOPES, default="flat", help="the rows' shape (delta: a Delta table's change data feed)")
     feed.add_argument("--scd1", help="keep an SCD type 1 table (current values) here")
     feed.add_argument("--scd2", help="keep an SCD type 2 table (history) here")
     feed.add_argument("--start-column", default="__START_AT", help="the SCD type 2 table's interval start column")

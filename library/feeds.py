@@ -29,6 +29,19 @@ columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
     c, u, r   after       upsert of after's values
     d         before      delete of before's key
     t, other  -           rejected bad_operation
+
+Delta Lake's change data feed (``envelope="delta"``: the rows of
+``DeltaTable.load_cdf()``, or of Spark's ``readChangeFeed``) is read by its
+``_change_type``; ``sequence_by`` defaults to ``_commit_version``, and within one
+commit a delete comes before an insert of the same key (an overwrite deletes every
+row and inserts the new ones in one commit)::
+
+    _change_type       event
+    insert             upsert, after the commit's deletes
+    update_postimage   upsert
+    delete             delete
+    update_preimage    none: the row before an update, whose postimage applies
+    other, null        rejected bad_operation, missing_field
 """
 
 from __future__ import annotations
@@ -53,6 +66,8 @@ from statemachines.updates import hashable
 __all__ = [
     "DEBEZIUM_DELETE",
     "DEBEZIUM_UPSERTS",
+    "DELTA_CHANGES",
+    "DELTA_COLUMNS",
     "ChangeFeed",
     "FeedColumns",
     "FeedResult",
@@ -62,7 +77,11 @@ __all__ = [
 
 DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
 DEBEZIUM_DELETE = "d"
-ENVELOPES = ("flat", "debezium")
+# Delta's change data feed: a change type's rank among a commit's changes of a key
+DELTA_CHANGES = {"delete": 0, "insert": 1, "update_postimage": 1}
+DELTA_PREIMAGE = "update_preimage"
+DELTA_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+ENVELOPES = ("flat", "debezium", "delta")
 _MISSING = object()
 
 
@@ -113,17 +132,18 @@ class ChangeFeed:
     Args:
         keys: the key column(s).
         sequence_by: the column(s) whose values order a key's changes, compared
-            lexicographically; the highest wins. For Debezium, paths in the envelope.
+            lexicographically; the highest wins. For Debezium, paths in the envelope;
+            for Delta, default ``_commit_version``.
         values: the value column(s); default: every column but the keys, the
             sequence columns, the delete markers and ``except_columns``.
         except_columns: columns left out of the default values.
         delete_when: ``{column: value or [values]}``: a row whose columns all hold one
-            of their values is a delete. Not for Debezium (its ``op`` says).
-        envelope: ``"flat"`` (a row per change) or ``"debezium"``.
+            of their values is a delete. Not for Debezium or Delta (their rows say).
+        envelope: ``"flat"`` (a row per change), ``"debezium"`` or ``"delta"``.
     """
 
     keys: tuple[str, ...] = attrs.field(converter=_names)
-    sequence_by: tuple[str, ...] = attrs.field(converter=_names)
+    sequence_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
     values: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_names)
     except_columns: tuple[str, ...] = attrs.field(default=(), converter=_names)
     delete_when: tuple[tuple[str, tuple[Any, ...]], ...] = attrs.field(default=(), converter=_markers)
@@ -132,12 +152,16 @@ class ChangeFeed:
     def __attrs_post_init__(self) -> None:
         if not self.keys:
             raise InvalidArgument("a change feed needs at least one key column (keys=[...])")
-        if not self.sequence_by:
-            raise InvalidArgument("a change feed needs at least one sequence column (sequence_by=[...])")
         if self.envelope not in ENVELOPES:
             raise InvalidArgument(f"envelope is one of {', '.join(ENVELOPES)}, not {self.envelope!r}")
+        if self.envelope == "delta" and not self.sequence_by:
+            object.__setattr__(self, "sequence_by", ("_commit_version",))
+        if not self.sequence_by:
+            raise InvalidArgument("a change feed needs at least one sequence column (sequence_by=[...])")
         if self.envelope == "debezium" and self.delete_when:
             raise InvalidArgument("a Debezium feed's op says what is a delete; drop delete_when")
+        if self.envelope == "delta" and self.delete_when:
+            raise InvalidArgument("a Delta change feed's _change_type says what is a delete; drop delete_when")
         if self.values is not None and self.except_columns:
             raise InvalidArgument("give values or except_columns, not both")
         if self.values == ():
@@ -152,8 +176,10 @@ class ChangeFeed:
         """
         markers = self.delete_when
         named = [*self.keys, *(self.values or ()), *self.except_columns, *(c for c, _ in markers)]
-        if self.envelope == "flat":
+        if self.envelope != "debezium":
             named += self.sequence_by
+        if self.envelope == "delta":
+            named.append("_change_type")
         missing = [c for c in dict.fromkeys(named) if c not in available]
         if missing:
             where = "after" if self.envelope == "debezium" else "the feed"
@@ -164,13 +190,16 @@ class ChangeFeed:
             values = self.values
         else:
             taken = {*self.keys, *self.sequence_by, *self.except_columns, *(c for c, _ in markers)}
+            if self.envelope == "delta":
+                taken.update(DELTA_COLUMNS)
             values = tuple(c for c in available if c not in taken)
         if not values:
             raise InvalidArgument(f"no value column is left of {', '.join(available)}; name values=[...]")
         return FeedColumns(self.keys, values, self.sequence_by, markers)
 
     def events(self, rows: Iterable[Mapping[str, Any]], columns: FeedColumns | None = None) -> list[Event | Rejected]:
-        """The event (or rejection) of each row, in order; ``columns`` default: the first row's."""
+        """The event (or rejection) of each row, in order (a Delta ``update_preimage``
+        row has none); ``columns`` default: the first row's."""
         rows = iter(rows)
         first = next(rows, None)
         if first is None:
@@ -178,20 +207,25 @@ class ChangeFeed:
         if columns is None:
             columns = self.columns(_first_columns(self, first))
         event = self.reader(columns)
-        out = [event(first)]
-        out.extend(map(event, rows))
-        return out
+        return [found for found in map(event, (first, *rows)) if found is not None]
 
     def reader(self, columns: FeedColumns) -> Any:
-        """The function from one row (a mapping) to its event or rejection."""
+        """The function from one row (a mapping) to its event or rejection (``None``
+        for a Delta ``update_preimage`` row)."""
         keys, values, sequence = columns.keys, columns.values, columns.sequence_by
         markers = columns.markers
         one_key, n_sequence = len(keys) == 1, len(sequence)
-        debezium = self.envelope == "debezium"
+        debezium, delta = self.envelope == "debezium", self.envelope == "delta"
 
-        def event(row: Mapping[str, Any]) -> Event | Rejected:
-            delete, refusal, envelope = False, None, row
-            if debezium:
+        def event(row: Mapping[str, Any]) -> Event | Rejected | None:
+            delete, refusal, envelope, rank = False, None, row, None
+            if delta:
+                change = row.get("_change_type")
+                if change == DELTA_PREIMAGE:
+                    return None
+                refusal = _delta_refusal(change)
+                delete, rank = change == "delete", DELTA_CHANGES.get(change)  # type: ignore[arg-type]
+            elif debezium:
                 envelope = _payload(row)
                 refusal = _debezium_refusal(envelope)
                 delete = envelope.get("op") == DEBEZIUM_DELETE
@@ -204,6 +238,8 @@ class ChangeFeed:
             symbol = None if delete else tuple(map(_cell, value_cells))
             time = _cell(seq_cells[0])
             order = None if n_sequence == 1 else _cell(seq_cells[1]) if n_sequence == 2 else tuple(map(_cell, seq_cells[1:]))
+            if delta:  # within a commit, deletes first
+                order = rank if order is None else (*(order if n_sequence > 2 else (order,)), rank)
             found = Event(key, symbol, time, order)
             if refusal is not None:
                 return Rejected(found, *refusal)
@@ -258,6 +294,16 @@ def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
         return Reason.BAD_OPERATION, f"op {op!r} is not applied (c, u, r upsert; d deletes)"
     if not isinstance(envelope.get(image), Mapping):
         return Reason.MISSING_FIELD, f"op {op!r} without {image}"
+    return None
+
+
+def _delta_refusal(change: Any) -> tuple[Reason, str] | None:
+    if change is None:
+        return Reason.MISSING_FIELD, "the row has no _change_type"
+    if change not in DELTA_CHANGES:
+        return Reason.BAD_OPERATION, (
+            f"_change_type {change!r} is not applied (insert, update_postimage upsert; delete deletes)"
+        )
     return None
 
 

@@ -1,7 +1,7 @@
 """Change feeds on Spark: the rules of :mod:`statemachines.library.feeds` as column expressions.
 
 :func:`feed_events` turns a DataFrame of feed rows (flat, or Debezium envelopes as
-Spark reads Kafka Connect's JSON) into ``key, symbol, time, order, refusal``
+Spark reads Kafka Connect's JSON, or Delta's change data feed) into ``key, symbol, time, order, refusal``
 columns, exactly as :meth:`ChangeFeed.reader` does row by row locally; the runtime
 passes refused rows to its rejected output (``EventColumns.refusal``).
 :func:`run_feed_batch` and :func:`run_feed_stream` run them through ``Upsert`` into
@@ -22,6 +22,7 @@ from statemachines.library import Upsert
 from statemachines.library.feeds import (
     DEBEZIUM_DELETE,
     DEBEZIUM_UPSERTS,
+    DELTA_CHANGES,
     ChangeFeed,
     FeedColumns,
     FeedResult,
@@ -71,6 +72,25 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
             (~delete & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
         ]
         sequence = [_path(frame, path) for path in columns.sequence_by]
+    elif feed.envelope == "delta":
+        columns = feed.columns(frame.columns)
+        change = F.col("_change_type")
+        frame = frame.where(change.isNull() | (change != "update_preimage"))  # its postimage applies
+        cell = F.col
+        delete = F.coalesce(change == "delete", F.lit(False))
+        rules = [
+            (change.isNull(), refusal(Reason.MISSING_FIELD, "the row has no _change_type")),
+            (
+                ~change.isin(*DELTA_CHANGES),
+                refusal(
+                    Reason.BAD_OPERATION,
+                    F.format_string(
+                        "_change_type '%s' is not applied (insert, update_postimage upsert; delete deletes)", change
+                    ),
+                ),
+            ),
+        ]
+        sequence = [F.col(c) for c in columns.sequence_by]
     else:
         columns = feed.columns(frame.columns)
         cell = F.col
@@ -91,6 +111,9 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         refused = refused.when(condition, value)
     keys = [cell(k).alias(k) for k in columns.keys]
     rest = sequence[1:]
+    if feed.envelope == "delta":  # within a commit, deletes first
+        ranks = F.create_map(*(F.lit(part) for change_rank in DELTA_CHANGES.items() for part in change_rank))
+        rest.append(ranks[F.col("_change_type")].cast("long"))
     order = F.lit(None).cast("long") if not rest else rest[0] if len(rest) == 1 else F.struct(*rest)
     events = frame.select(
         (keys[0] if len(keys) == 1 else F.struct(*keys)).alias("key"),

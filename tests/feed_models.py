@@ -90,3 +90,58 @@ def debezium(row: dict, wrapped: bool = False) -> dict:
         "ts_ms": 1_700_000_000_000 + (row["lsn"] or 0),
     }
     return {"schema": {"type": "struct", "optional": False}, "payload": envelope} if wrapped else envelope
+
+
+def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
+    """A Delta table (``id`` unique, ``name``, ``city``) with its change data feed on,
+    changed by ``commits`` random delta-rs operations (append of new ids, update,
+    delete, merge upsert, overwrite); the table's contents at each version, keyed by
+    id (the model the feed's reader must reproduce)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    rnd = random.Random(seed)
+    ids = iter(range(1, 1000))
+
+    def rows(keys):
+        return pa.table({
+            "id": pa.array(keys, pa.int64()),
+            "name": pa.array([rnd.choice(NAMES) for _ in keys], pa.string()),
+            "city": pa.array([rnd.choice(CITIES) for _ in keys], pa.string()),
+        })
+
+    write_deltalake(path, rows([next(ids) for _ in range(3)]), configuration={"delta.enableChangeDataFeed": "true"})
+    table = DeltaTable(path)
+    for _ in range(commits):
+        present = sorted(pa.table(table.to_pyarrow_table())["id"].to_pylist())
+        some = rnd.sample(present, min(len(present), rnd.randint(1, 2)))
+        operation = rnd.choice(["append", "update", "delete", "merge", "overwrite"] if present else ["append"])
+        if operation == "append":
+            write_deltalake(path, rows([next(ids) for _ in range(rnd.randint(1, 2))]), mode="append")
+        elif operation == "update":
+            table.update({"city": f"'{rnd.choice(CITIES)}'"}, predicate=f"id IN ({', '.join(map(str, some))})")
+        elif operation == "delete":
+            table.delete(f"id IN ({', '.join(map(str, some))})")
+        elif operation == "merge":
+            source = rows([*some, next(ids)])
+            (table.merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+        else:  # overwrite: every row deleted, the new ones (some ids kept) inserted, in one commit
+            write_deltalake(path, rows([*some, next(ids)]), mode="overwrite")
+        table.update_incremental()
+    versions = []
+    for version in range(table.version() + 1):
+        content = pa.table(DeltaTable(path, version=version).to_pyarrow_table()).to_pylist()
+        versions.append({r["id"]: (r["name"], r["city"]) for r in content})
+    return versions
+
+
+def delta_changes(path):
+    """The change data feed of the Delta table at ``path``, from version 0, as a
+    pyarrow table of plain types (delta-rs reads strings as views)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    changes = pa.table(DeltaTable(path).load_cdf(starting_version=0).read_all())
+    plain = [pa.field(f.name, pa.string() if f.type == pa.string_view() else f.type) for f in changes.schema]
+    return changes.cast(pa.schema(plain))

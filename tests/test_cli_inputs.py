@@ -56,6 +56,21 @@ def test_the_feed_command_reads_debezium_envelopes(tmp_path):
     assert scd_rows(tmp_path / "s2") == scd2(rows)
 
 
+def test_the_feed_command_reads_a_delta_change_data_feed(tmp_path):
+    """A Delta table's change data feed saved as Parquet, read with ``--envelope delta``
+    and no ``--sequence-by`` (``_commit_version``): the SCD1 table is the Delta table now."""
+    from tests.feed_models import delta_change_feed, delta_changes
+
+    versions = delta_change_feed(tmp_path / "source", seed=3, commits=8)
+    changes = delta_changes(tmp_path / "source")
+    pq.write_table(changes, tmp_path / "cdf.parquet")
+    done = cli("feed", tmp_path / "cdf.parquet", "--into", tmp_path / "arr", "--keys", "id", "--envelope", "delta",
+               "--scd1", tmp_path / "s1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{changes.num_rows} rows in") and " 0 rejected" in done.stdout
+    assert {r[0]: r[1:] for r in scd_rows(tmp_path / "s1", 1)} == versions[-1]
+
+
 @pytest.mark.spark
 def test_the_feed_command_on_spark_batch_and_stream(spark, tmp_path, capsys):
     """In this process, on the tests' session (the command takes the active one)."""

@@ -182,3 +182,61 @@ def test_an_scd_table_is_of_a_collection_with_one_value_per_key(tmp_path):
     runtime.finish()
     with pytest.raises(InvalidArgument, match="several values at once"):
         ScdTable(tmp_path / "s2", ["doc"], ["tag"]).refresh(tmp_path / "arr")
+
+
+DELTA = ChangeFeed(keys=["id"], envelope="delta")
+
+
+@settings(max_examples=25)
+@given(st.integers(0, 10_000), st.booleans())
+def test_a_delta_change_feed_gives_the_table_at_every_version(tmp_path_factory, seed, shuffled):
+    """A Delta table's change data feed (delta-rs ``load_cdf``: inserts, update pre-
+    and postimages, deletes; an overwrite deletes and inserts the same ids in one
+    commit), in any row order, read with ``envelope="delta"``: the arrangement at each
+    commit version is the table at that version, and the SCD2 table its history."""
+    import random
+
+    from tests.feed_models import delta_change_feed, delta_changes
+
+    out = tmp_path_factory.mktemp("delta")
+    versions = delta_change_feed(out / "source", seed)
+    rows = delta_changes(out / "source").to_pylist()
+    if shuffled:
+        random.Random(seed).shuffle(rows)
+    run = run_feed(DELTA, rows, into=out / "arr", scd2=out / "scd2")
+    assert run.result.rejected == []
+    assert run.columns.values == ("name", "city")
+    for version, content in enumerate(versions):
+        at = {k: v for (k, v), n in collection_at(run.result.updates, version).items() if n}
+        assert at == content, version
+    history = sorted(_scd_rows(run.scd2), key=repr)
+    expected = []
+    for key in sorted({k for content in versions for k in content}):
+        held = [content.get(key) for content in versions]
+        for version, value in enumerate(held):
+            if value is not None and (version == 0 or held[version - 1] != value):
+                ends = next((v for v in range(version + 1, len(held)) if held[v] != value), None)
+                expected.append((key, *value, version, ends))
+    assert history == sorted(expected, key=repr)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "detail"),
+    [
+        (None, "missing_field", "the row has no _change_type"),
+        ("upsert", "bad_operation", "_change_type 'upsert' is not applied (insert, update_postimage upsert; delete deletes)"),
+    ],
+)
+def test_a_delta_change_that_cannot_be_applied_is_refused(change, reason, detail):
+    rows = [
+        {"id": 1, "name": "Ada", "_change_type": "insert", "_commit_version": 0},
+        {"id": 1, "name": "Ada", "_change_type": change, "_commit_version": 1},
+    ]
+    run = run_feed(DELTA, rows)
+    assert [(r.reason.value, r.detail) for r in run.result.rejected] == [(reason, detail)]
+    assert _collection(run.result) == {1: ("Ada",)}
+
+
+def test_a_delta_change_feed_refuses_delete_markers_of_its_own():
+    with pytest.raises(InvalidArgument, match="_change_type says what is a delete"):
+        ChangeFeed(keys=["id"], envelope="delta", delete_when={"op": "d"})

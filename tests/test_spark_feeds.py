@@ -137,3 +137,31 @@ def test_a_debezium_feed_stream_equals_the_models(spark, tmp_path):
     query.awaitTermination()
     frontier = read_state(into)["upper"]
     assert _scd_rows(spark, run.scd2) == _model_rows([r for r in rows if r["lsn"] < frontier])
+
+
+def test_a_delta_change_feed_on_spark_equals_the_local_run(spark, tmp_path):
+    """Delta's change data feed as a DataFrame (here from delta-rs; Spark with Delta
+    reads it with ``readChangeFeed``), with a row of an unknown change type: the same
+    arrangement, rejections and SCD2 table as the local run."""
+    import pyarrow as pa
+
+    from statemachines import PersistedArrangement
+    from tests.feed_models import delta_change_feed, delta_changes
+
+    feed = ChangeFeed(keys=["id"], envelope="delta")
+    versions = delta_change_feed(tmp_path / "source", seed=11, commits=8)
+    changes = delta_changes(tmp_path / "source")
+    changes = changes.set_column(
+        changes.schema.get_field_index("_commit_version"), "_commit_version", changes["_commit_version"].cast(pa.int64())
+    )
+    odd = {"id": 99, "name": "X", "city": "Y", "_change_type": "truncate", "_commit_version": 2, "_commit_timestamp": None}
+    changes = pa.concat_tables([changes, pa.Table.from_pylist([odd], changes.schema)])
+    run = run_feed_batch(feed, spark.createDataFrame(changes), into=str(tmp_path / "arr"), scd2=tmp_path / "scd2")
+    local = run_feed(feed, changes.to_pylist(), into=tmp_path / "local", scd2=tmp_path / "local-scd2")
+    assert PersistedArrangement(tmp_path / "arr").updates() == PersistedArrangement(tmp_path / "local").updates()
+    assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+    assert [r.reason.value for r in local.result.rejected] == ["bad_operation"]
+    assert _scd_rows(spark, run.scd2) == sorted(
+        (tuple(r.values()) for r in local.scd2.read().to_pylist()), key=lambda r: (r[0], r[-2])
+    )
+    assert len(versions) == 9 and any(row["_change_type"] == "update_preimage" for row in changes.to_pylist())
