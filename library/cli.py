@@ -465,6 +465,11 @@ def parse_markers(items: list[str]) -> dict[str, list[Any]]:
     return markers
 
 
+def _version(text: str) -> int | str:
+    """``--version``: a version number, or a commit time (read by the arrangement)."""
+    return int(text) if text.strip().lstrip("-").isdigit() else text
+
+
 def command_show(args: argparse.Namespace) -> None:
     arr = PersistedArrangement.open(args.arrangement, version=args.version)
     keep = (lambda key: str(key) == args.key) if args.key is not None else (lambda key: True)
@@ -728,7 +733,10 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER); either end may be empty")
     view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
     show.add_argument("--key", help="only this key (compared as text)")
-    show.add_argument("--version", type=int, help="read this version of the table (default: the latest)")
+    show.add_argument(
+        "--version", type=_version,
+        help="read this version of the table, or the latest committed at an ISO 8601 time such as 2026-11-24T09:30Z (default: the latest)",
+    )
     show.add_argument("--output", choices=("table", "json", "csv"), default="table", help="how to print the rows")
     show.set_defaults(handler=command_show)
 

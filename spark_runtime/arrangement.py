@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from statemachines.delta import VersionSpec
 from statemachines.errors import InvalidArgument
 from statemachines.persisted import PersistedArrangement, table_files
 from statemachines.spark.output import ROW_GROUP_BYTES, count_rows
@@ -26,12 +27,12 @@ __all__ = ["compact", "read_history", "read_snapshot", "read_updates"]
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 
 
-def _published_files(path: str | os.PathLike[str], version: int | None) -> tuple[list[str], Any]:
+def _published_files(path: str | os.PathLike[str], version: VersionSpec | None) -> tuple[list[str], Any]:
     files, state = table_files(path, version)
     return files, decode_time(state["since"])
 
 
-def read_updates(spark, path: str | os.PathLike[str], version: int | None = None):
+def read_updates(spark, path: str | os.PathLike[str], version: VersionSpec | None = None):
     """The arrangement's updates as a DataFrame ``key, value, time, diff``.
 
     Consolidated: one row per ``(key, value, time)``, no zero diffs; times below the
@@ -54,7 +55,7 @@ def read_updates(spark, path: str | os.PathLike[str], version: int | None = None
     )
 
 
-def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, version: int | None = None):
+def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, version: VersionSpec | None = None):
     """The collection as of ``as_of`` (default: latest): ``key, value, count``.
 
     Raises:
@@ -76,7 +77,7 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, versio
     )
 
 
-def read_history(spark, path: str | os.PathLike[str], version: int | None = None):
+def read_history(spark, path: str | os.PathLike[str], version: VersionSpec | None = None):
     """Validity intervals ``key, value, start, end`` (SCD type 2; ``end`` null if current).
 
     A row starts where the running multiplicity of ``(key, value)`` turns positive and

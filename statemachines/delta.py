@@ -23,6 +23,7 @@ its files. Paths are local paths or URIs (``file://``, ``s3://``, ``abfss://``,
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import time as _time
@@ -41,13 +42,18 @@ __all__ = [
     "DamagedArrangement",
     "Location",
     "Snapshot",
+    "VersionSpec",
     "batch_files",
     "commit",
     "data_file",
     "location",
     "read_snapshot",
     "vacuum",
+    "version_at",
 ]
+
+# a Delta version, or a commit time: the latest version committed then (Delta's timestampAsOf)
+VersionSpec = int | _dt.datetime | str
 
 FORMAT = 2
 APP_ID = "statemachines"
@@ -224,8 +230,49 @@ def _open_table(loc: Location, version: int | None) -> Any:
         ) from exc
 
 
-def read_snapshot(loc: Location, version: int | None = None, *, foreign: bool = False) -> Snapshot:
-    """The arrangement's state at a Delta ``version`` (default: the latest).
+def version_at(loc: Location, moment: _dt.datetime | str) -> int:
+    """The latest version committed at or before ``moment``, as Delta's
+    ``timestampAsOf`` reads: a datetime (naive: UTC) or an ISO 8601 string.
+
+    With versions 0, 1 and 2 committed at 09:00, 10:00 and 11:00:
+
+    ======  ==================================
+    moment  version_at
+    ======  ==================================
+    10:30   1
+    11:00   2
+    08:00   refused: before the first commit
+    ======  ==================================
+
+    Raises:
+        InvalidArgument: ``moment`` is not a time, or comes before the first commit
+            the log still holds.
+    """
+    if isinstance(moment, str):
+        try:
+            moment = _dt.datetime.fromisoformat(moment)
+        except ValueError:
+            raise InvalidArgument(
+                f"{moment!r} is neither a version nor an ISO 8601 time (such as 2026-11-24T09:30:00Z)"
+            ) from None
+    if not isinstance(moment, _dt.datetime):
+        raise InvalidArgument(f"a version is an integer or a commit time (datetime), not {moment!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=_dt.UTC)
+    at_ms = moment.timestamp() * 1000
+    commits = sorted((h["version"], h["timestamp"]) for h in _open_table(loc, None).history())
+    before = [version for version, committed in commits if committed <= at_ms]
+    if not before:
+        first = _dt.datetime.fromtimestamp(commits[0][1] / 1000, _dt.UTC).isoformat() if commits else "none"
+        raise InvalidArgument(
+            f"{loc.uri} has no version committed at or before {moment.isoformat()}; its first commit: {first}"
+        )
+    return max(before)
+
+
+def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign: bool = False) -> Snapshot:
+    """The arrangement's state at a Delta ``version`` (default: the latest), or at the
+    latest version committed at a time (a datetime or ISO string, :func:`version_at`).
 
     Before the first commit the state is ``state-0``, which the first commit then
     marks (``"table": true``): from then on, a missing log is damage, not an empty
@@ -251,6 +298,8 @@ def read_snapshot(loc: Location, version: int | None = None, *, foreign: bool = 
         if version is not None:
             raise InvalidArgument(f"{loc.uri} has no versions yet: nothing was committed")
         return Snapshot(first, None)
+    if version is not None and not isinstance(version, int):
+        version = version_at(loc, version)
     # looked for again: the first commit may have made the log after the listing above
     if LOG_DIR not in names and LOG_DIR not in present(loc, (LOG_DIR,)):
         raise DamagedArrangement(

@@ -84,7 +84,7 @@ def _new_state() -> dict[str, Any]:
     }
 
 
-def read_state(path: str | os.PathLike[str], version: int | None = None) -> dict[str, Any]:
+def read_state(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> dict[str, Any]:
     """The published state of the arrangement at ``path`` (times still encoded).
 
     Its ``batches`` name their data files (``files``, relative to ``path``).
@@ -96,7 +96,7 @@ def read_state(path: str | os.PathLike[str], version: int | None = None) -> dict
     return delta.read_snapshot(delta.location(path), version).state
 
 
-def table_files(path: str | os.PathLike[str], version: int | None = None) -> tuple[list[str], dict[str, Any]]:
+def table_files(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> tuple[list[str], dict[str, Any]]:
     """The data files (URIs) of one version of the arrangement, and its state.
 
     Reading exactly these files reads that version, whatever is committed meanwhile:
@@ -107,7 +107,7 @@ def table_files(path: str | os.PathLike[str], version: int | None = None) -> tup
     return [loc.uri_of(f) for f in delta.batch_files(state)], state
 
 
-def check(path: str | os.PathLike[str], version: int | None = None) -> list[str]:
+def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> list[str]:
     """What is wrong with the arrangement at ``path``: one line per damaged file.
 
     Reads the log and state of ``version`` (default: the latest), then every data
@@ -292,7 +292,7 @@ class PersistedArrangement(Arrangement):
         self,
         path: str | os.PathLike[str],
         *,
-        version: int | None = None,
+        version: delta.VersionSpec | None = None,
         storage_options: dict[str, str] | None = None,
         _create: bool | None = None,
     ) -> None:
@@ -321,13 +321,15 @@ class PersistedArrangement(Arrangement):
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, version: int | None = None,
+        cls, path: str | os.PathLike[str], *, version: delta.VersionSpec | None = None,
         storage_options: dict[str, str] | None = None,
     ) -> PersistedArrangement:
-        """The arrangement at ``path`` as of Delta ``version`` (default: the latest).
+        """The arrangement at ``path`` as of Delta ``version`` (default: the latest);
+        a datetime or ISO 8601 string opens the latest version committed then, as
+        Delta's ``timestampAsOf`` (:func:`~statemachines.delta.version_at`).
 
         Raises:
-            InvalidArgument: ``path`` holds no arrangement.
+            InvalidArgument: ``path`` holds no arrangement, or no such version.
             DamagedArrangement: a file it needs is missing or unreadable.
         """
         return cls(path, version=version, storage_options=storage_options, _create=False)

@@ -555,3 +555,64 @@ def test_data_files_are_written_in_small_row_groups_without_dictionaries(tmp_pat
         groups = [metadata.row_group(g) for g in range(metadata.num_row_groups)]
         assert max(group.num_rows for group in groups) <= 1024
         assert not any(group.column(c).has_dictionary_page for group in groups for c in range(group.num_columns))
+
+
+@pytest.fixture(scope="module")
+def committed_over_time(tmp_path_factory):
+    """An arrangement of five appends a few milliseconds apart: its path, each
+    version's updates and each commit's time (from the Delta log)."""
+    import time
+
+    path = tmp_path_factory.mktemp("over-time") / "arr"
+    arrangement = PersistedArrangement(path)
+    for t in range(5):
+        arrangement.append([((f"k{t % 2}", f"v{t}"), t, 1)], t if t else None, t + 1)
+        time.sleep(0.02)
+    commits = {h["version"]: h["timestamp"] for h in DeltaTable(str(path)).history()}
+    updates = {v: PersistedArrangement.open(path, version=v).updates() for v in commits}
+    return path, updates, commits
+
+
+@given(offset_ms=st.integers(0, 200), zoned=st.booleans(), as_text=st.booleans())
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_commit_time_opens_the_latest_version_committed_then(committed_over_time, offset_ms, zoned, as_text):
+    """As Delta's timestampAsOf: a datetime (naive: UTC) or ISO string opens the latest
+    version whose commit time is at or before it; before the first, it is refused."""
+    path, updates, commits = committed_over_time
+    at_ms = min(commits.values()) - 50 + offset_ms
+    moment = dt.datetime.fromtimestamp(at_ms / 1000, dt.UTC)
+    if zoned:
+        moment = moment.astimezone(dt.timezone(dt.timedelta(hours=-5)))
+    else:
+        moment = moment.replace(tzinfo=None)
+    given_as = moment.isoformat() if as_text else moment
+    before = [v for v, committed in commits.items() if committed <= at_ms]
+    if not before:
+        with pytest.raises(InvalidArgument, match="no version committed at or before"):
+            PersistedArrangement.open(path, version=given_as)
+        return
+    opened = PersistedArrangement.open(path, version=given_as)
+    assert opened.version == max(before)
+    assert opened.updates() == updates[max(before)]
+
+
+def test_a_version_that_is_not_a_time_is_refused(committed_over_time):
+    path, _, _ = committed_over_time
+    with pytest.raises(InvalidArgument, match="neither a version nor an ISO 8601 time"):
+        PersistedArrangement.open(path, version="yesterday")
+
+
+def test_show_reads_the_version_committed_at_a_time(committed_over_time):
+    path, updates, commits = committed_over_time
+    version = sorted(commits)[2]
+    moment = dt.datetime.fromtimestamp(commits[version] / 1000, dt.UTC).isoformat()
+    done = subprocess.run(
+        [sys.executable, "-m", "statemachines.library.cli", "show", str(path), "--version", moment, "--output", "json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    at_version = subprocess.run(
+        [sys.executable, "-m", "statemachines.library.cli", "show", str(path), "--version", str(version), "--output", "json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.stdout == at_version.stdout and done.stdout.strip()

@@ -117,3 +117,26 @@ def test_compaction_on_spark_equals_compaction_in_one_process(spark, tmp_path):
     # the version before stays readable, files and all
     assert PersistedArrangement.open(tmp_path / "spark", version=before.version).updates() == before.updates()
     assert check(tmp_path / "spark") == []
+
+
+def test_spark_reads_the_version_committed_at_a_time(spark, tmp_path):
+    import datetime as dt
+    import time
+
+    from deltalake import DeltaTable
+
+    arrangement = PersistedArrangement(tmp_path / "arr")
+    for t in range(3):
+        arrangement.append([((f"k{t}", "v"), t, 1)], t if t else None, t + 1)
+        time.sleep(0.01)  # commit times in distinct milliseconds
+    commits = {h["version"]: h["timestamp"] for h in DeltaTable(str(tmp_path / "arr")).history()}
+    version = sorted(commits)[-2]
+    moment = dt.datetime.fromtimestamp(commits[version] / 1000, dt.UTC)
+
+    def rows(frame):
+        return sorted(tuple(r) for r in frame.collect())
+
+    assert rows(read_updates(spark, tmp_path / "arr", version=moment)) == rows(
+        read_updates(spark, tmp_path / "arr", version=version)
+    )
+    assert rows(read_updates(spark, tmp_path / "arr", version=moment)) != rows(read_updates(spark, tmp_path / "arr"))
