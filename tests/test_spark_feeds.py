@@ -165,3 +165,36 @@ def test_a_delta_change_feed_on_spark_equals_the_local_run(spark, tmp_path):
         (tuple(r.values()) for r in local.scd2.read().to_pylist()), key=lambda r: (r[0], r[-2])
     )
     assert len(versions) == 9 and any(row["_change_type"] == "update_preimage" for row in changes.to_pylist())
+
+
+def test_a_delta_change_feed_stream_keeps_the_table_at_each_final_version(spark, tmp_path):
+    """Delta's change data feed as a stream of one Parquet file per commit, two files a
+    micro-batch: the SCD1 table is the Delta table at the last version the stream made
+    final."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.feed_models import delta_change_feed, delta_changes
+
+    versions = delta_change_feed(tmp_path / "source", seed=5, commits=5)
+    changes = delta_changes(tmp_path / "source")
+    changes = changes.set_column(
+        changes.schema.get_field_index("_commit_version"), "_commit_version", changes["_commit_version"].cast(pa.int64())
+    )
+    source = tmp_path / "in"
+    source.mkdir()
+    for version in range(len(versions)):
+        path = source / f"{version:02}.parquet"
+        pq.write_table(changes.filter(pa.compute.equal(changes["_commit_version"], version)), path)
+        os.utime(path, (1_700_000_000 + version,) * 2)  # the stream takes files by age
+    schema = spark.read.parquet(str(source)).schema
+    frame = spark.readStream.schema(schema).option("maxFilesPerTrigger", 2).parquet(str(source))
+    into = str(tmp_path / "arr")
+    query, run = run_feed_stream(
+        ChangeFeed(keys=["id"], envelope="delta"), frame, into=into, checkpoint=str(tmp_path / "cp"),
+        scd1=tmp_path / "scd1", trigger={"availableNow": True}, progress=None,
+    )
+    query.awaitTermination()
+    final = read_state(into)["upper"] - 1  # the stream's frontier holds the last version back
+    assert final >= 1
+    assert {r[0]: r[1:] for r in _scd_rows(spark, run.scd1)} == versions[final]
