@@ -359,10 +359,17 @@ class LocalRuntime:
     def feed(self, events: Iterable[Any]) -> None:
         """Buffer events ``(key, symbol, time[, order])``; refuse those that cannot be.
 
+        ``events`` may also be a table: a pyarrow ``Table`` or ``RecordBatch``, or a
+        pandas ``DataFrame``, with columns ``key``, ``symbol``, ``time`` and optionally
+        ``order`` (other columns are not read), as Spark's runtime reads a DataFrame.
         Refused events (late, malformed, null key or time, wrong time type, a symbol
         the machine rejects) are reported by the next :meth:`advance_to` or
         :meth:`finish`.
+
+        Raises:
+            InvalidArgument: a table lacks one of the columns.
         """
+        events = table_events(events)
         if self._finished:
             fed = self._refuse_all(events)
         else:
@@ -627,7 +634,8 @@ def run_local(
 
     Args:
         machine: the machine instance.
-        events: ``(key, symbol, time[, order])`` tuples, in any order.
+        events: ``(key, symbol, time[, order])`` tuples, in any order, or a table
+            of such columns (pyarrow or pandas; see :meth:`LocalRuntime.feed`).
         frontier: if given, only times below it are treated as complete; events at
             later times are returned in ``pending``. If omitted, the input is
             complete: everything is processed and every deadline fires (with
@@ -648,6 +656,29 @@ def run_local(
         return runtime.finish()
     step = runtime.advance_to(frontier)
     return attrs.evolve(step, pending=runtime.pending_events())
+
+
+EVENT_COLUMNS = ("key", "symbol", "time", "order")
+
+
+def table_events(events: Any) -> Iterable[Any]:
+    """The rows of a pyarrow table or batch, or of a pandas DataFrame, as event tuples
+    (``order`` only if the table has it); any other ``events`` as they are."""
+    is_arrow = hasattr(events, "column_names") and hasattr(events, "to_pylist")
+    is_pandas = hasattr(events, "itertuples") and hasattr(events, "columns")
+    if not (is_arrow or is_pandas):
+        return events
+    names = [str(name) for name in (events.column_names if is_arrow else events.columns)]
+    missing = [name for name in EVENT_COLUMNS[:3] if name not in names]
+    if missing:
+        raise InvalidArgument(
+            f"a table of events has columns key, symbol, time and optionally order; this one lacks "
+            f"{', '.join(missing)} (it has {', '.join(names) or 'none'})"
+        )
+    read = [name for name in EVENT_COLUMNS if name in names]
+    if is_arrow:
+        return zip(*(events.column(name).to_pylist() for name in read), strict=True)
+    return events[read].itertuples(index=False, name=None)
 
 
 def _one_nan_events(slot: Event | list[Event]) -> Event | list[Event]:

@@ -21,6 +21,7 @@ from statemachines import (
     is_consolidated,
     run_local,
 )
+from statemachines.library import Upsert
 from tests import strategies as sst
 from tests.machines import Fragile, Light, Session, Tags
 from tests.models import collection_from_replay, replay
@@ -307,3 +308,34 @@ def test_a_step_hands_the_machine_its_events_symbols_at_once_before_their_transi
     runtime.finish()
     assert machine.batches == [(["x", "y"], None), (["z"], None)]
     assert sorted(machine.seen) == [(1, "x"), (1, "y"), (2, "z")]  # each after its batch was prepared
+
+
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from(["x", "y", None]), st.integers(0, 5), st.integers(0, 2)),
+        max_size=12,
+    ),
+    with_order=st.booleans(),
+)
+def test_a_table_of_events_runs_as_its_rows(rows, with_order):
+    """A pyarrow table or batch, or a pandas DataFrame, with columns key, symbol, time
+    (and order) runs as the tuples of its rows; other columns are not read."""
+    import pyarrow as pa
+
+    tuples = [row if with_order else row[:3] for row in rows]
+    columns = {name: [row[i] for row in tuples] for i, name in enumerate(["key", "symbol", "time", "order"][: 4 if with_order else 3])}
+    columns["note"] = ["ignored"] * len(rows)
+    table = pa.table(columns, schema=pa.schema(
+        [(name, pa.int64() if name in ("time", "order") else pa.string()) for name in columns]
+    ))
+    expected = run_local(Upsert(), tuples)
+    for given_as in (table, table.to_batches()[0] if rows else table, table.to_pandas()):
+        got = run_local(Upsert(), given_as)
+        assert (got.updates, [r.reason for r in got.rejected]) == (expected.updates, [r.reason for r in expected.rejected])
+
+
+def test_a_table_without_the_event_columns_is_refused():
+    import pyarrow as pa
+
+    with pytest.raises(InvalidArgument, match="lacks symbol, time .it has key, value, ts."):
+        run_local(Upsert(), pa.table({"key": ["a"], "value": ["x"], "ts": [1]}))
