@@ -37,7 +37,7 @@ from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import time_after, time_kind
-from statemachines.updates import Update, one_nan, sort_key_runs
+from statemachines.updates import Update, hashable, one_nan, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -677,8 +677,15 @@ def table_events(events: Any) -> Iterable[Any]:
         )
     read = [name for name in EVENT_COLUMNS if name in names]
     if is_arrow:
-        return zip(*(events.column(name).to_pylist() for name in read), strict=True)
-    return events[read].itertuples(index=False, name=None)
+        columns = [events.column(name).to_pylist() for name in read]
+        nested = [events.schema.field(name).type.num_fields > 0 for name in read]
+    else:
+        columns = [events[name].tolist() for name in read]
+        nested = [events[name].dtype == object for name in read]
+    for i in (0, 1):  # keys and symbols: structs (dicts) and lists as tuples, as Spark's rows
+        if nested[i]:
+            columns[i] = [hashable(cell) for cell in columns[i]]
+    return zip(*columns, strict=True)
 
 
 def _one_nan_events(slot: Event | list[Event]) -> Event | list[Event]:

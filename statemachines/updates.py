@@ -57,7 +57,8 @@ def hashable(item: Any) -> Any:
     """``item`` with lists and dicts made tuples, recursively, so it can be a key or value.
 
     A dict becomes the tuple of its values in order, as a struct reads from Arrow,
-    Spark or JSON; a list becomes a tuple (JSON has no tuples).
+    Spark or JSON; a list (or a NumPy array, as pandas holds a list cell) becomes a
+    tuple (JSON has no tuples).
 
     >>> hashable({"name": "Ada", "tags": ["x", "y"]}), hashable([1, [2, 3]]), hashable("s")
     (('Ada', ('x', 'y')), (1, (2, 3)), 's')
@@ -66,6 +67,8 @@ def hashable(item: Any) -> Any:
         return tuple(hashable(v) for v in item.values())
     if isinstance(item, list):
         return tuple(hashable(v) for v in item)
+    if type(item).__name__ == "ndarray" and type(item).__module__ == "numpy":
+        return hashable(item.tolist())
     return item
 
 

@@ -339,3 +339,20 @@ def test_a_table_without_the_event_columns_is_refused():
 
     with pytest.raises(InvalidArgument, match="lacks symbol, time .it has key, value, ts."):
         run_local(Upsert(), pa.table({"key": ["a"], "value": ["x"], "ts": [1]}))
+
+
+def test_struct_and_list_cells_of_a_table_run_as_tuples():
+    """As Spark's rows hand them to a machine: a struct cell is the tuple of its fields,
+    a list cell a tuple."""
+    import pyarrow as pa
+
+    rows = [(("eu", 1), {"name": "Ada", "tags": ["x"]}, 1), (("eu", 1), {"name": None, "tags": []}, 2), (("us", 2), None, 3)]
+    table = pa.table({
+        "key": [{"region": k[0], "id": k[1]} for k, _, _ in rows],
+        "symbol": [s for _, s, _ in rows],
+        "time": [t for _, _, t in rows],
+    })
+    as_tuples = [(k, None if s is None else (s["name"], tuple(s["tags"])), t) for k, s, t in rows]
+    for given_as in (table, table.to_pandas()):
+        got = run_local(Upsert(), given_as)
+        assert (got.updates, got.rejected) == (run_local(Upsert(), as_tuples).updates, [])
