@@ -356,7 +356,8 @@ def run_feed(
 
     Args:
         feed: how to read the rows.
-        rows: mappings (e.g. ``json.loads`` of each line), or a ``pyarrow.Table``.
+        rows: mappings (e.g. ``json.loads`` of each line), a ``pyarrow.Table`` or a
+            pandas ``DataFrame``.
         into: a persisted arrangement (path) to continue and publish into.
         scd1, scd2: paths of SCD type 1 and type 2 tables to keep (need ``into``).
         start, end: the type 2 table's interval columns.
@@ -382,6 +383,10 @@ def run_feed(
 
 def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str] | None]:
     """The rows as mappings, and the columns they have (``None``: no row says)."""
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns") and hasattr(rows, "dtypes"):  # a pandas DataFrame
+        import pyarrow as pa
+
+        rows = pa.Table.from_pandas(rows, preserve_index=False)  # missing cells as nulls, numbers as Python's
     if hasattr(rows, "to_pylist") and hasattr(rows, "schema"):  # a pyarrow table or batch
         schema = rows.schema
         if feed.envelope == "debezium":

@@ -240,3 +240,19 @@ def test_a_delta_change_that_cannot_be_applied_is_refused(change, reason, detail
 def test_a_delta_change_feed_refuses_delete_markers_of_its_own():
     with pytest.raises(InvalidArgument, match="_change_type says what is a delete"):
         ChangeFeed(keys=["id"], envelope="delta", delete_when={"op": "d"})
+
+
+@settings(max_examples=20)
+@given(st.integers(0, 10_000))
+def test_a_pandas_frame_of_the_feed_runs_as_its_rows(seed):
+    """A DataFrame (nullable dtypes, as ``convert_dtypes`` or a Parquet read gives)
+    runs as the mappings of its rows: missing cells are nulls."""
+    import pandas as pd
+
+    rows = flat_feed(seed)
+    frame = pd.DataFrame(rows).convert_dtypes()
+    by_rows, by_frame = run_feed(FEED, rows), run_feed(FEED, frame)
+    assert by_frame.result.updates == by_rows.result.updates
+    assert [(r.reason, r.detail) for r in by_frame.result.rejected] == [
+        (r.reason, r.detail) for r in by_rows.result.rejected
+    ]
