@@ -191,6 +191,20 @@ def latest_time(events: Any) -> Any:
     return F.max(time)
 
 
+def require_frame(events: Any, runner: str) -> None:
+    """Refuse ``events`` that are not a Spark DataFrame (classic or Spark Connect).
+
+    Raises:
+        InvalidArgument: naming what was given and how to make a DataFrame of it.
+    """
+    if not (hasattr(events, "isStreaming") and hasattr(events, "sparkSession")):
+        raise InvalidArgument(
+            f"{runner} takes a Spark DataFrame, not a {type(events).__module__}.{type(events).__name__}: "
+            f"make one with spark.createDataFrame(...), or run locally with run_local, which takes "
+            f"rows, a pyarrow table or a pandas DataFrame"
+        )
+
+
 def prepare_events(events: Any, columns: EventColumns) -> Any:
     """Select and rename the event columns to ``key, symbol, time, order``.
 
@@ -427,6 +441,7 @@ def _run_batch(
     *,
     abandon_waiting: bool = False,
 ) -> BatchResult:
+    require_frame(events, "run_batch")
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
     if into is None:

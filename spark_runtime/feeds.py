@@ -29,7 +29,7 @@ from statemachines.library.feeds import (
     scd_tables,
 )
 from statemachines.scd import END_AT, START_AT, ScdTable
-from statemachines.spark.batch import refusal, run_batch
+from statemachines.spark.batch import refusal, require_frame, run_batch
 from statemachines.spark.streaming import run_stream
 
 __all__ = ["feed_events", "read_scd", "run_feed_batch", "run_feed_stream"]
@@ -161,6 +161,7 @@ def run_feed_batch(
     """
     if (scd1 is not None or scd2 is not None) and into is None:
         raise InvalidArgument("SCD tables are kept from an arrangement: give into=...")
+    require_frame(frame, "run_feed_batch")
     events, columns = feed_events(feed, frame)
     result = run_batch(Upsert(), events, into=into, progress=progress, **EVENT_COLUMNS)
     one, two = scd_tables(columns, scd1, scd2, start, end)
@@ -192,6 +193,7 @@ def run_feed_stream(
     """
     from statemachines.spark.streaming import absolute
 
+    require_frame(frame, "run_feed_stream")
     events, columns = feed_events(feed, frame)
     one, two = scd_tables(
         columns, absolute(scd1) if scd1 else None, absolute(scd2) if scd2 else None, start, end

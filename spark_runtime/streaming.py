@@ -53,6 +53,7 @@ from statemachines.spark.batch import (
     open_arrangement,
     prepare_events,
     process_events,
+    require_frame,
     split_refused,
     time_kind_of,
 )
@@ -494,6 +495,7 @@ def run_stream(
     Returns:
         The started ``StreamingQuery``.
     """
+    require_frame(events, "run_stream")
     if not events.isStreaming:
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
     if rules is not None:

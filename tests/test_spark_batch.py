@@ -299,3 +299,32 @@ def test_values_are_checked_unless_they_fit_the_machines_own_type_by_constructio
         run_batch(Claims(), events).updates.collect()
     result = run_batch(Claims(), events, value_type="double")
     assert [r.reason for r in result.rejected.collect()] == ["unserialisable_value"]
+
+
+@pytest.mark.parametrize("given", ["pandas", "arrow", "rows"])
+def test_events_that_are_not_a_spark_dataframe_are_one_clear_error(spark, tmp_path, given):
+    """A pandas DataFrame, a pyarrow table or a list of rows given to a Spark runner
+    is refused by name, with the remedy, before anything is written."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from statemachines.library import ChangeFeed
+    from statemachines.spark import run_feed_batch, run_feed_stream, run_stream
+
+    rows = [("a", "x", 1)]
+    events = {
+        "pandas": pd.DataFrame(rows, columns=["key", "symbol", "time"]),
+        "arrow": pa.table({"key": ["a"], "symbol": ["x"], "time": [1]}),
+        "rows": rows,
+    }[given]
+    feed = ChangeFeed(keys=["key"], sequence_by=["time"])
+    calls = {
+        "run_batch": lambda: run_batch(Upsert(), events, into=tmp_path / "arr"),
+        "run_stream": lambda: run_stream(Upsert(), events, into=tmp_path / "arr", checkpoint=tmp_path / "ck"),
+        "run_feed_batch": lambda: run_feed_batch(feed, events, into=tmp_path / "arr"),
+        "run_feed_stream": lambda: run_feed_stream(feed, events, into=tmp_path / "arr", checkpoint=tmp_path / "ck"),
+    }
+    for runner, call in calls.items():
+        with pytest.raises(InvalidArgument, match=f"{runner} takes a Spark DataFrame, not a .*spark.createDataFrame"):
+            call()
+    assert list(tmp_path.iterdir()) == []
