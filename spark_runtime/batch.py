@@ -197,9 +197,10 @@ def require_frame(events: Any, runner: str) -> None:
     Raises:
         InvalidArgument: naming what was given and how to make a DataFrame of it.
     """
-    if not (hasattr(events, "isStreaming") and hasattr(events, "sparkSession")):
+    kind = type(events)  # the class: a Spark Connect frame's properties ask its server
+    if not (hasattr(kind, "isStreaming") and hasattr(kind, "sparkSession")):
         raise InvalidArgument(
-            f"{runner} takes a Spark DataFrame, not a {type(events).__module__}.{type(events).__name__}: "
+            f"{runner} takes a Spark DataFrame, not a {kind.__module__}.{kind.__name__}: "
             f"make one with spark.createDataFrame(...), or run locally with run_local, which takes "
             f"rows, a pyarrow table or a pandas DataFrame"
         )
