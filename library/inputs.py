@@ -108,10 +108,22 @@ def _require_pyarrow() -> None:
 
 
 def infer_schema(path: str, fmt: str) -> Any:
-    """The schema of the first file of ``path``, as pyarrow infers it."""
+    """The schema of the first file of ``path``, as pyarrow infers it, with unsigned
+    integers read as the signed type that holds them (Spark has none: ``uint64``, as
+    Delta's change data feed writes ``_commit_version``, reads as ``int64``).
+
+    ======  ======  ======  ======
+    uint8   uint16  uint32  uint64
+    int16   int32   int64   int64
+    ======  ======  ======  ======
+    """
     first = files_of(path, fmt)[0]
     _require_pyarrow()
-    return _read_file(first, fmt, None).schema
+    import pyarrow as pa
+
+    signed = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.int64()}
+    schema = _read_file(first, fmt, None).schema
+    return pa.schema([field.with_type(signed.get(field.type, field.type)) for field in schema])
 
 
 def read_table(path: str, fmt: str, schema: Any) -> Any:

@@ -72,6 +72,35 @@ def test_the_feed_command_reads_a_delta_change_data_feed(tmp_path):
 
 
 @pytest.mark.spark
+def test_unsigned_parquet_columns_read_alike_on_both_runtimes(spark, tmp_path):
+    """Spark has no unsigned integers (its Parquet reader gives a uint64 column as
+    decimal(20,0)): both runtimes read them as the signed type that holds them. Here
+    the change data feed delta-rs writes (``_commit_version`` uint64), and a ``run``
+    over uint8 symbols and uint64 times."""
+    from statemachines import PersistedArrangement
+    from statemachines.library.cli import main
+    from tests.feed_models import delta_change_feed, delta_changes
+
+    versions = delta_change_feed(tmp_path / "source", seed=3, commits=5)
+    pq.write_table(delta_changes(tmp_path / "source"), tmp_path / "cdf.parquet")
+    argv = ["feed", str(tmp_path / "cdf.parquet"), "--keys", "id", "--envelope", "delta", "--runtime", "spark"]
+    assert main([*argv, "--into", str(tmp_path / "arr"), "--scd1", str(tmp_path / "s1")]) == 0
+    assert {r[0]: r[1:] for r in scd_rows(tmp_path / "s1", 1)} == versions[-1]
+
+    commands = pa.table({
+        "key": ["a", "b", "a", "b"],
+        "symbol": pa.array([1, 2, 255, None], pa.uint8()),
+        "time": pa.array([1, 2, 3, 2**40], pa.uint64()),
+    })
+    pq.write_table(commands, tmp_path / "commands.parquet")
+    for runtime in ("local", "spark"):
+        into = str(tmp_path / f"run-{runtime}")
+        assert main(["run", "upsert", str(tmp_path / "commands.parquet"), "--into", into, "--runtime", runtime]) == 0
+    assert PersistedArrangement(tmp_path / "run-spark").updates() == PersistedArrangement(tmp_path / "run-local").updates()
+    assert len(PersistedArrangement(tmp_path / "run-local").updates()) == 5
+
+
+@pytest.mark.spark
 def test_the_feed_command_on_spark_batch_and_stream(spark, tmp_path, capsys):
     """In this process, on the tests' session (the command takes the active one)."""
     from statemachines.library.cli import main
