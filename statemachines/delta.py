@@ -491,18 +491,25 @@ def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]
     Data files go through Delta's vacuum (removed more than ``retention_hours`` ago,
     or never committed); state files of sequences older than the oldest version kept
     go too. A reader pinned to a version older than the retention may then fail.
+    Delta's vacuum counts whole hours: a fraction is rounded up (0.5 keeps an hour).
+
+    Raises:
+        InvalidArgument: ``retention_hours`` is negative or not a finite number.
     """
+    import math
+
     from pyarrow import fs
 
+    if not isinstance(retention_hours, int | float) or not 0 <= retention_hours < math.inf:
+        raise InvalidArgument(f"retention_hours is a number of hours, 0 or more; got {retention_hours!r}")
+    hours = math.ceil(retention_hours)
     snapshot = read_snapshot(loc)
     if snapshot.version is None:
         return []
     gone = list(
-        snapshot.table.vacuum(
-            retention_hours=int(retention_hours), dry_run=False, enforce_retention_duration=False, full=True,
-        )
+        snapshot.table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True)
     )
-    horizon = _time.time_ns() - int(retention_hours * 3600e9)
+    horizon = _time.time_ns() - int(hours * 3600e9)
     current = snapshot.state["sequence"]
     kept = _referenced_parts(snapshot.state)
     for item in loc.filesystem.get_file_info(fs.FileSelector(loc.path(STATE_DIR), recursive=False)):

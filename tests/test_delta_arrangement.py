@@ -124,6 +124,28 @@ def test_every_version_stays_readable_after_appends_and_compactions_until_vacuum
     assert check(tmp_path) == []
 
 
+@pytest.mark.parametrize("hours", [0.5, 1])
+def test_a_vacuum_keeps_what_versions_of_the_last_hours_need_a_fraction_rounded_up(tmp_path, hours):
+    """Delta's vacuum counts whole hours: a retention of half an hour keeps what the
+    last hour's versions need, never less than asked."""
+    arr = PersistedArrangement(tmp_path)
+    for t in range(3):
+        arr.append([((f"k{t}", "v"), t, 1)], lower=t or None, upper=t + 1)
+    before, updates = arr.version, arr.updates()
+    arr.compact(arr.upper)  # the batches merge: their files leave the next version
+    assert arr.vacuum(retention_hours=hours) == []
+    assert PersistedArrangement.open(tmp_path, version=before).updates() == updates
+    assert len(arr.vacuum(retention_hours=0)) > 0
+
+
+@pytest.mark.parametrize("hours", [-1, math.nan, math.inf, "24"])
+def test_a_retention_that_is_no_number_of_hours_is_refused(tmp_path, hours):
+    arr = PersistedArrangement(tmp_path)
+    arr.append([(("k", "v"), 0, 1)], lower=None, upper=1)
+    with pytest.raises(InvalidArgument, match="retention_hours is a number of hours"):
+        arr.vacuum(retention_hours=hours)
+
+
 def test_a_replayed_append_commits_nothing(tmp_path):
     arr = PersistedArrangement(tmp_path)
     batch = [(("k", "v"), 1, 1)]
