@@ -3,16 +3,17 @@
 An arrangement at ``uri`` is a Delta table (``key, value, time, diff``) that any
 engine reads, plus the arrangement's own state beside it::
 
-    _delta_log/                    the Delta log: which data files each version holds
-    batch-<id>.parquet             data files, sorted by key (or Spark's part files)
-    _statemachines/state-<n>.json  the arrangement's state at sequence number n
+    _delta_log/                        the Delta log: which data files each version holds
+    batch-<id>.parquet                 data files, sorted by key (or Spark's part files)
+    _statemachines/state-<n>-<a>.json  the arrangement's state at sequence number n,
+                                       written by commit attempt a
 
 The state (upper, since, batch boundaries, which files form which batch, a stream's
 progress, the writer's notes such as waterline high marks) is written *before* the
 Delta commit that publishes it; the commit carries the Delta application
-transaction ``statemachines = n``, so a version of the table names its state, and
-the two change in one atomic step. Delta checkpoints keep application transactions,
-so the state survives them. Before the first commit (an arrangement with nothing
+transactions ``statemachines = n`` and ``statemachines.attempt = a``, so a version
+of the table names its state, and the two change in one atomic step. Delta
+checkpoints keep application transactions, so the state survives them. Before the first commit (an arrangement with nothing
 stored yet) the state is ``state-0``.
 
 Data files are only ever added and removed through commits; nothing deletes them
@@ -57,6 +58,9 @@ VersionSpec = int | _dt.datetime | str
 
 FORMAT = 2
 APP_ID = "statemachines"
+# The commit's attempt: two writers (a mistake) at one sequence write two state files,
+# and the version names the one its commit wrote; the loser's never replaces it.
+ATTEMPT_ID = "statemachines.attempt"
 STATE_DIR = "_statemachines"
 LOG_DIR = "_delta_log"
 LEGACY_MANIFEST = "manifest.json"
@@ -161,8 +165,17 @@ def present(loc: Location, names: Iterable[str]) -> set[str]:
     return {name for name, info in zip(names, infos, strict=True) if info.type != fs.FileType.NotFound}
 
 
-def state_name(sequence: int) -> str:
-    return f"{STATE_DIR}/state-{sequence:020d}.json"
+def state_name(sequence: int, attempt: int | None = None) -> str:
+    """The state file of ``sequence`` written by commit ``attempt`` (``None``: the
+    first state, or one written before attempts were named)."""
+    tag = "" if attempt is None else f"-{attempt:016x}"
+    return f"{STATE_DIR}/state-{sequence:020d}{tag}.json"
+
+
+def _state_file_parts(name: str) -> tuple[int, int | None]:
+    """``(sequence, attempt)`` of a state file's base name."""
+    sequence, _, attempt = name.removeprefix("state-").removesuffix(".json").partition("-")
+    return int(sequence), int(attempt, 16) if attempt else None
 
 
 def put(loc: Location, relative: str, data: bytes) -> None:
@@ -184,9 +197,10 @@ def put(loc: Location, relative: str, data: bytes) -> None:
     os.replace(aside, target)
 
 
-def put_state(loc: Location, state: dict[str, Any]) -> None:
-    """Write ``state`` as the state file of its sequence number (not yet published)."""
-    put(loc, state_name(state["sequence"]), json.dumps(state, indent=1).encode())
+def put_state(loc: Location, state: dict[str, Any], attempt: int | None = None) -> None:
+    """Write ``state`` as the state file of its sequence number and commit ``attempt``
+    (not yet published)."""
+    put(loc, state_name(state["sequence"], attempt), json.dumps(state, indent=1).encode())
 
 
 def _read_state(loc: Location, relative: str) -> dict[str, Any]:
@@ -314,7 +328,7 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
             f"{loc.uri} is a Delta table but not an arrangement (no '{APP_ID}' "
             f"transaction in its log)"
         )
-    state = _read_state(loc, state_name(sequence))
+    state = _read_state(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)))
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     if not foreign and logged_files(loc, snapshot) != set(batch_files(state)):
         raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
@@ -430,9 +444,13 @@ def commit(
 ) -> Snapshot:
     """Publish ``state`` with the files added and removed, as one Delta commit.
 
-    ``state['sequence']`` must be one above ``base``'s. A commit that loses a race
-    with another writer raises; the state file it wrote is never referenced.
+    ``state['sequence']`` must be one above ``base``'s. The state file is named by
+    a random attempt number the commit records (:data:`ATTEMPT_ID`): a commit that
+    loses a race with another writer raises, and the state file it wrote is never
+    referenced, nor does it replace the winner's.
     """
+    import secrets
+
     dl = deltalake()
     from deltalake.transaction import (
         CommitProperties,
@@ -441,8 +459,8 @@ def commit(
         Transaction,
     )
 
-    sequence = state["sequence"]
-    put_state(loc, state)
+    sequence, attempt = state["sequence"], secrets.randbits(63)
+    put_state(loc, state, attempt)
     adds = [data_file(loc, name) for name in adds]
     if before_commit is not None:
         before_commit()
@@ -450,7 +468,7 @@ def commit(
     removed = [RemoveAction(name, True, now, None, {}) for name in removes]
     properties = CommitProperties(
         custom_metadata={"statemachines": {"operation": operation, "sequence": sequence}},
-        app_transactions=[Transaction(APP_ID, sequence)],
+        app_transactions=[Transaction(APP_ID, sequence), Transaction(ATTEMPT_ID, attempt)],
         max_commit_retries=1,
     )
     try:
@@ -510,14 +528,15 @@ def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]
         snapshot.table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True)
     )
     horizon = _time.time_ns() - int(hours * 3600e9)
-    current = snapshot.state["sequence"]
+    current = snapshot.state["sequence"], snapshot.table.transaction_version(ATTEMPT_ID)
     kept = _referenced_parts(snapshot.state)
     for item in loc.filesystem.get_file_info(fs.FileSelector(loc.path(STATE_DIR), recursive=False)):
         name = item.base_name
         old = (item.mtime_ns or 0) < horizon
         if name.startswith("state-") and name.endswith(".json"):
-            sequence = int(name.removeprefix("state-").removesuffix(".json"))
-            stale = 0 < sequence < current  # state-0 says the log exists
+            sequence, attempt = _state_file_parts(name)
+            # state-0 says the log exists; at the current sequence, another attempt lost
+            stale = 0 < sequence < current[0] or (sequence == current[0] and attempt != current[1])
         else:  # a stream's pending events or a file a writer left unfinished
             stale = name not in kept
         if stale and old:

@@ -638,3 +638,39 @@ def test_show_reads_the_version_committed_at_a_time(committed_over_time):
         capture_output=True, text=True, timeout=120,
     )
     assert done.stdout == at_version.stdout and done.stdout.strip()
+
+
+def test_a_second_writer_losing_the_race_leaves_the_winners_arrangement_intact(tmp_path):
+    """Two writers (a mistake) append from the same version: the second's commit is
+    refused, and its state file, written before, neither replaces the first's nor
+    outlives a vacuum; the arrangement opens as the first writer left it."""
+    PersistedArrangement(tmp_path).append([(("k", "v"), 0, 1)], None, 1)
+    first, second = PersistedArrangement.open(tmp_path), PersistedArrangement.open(tmp_path)
+    first.append([(("k", "w"), 1, 1)], 1, 2)
+    with pytest.raises(InvalidArgument, match="another writer committed"):
+        second.append([(("k", "z"), 1, 1)], 1, 2)
+    reopened = PersistedArrangement.open(tmp_path)
+    assert reopened.updates() == first.updates() and reopened.version == first.version
+    assert delta_rs_updates(tmp_path) == consolidate(first.updates())
+    assert check(tmp_path) == []
+    states = len(list((tmp_path / "_statemachines").glob("state-*.json")))
+    reopened.vacuum(retention_hours=0)
+    assert len(list((tmp_path / "_statemachines").glob("state-*.json"))) == states - 2  # the loser's and sequence 1's
+    assert PersistedArrangement.open(tmp_path).updates() == first.updates()
+
+
+def test_an_arrangement_whose_commits_name_no_attempt_opens_and_continues(tmp_path):
+    """Written before state files were named by their commit's attempt: the log holds
+    only the sequence transaction and the state file its plain name."""
+    arr = PersistedArrangement(tmp_path)
+    arr.append([(("k", "v"), 0, 1)], None, 1)
+    log = next((tmp_path / "_delta_log").glob("*.json"))
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(line for line in lines if '"statemachines.attempt"' not in line) + "\n")
+    (state,) = [p for p in (tmp_path / "_statemachines").glob("state-*-*.json")]
+    state.rename(state.with_name(state.name.rsplit("-", 1)[0] + ".json"))
+    reopened = PersistedArrangement.open(tmp_path)
+    assert reopened.updates() == arr.updates()
+    reopened.append([(("k", "w"), 1, 1)], 1, 2)
+    assert PersistedArrangement.open(tmp_path).updates() == [(("k", "v"), 0, 1), (("k", "w"), 1, 1)]
+    assert check(tmp_path) == []
