@@ -224,7 +224,7 @@ class ChangeFeed:
                 if change == DELTA_PREIMAGE:
                     return None
                 refusal = _delta_refusal(change)
-                delete, rank = change == "delete", DELTA_CHANGES.get(change)  # type: ignore[arg-type]
+                delete, rank = change == "delete", DELTA_CHANGES.get(change)
             elif debezium:
                 envelope = _payload(row)
                 refusal = _debezium_refusal(envelope)

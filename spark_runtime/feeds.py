@@ -1,10 +1,10 @@
 """Change feeds on Spark: the rules of :mod:`statemachines.library.feeds` as column expressions.
 
-:func:`feed_events` turns a DataFrame of feed rows (flat, or Debezium envelopes as
-Spark reads Kafka Connect's JSON, or Delta's change data feed) into ``key, symbol, time, order, refusal``
-columns, exactly as :meth:`ChangeFeed.reader` does row by row locally; the runtime
-passes refused rows to its rejected output (``EventColumns.refusal``).
-:func:`run_feed_batch` and :func:`run_feed_stream` run them through ``Upsert`` into
+:func:`feed_events` turns a DataFrame of feed rows (flat, Debezium envelopes as Spark
+reads Kafka Connect's JSON, or Delta's change data feed) into ``key, symbol, time,
+order, refusal`` columns, exactly as :meth:`ChangeFeed.reader` does row by row
+locally; the runtime passes refused rows to its rejected output
+(``EventColumns.refusal``). :func:`run_feed_batch` and :func:`run_feed_stream` run them through ``Upsert`` into
 an arrangement and keep the feed's SCD tables (:class:`~statemachines.scd.ScdTable`)
 up to date: after the batch, and after each micro-batch.
 """
