@@ -22,6 +22,7 @@ alone with ``-k``) runs in the foreground when its result is asked for.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,6 +60,11 @@ def start(names: Iterable[str]) -> None:
         if name in _started:
             continue
         if _executor is None:
+            # A vfork()ed child shares this process's memory until it execs, and with
+            # no env given it execs with the C environment, which a test in the other
+            # thread may be changing (os.environ): the exec then failed with EFAULT
+            # ("[Errno 14] Bad address"). fork() gives the child its own copy.
+            subprocess._USE_VFORK = False  # type: ignore[misc]  # CPython's off switch for vfork
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-job")
         _started[name] = _executor.submit(_JOBS[name], _directory(name))
 
