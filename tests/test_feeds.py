@@ -187,7 +187,7 @@ def test_an_scd_table_is_of_a_collection_with_one_value_per_key(tmp_path):
 DELTA = ChangeFeed(keys=["id"], envelope="delta")
 
 
-@settings(max_examples=25)
+@settings(max_examples=12)  # each example writes a Delta table of seven commits
 @given(st.integers(0, 10_000), st.booleans())
 def test_a_delta_change_feed_gives_the_table_at_every_version(tmp_path_factory, seed, shuffled):
     """A Delta table's change data feed (delta-rs ``load_cdf``: inserts, update pre-
