@@ -46,6 +46,7 @@ row and inserts the new ones in one commit)::
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -207,7 +208,7 @@ class ChangeFeed:
         if columns is None:
             columns = self.columns(_first_columns(self, first))
         event = self.reader(columns)
-        return [found for found in map(event, (first, *rows)) if found is not None]
+        return [found for found in map(event, itertools.chain((first,), rows)) if found is not None]
 
     def reader(self, columns: FeedColumns) -> Any:
         """The function from one row (a mapping) to its event or rejection (``None``

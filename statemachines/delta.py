@@ -13,8 +13,8 @@ progress, the writer's notes such as waterline high marks) is written *before* t
 Delta commit that publishes it; the commit carries the Delta application
 transactions ``statemachines = n`` and ``statemachines.attempt = a``, so a version
 of the table names its state, and the two change in one atomic step. Delta
-checkpoints keep application transactions, so the state survives them. Before the first commit (an arrangement with nothing
-stored yet) the state is ``state-0``.
+checkpoints keep application transactions, so the state survives them. Before the
+first commit (an arrangement with nothing stored yet) the state is ``state-0``.
 
 Data files are only ever added and removed through commits; nothing deletes them
 but :func:`vacuum`, after a retention period, so a reader pinned to a version keeps

@@ -85,7 +85,7 @@ def _is_numpy_number(item: Any) -> bool:
     return dtype is not None and type(item).__module__ == "numpy" and dtype.kind in "iufb"
 
 
-def is_pandas_missing(item: Any) -> bool:
+def _is_pandas_missing(item: Any) -> bool:
     """Whether ``item`` is pandas' missing value, ``pd.NA`` or ``pd.NaT`` (rows of a
     DataFrame with nullable columns hold them), without importing pandas. The intake
     takes either as ``None``, as Spark reads such a cell: a null.
@@ -169,7 +169,7 @@ class Intake:
         if key is None:
             return Rejected(event, Reason.NULL_KEY, "the key is None")
         plain_key = type(key) in _NO_NAN
-        if not plain_key and is_pandas_missing(key):
+        if not plain_key and _is_pandas_missing(key):
             return Rejected(event, Reason.NULL_KEY, f"the key is pandas' {key!r} (a missing key)")
         time = event[2]
         zoned = self._zoned  # a naive and a zoned datetime are of one type, and do not compare
@@ -200,14 +200,14 @@ class Intake:
         if order is not None and (type(order) is not self._order_type or type(order) in (float, tuple)):
             if _is_numpy_number(order):  # from a NumPy array: as Python's
                 event = _NEW(Event, (event[0], event[1], event[2], order.item()))
-            elif is_pandas_missing(order):
+            elif _is_pandas_missing(order):
                 event = _NEW(Event, (event[0], event[1], event[2], None))
             problem = None if event[3] is None else self._order_problem(event)
             if problem is not None:
                 return problem
         symbol = event[1]
         if type(symbol) not in _NO_NAN or not plain_key:  # NaN is one value
-            if is_pandas_missing(symbol):
+            if _is_pandas_missing(symbol):
                 symbol = None
             same_key, same_symbol = one_nan(key), one_nan(symbol)  # themselves unless they hold a NaN
             if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
@@ -242,7 +242,7 @@ class Intake:
         time = event.time
         if time is None:
             return Rejected(event, Reason.NULL_TIME, "the time is None")
-        if is_pandas_missing(time):
+        if _is_pandas_missing(time):
             return Rejected(event, Reason.NULL_TIME, f"the time is pandas' {time!r} (a missing time)")
         kind = time_kind(time)
         if kind is None or (self.kind is not None and kind != self.kind):

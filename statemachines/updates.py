@@ -63,11 +63,14 @@ def hashable(item: Any) -> Any:
     >>> hashable({"name": "Ada", "tags": ["x", "y"]}), hashable([1, [2, 3]]), hashable("s")
     (('Ada', ('x', 'y')), (1, (2, 3)), 's')
     """
+    kind = type(item)
+    if kind is str or kind is int or kind is float or item is None:  # most cells: no test below
+        return item
     if isinstance(item, dict):
         return tuple(hashable(v) for v in item.values())
     if isinstance(item, list):
         return tuple(hashable(v) for v in item)
-    if type(item).__name__ == "ndarray" and type(item).__module__ == "numpy":
+    if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
         return hashable(item.tolist())
     return item
 
