@@ -610,8 +610,12 @@ def command_check(args: argparse.Namespace) -> None:
 
 
 def command_vacuum(args: argparse.Namespace) -> None:
-    gone = PersistedArrangement.open(args.arrangement).vacuum(args.retention_hours)
-    print(f"{args.arrangement}: {len(gone):,} files deleted")
+    gone = PersistedArrangement.open(args.arrangement).vacuum(
+        args.retention_hours, enforce_retention_duration=args.retention_check, dry_run=args.dry_run
+    )
+    if args.dry_run:
+        print("\n".join(gone))
+    print(f"{args.arrangement}: {len(gone):,} files {'would be deleted' if args.dry_run else 'deleted'}")
 
 
 def command_convert(args: argparse.Namespace) -> None:
@@ -752,9 +756,15 @@ def parser() -> argparse.ArgumentParser:
     vacuum = command("vacuum", "delete the files no version within the retention period needs")
     vacuum.add_argument("arrangement", help="the arrangement (a path or URI)")
     vacuum.add_argument(
-        "--retention-hours", type=float, default=168,
-        help="keep every version committed this recently readable, with its files",
+        "--retention-hours", type=float, default=None,
+        help="keep every version committed this recently readable, with its files (default: the "
+        "table's delta.deletedFileRetentionDuration, a week unless set)",
     )
+    vacuum.add_argument(
+        "--no-retention-check", dest="retention_check", action="store_false",
+        help="allow a retention below the table's (readers of older versions may then fail)",
+    )
+    vacuum.add_argument("--dry-run", action="store_true", help="list the files that would go; delete nothing")
     vacuum.set_defaults(handler=command_vacuum)
 
     convert = command("convert", "write an arrangement of format 1 (manifest.json) as a Delta table")

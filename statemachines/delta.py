@@ -49,6 +49,7 @@ __all__ = [
     "data_file",
     "location",
     "read_snapshot",
+    "table_retention_hours",
     "vacuum",
     "version_at",
 ]
@@ -65,6 +66,7 @@ STATE_DIR = "_statemachines"
 LOG_DIR = "_delta_log"
 LEGACY_MANIFEST = "manifest.json"
 RETENTION_HOURS = 168  # Delta's default: a week
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 # a checkpoint every 10 commits: opening replays at most 9 commit files (6 ms, not 26)
 TABLE_SETTINGS = {"delta.checkpointInterval": "10"}
 # Delta deletes log files older than delta.logRetentionDuration (30 days) after a
@@ -503,29 +505,53 @@ def commit(
     return Snapshot(state, base.version + 1, schema, table)
 
 
-def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]:
+def vacuum(
+    loc: Location,
+    retention_hours: float | None = None,
+    *,
+    enforce_retention_duration: bool = True,
+    dry_run: bool = False,
+) -> list[str]:
     """Delete files no version within ``retention_hours`` needs; return what went.
 
     Data files go through Delta's vacuum (removed more than ``retention_hours`` ago,
     or never committed); state files of sequences older than the oldest version kept
     go too. A reader pinned to a version older than the retention may then fail.
-    Delta's vacuum counts whole hours: a fraction is rounded up (0.5 keeps an hour).
+
+    As Delta's ``VACUUM``: the retention defaults to the table's
+    ``delta.deletedFileRetentionDuration`` (a week unless set), and a shorter one is
+    refused unless ``enforce_retention_duration`` is False (Spark's
+    ``retentionDurationCheck``); ``dry_run`` only lists what would go. Delta's vacuum
+    counts whole hours: a fraction is rounded up (0.5 keeps an hour).
 
     Raises:
-        InvalidArgument: ``retention_hours`` is negative or not a finite number.
+        InvalidArgument: ``retention_hours`` is negative or not a finite number, or
+            below the table's retention while it is enforced.
     """
     import math
 
     from pyarrow import fs
 
-    if not isinstance(retention_hours, int | float) or not 0 <= retention_hours < math.inf:
+    if retention_hours is not None and (
+        not isinstance(retention_hours, int | float) or not 0 <= retention_hours < math.inf
+    ):
         raise InvalidArgument(f"retention_hours is a number of hours, 0 or more; got {retention_hours!r}")
-    hours = math.ceil(retention_hours)
     snapshot = read_snapshot(loc)
     if snapshot.version is None:
         return []
+    table_hours = table_retention_hours(snapshot.table.metadata().configuration)
+    if retention_hours is None:
+        retention_hours = table_hours
+    elif enforce_retention_duration and retention_hours < table_hours:
+        raise InvalidArgument(
+            f"a retention of {retention_hours:g} hours is below the table's {RETENTION_PROPERTY} "
+            f"({table_hours:g} hours): readers of older versions and unfinished writers may "
+            f"still need those files. Vacuum with enforce_retention_duration=False (CLI: "
+            f"--no-retention-check) if none can, or lower the table's {RETENTION_PROPERTY}"
+        )
+    hours = math.ceil(retention_hours)
     gone = list(
-        snapshot.table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True)
+        snapshot.table.vacuum(retention_hours=hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
     )
     horizon = _time.time_ns() - int(hours * 3600e9)
     current = snapshot.state["sequence"], snapshot.table.transaction_version(ATTEMPT_ID)
@@ -540,12 +566,48 @@ def vacuum(loc: Location, retention_hours: float = RETENTION_HOURS) -> list[str]
         else:  # a stream's pending events or a file a writer left unfinished
             stale = name not in kept
         if stale and old:
+            gone.append(f"{STATE_DIR}/{name}")
+            if dry_run:
+                continue
             if item.type == fs.FileType.Directory:
                 loc.filesystem.delete_dir(item.path)
             else:
                 loc.filesystem.delete_file(item.path)
-            gone.append(f"{STATE_DIR}/{name}")
     return gone
+
+
+_INTERVAL_UNITS = {
+    "nanosecond": 1 / 3.6e12, "microsecond": 1 / 3.6e9, "millisecond": 1 / 3.6e6,
+    "second": 1 / 3600, "minute": 1 / 60, "hour": 1, "day": 24, "week": 168,
+}
+
+
+def table_retention_hours(configuration: dict[str, str]) -> float:
+    """The table's ``delta.deletedFileRetentionDuration`` in hours (Delta's interval
+    text, ``interval 7 days`` or ``1 day 12 hours``), or a week if it is not set.
+
+    Raises:
+        InvalidArgument: the property is not such an interval.
+    """
+    text = configuration.get(RETENTION_PROPERTY)
+    if text is None:
+        return RETENTION_HOURS
+    words = text.lower().split()
+    if words[:1] == ["interval"]:
+        words = words[1:]
+    hours = 0.0
+    try:
+        if not words or len(words) % 2:
+            raise ValueError(text)
+        for number, unit in zip(words[::2], words[1::2], strict=True):
+            hours += float(number) * _INTERVAL_UNITS[unit.removesuffix("s")]
+    except (ValueError, KeyError):
+        raise InvalidArgument(
+            f"the table's {RETENTION_PROPERTY} is {text!r}, not an interval such as 'interval 7 days'"
+        ) from None
+    if not 0 <= hours < float("inf"):
+        raise InvalidArgument(f"the table's {RETENTION_PROPERTY} is {text!r}: a retention is 0 or more")
+    return hours
 
 
 def _referenced_parts(state: dict[str, Any]) -> set[str]:

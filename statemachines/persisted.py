@@ -452,12 +452,19 @@ class PersistedArrangement(Arrangement):
             self._read_file, self._open_file, files, lower, upper, since, id or uuid.uuid4().hex, count
         )
 
-    def vacuum(self, retention_hours: float = delta.RETENTION_HOURS) -> list[str]:
+    def vacuum(
+        self, retention_hours: float | None = None, *, enforce_retention_duration: bool = True, dry_run: bool = False
+    ) -> list[str]:
         """Delete files no version of the last ``retention_hours`` needs; return their names.
 
         Until then every older version stays readable (``open(path, version=...)``).
+        As Delta's ``VACUUM``: the retention defaults to the table's
+        ``delta.deletedFileRetentionDuration`` (a week unless set); a shorter one is
+        refused unless ``enforce_retention_duration=False``; ``dry_run`` only lists.
         """
-        return delta.vacuum(self.location, retention_hours)
+        return delta.vacuum(
+            self.location, retention_hours, enforce_retention_duration=enforce_retention_duration, dry_run=dry_run
+        )
 
     def _transact(
         self, change: Callable[[PersistedArrangement], Any], operation: str, schema: Any = None

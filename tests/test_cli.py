@@ -67,6 +67,23 @@ def test_compact_and_cdc_round_trip(feed, tmp_path, capsys):
     assert PersistedArrangement(into).stored_updates() == len(PersistedArrangement(into).snapshot())
 
 
+def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(feed, tmp_path, capsys):
+    into = tmp_path / "arr"
+    main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS])
+    main(["compact", str(into), "--since", "3"])
+    versions = PersistedArrangement(into).version
+    assert main(["vacuum", str(into), "--retention-hours", "0"]) == 2
+    assert "below the table's delta.deletedFileRetentionDuration" in capsys.readouterr().err
+    assert main(["vacuum", str(into), "--retention-hours", "0", "--no-retention-check", "--dry-run"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1].endswith(f"{len(listed) - 1} files would be deleted") and len(listed) > 1
+    for version in range(versions + 1):  # every version still reads: nothing went
+        PersistedArrangement.open(into, version=version).updates()
+    assert main(["vacuum", str(into), "--retention-hours", "0", "--no-retention-check"]) == 0
+    assert capsys.readouterr().out.endswith(f"{len(listed) - 1} files deleted\n")
+    assert all(not (into / name).exists() for name in listed[:-1])
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
+from statemachines.delta import table_retention_hours
 from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.stored import merge_tables
@@ -119,7 +120,7 @@ def test_every_version_stays_readable_after_appends_and_compactions_until_vacuum
     for version, updates in seen.items():
         assert PersistedArrangement.open(tmp_path, version=version).updates() == updates
         assert delta_rs_updates(tmp_path, version) == consolidate(updates)
-    assert len(arr.vacuum(retention_hours=0)) > 0
+    assert len(arr.vacuum(retention_hours=0, enforce_retention_duration=False)) > 0
     assert PersistedArrangement.open(tmp_path).updates() == seen[arr.version]
     assert check(tmp_path) == []
 
@@ -133,9 +134,89 @@ def test_a_vacuum_keeps_what_versions_of_the_last_hours_need_a_fraction_rounded_
         arr.append([((f"k{t}", "v"), t, 1)], lower=t or None, upper=t + 1)
     before, updates = arr.version, arr.updates()
     arr.compact(arr.upper)  # the batches merge: their files leave the next version
-    assert arr.vacuum(retention_hours=hours) == []
+    assert arr.vacuum(retention_hours=hours, enforce_retention_duration=False) == []
     assert PersistedArrangement.open(tmp_path, version=before).updates() == updates
-    assert len(arr.vacuum(retention_hours=0)) > 0
+    assert len(arr.vacuum(retention_hours=0, enforce_retention_duration=False)) > 0
+
+
+def compacted(path):
+    """An arrangement whose compaction left files only its earlier versions need:
+    ``(arrangement, an earlier version, its updates)``."""
+    arr = PersistedArrangement(path)
+    for t in range(3):
+        arr.append([((f"k{t}", "v"), t, 1)], lower=t or None, upper=t + 1)
+    before, updates = arr.version, arr.updates()
+    arr.compact(arr.upper)
+    return arr, before, updates
+
+
+def set_retention(path, text):
+    DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": text})
+
+
+def test_a_vacuum_keeps_the_tables_retention_by_default_and_refuses_a_shorter_one(tmp_path):
+    """As Delta's VACUUM: without a retention, the table's
+    delta.deletedFileRetentionDuration applies (a week unless set), and a shorter
+    retention is refused unless the check is turned off."""
+    arr, before, updates = compacted(tmp_path)
+    assert arr.vacuum() == []
+    with pytest.raises(InvalidArgument, match=r"below the table's delta.deletedFileRetentionDuration \(168 hours\)"):
+        arr.vacuum(retention_hours=167)
+    set_retention(tmp_path, "interval 2 days")
+    arr = PersistedArrangement.open(tmp_path)  # a property commit changes no file: it opens
+    with pytest.raises(InvalidArgument, match=r"\(48 hours\)"):
+        arr.vacuum(retention_hours=24)
+    assert arr.vacuum(retention_hours=48) == []
+    assert PersistedArrangement.open(tmp_path, version=before).updates() == updates
+    set_retention(tmp_path, "interval 0 seconds")
+    gone = PersistedArrangement.open(tmp_path).vacuum()
+    left = {str(name) for name in files_in(tmp_path)}
+    assert gone and not left.intersection(gone)
+    with pytest.raises(DamagedArrangement):
+        PersistedArrangement.open(tmp_path, version=before).updates()
+
+
+def test_a_dry_run_lists_what_the_vacuum_then_deletes_and_deletes_nothing(tmp_path):
+    arr, before, updates = compacted(tmp_path)
+    files = files_in(tmp_path)
+    listed = arr.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True)
+    assert listed and files_in(tmp_path) == files
+    assert PersistedArrangement.open(tmp_path, version=before).updates() == updates
+    assert sorted(arr.vacuum(retention_hours=0, enforce_retention_duration=False)) == sorted(listed)
+
+
+@pytest.mark.parametrize("text", ["interval 36 hours", "interval 3 days", "interval 1 week", "interval 2 weeks"])
+def test_the_tables_retention_is_read_as_delta_rs_reads_it(tmp_path, text):
+    """Where delta-rs reads the property (its canonical form), it enforces the same
+    minimum: it refuses an hour less and takes it exactly."""
+    arr, _, _ = compacted(tmp_path)
+    set_retention(tmp_path, text)
+    table = DeltaTable(str(tmp_path))
+    hours = table_retention_hours(table.metadata().configuration)
+    table.vacuum(retention_hours=int(hours), dry_run=True)
+    with pytest.raises(Exception, match="retention"):
+        table.vacuum(retention_hours=int(hours) - 1, dry_run=True)
+    with pytest.raises(InvalidArgument):
+        PersistedArrangement.open(tmp_path).vacuum(retention_hours=hours - 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [("INTERVAL 1 Day 12 Hours", 36), ("2 days", 48), ("interval 90 minutes", 1.5), ("interval 1 day", 24)],
+)
+def test_the_tables_retention_is_read_as_sparks_interval_text(text, hours):
+    """Spark's Delta reads the property as an interval: any case, with or without
+    ``interval``, several units (delta-rs 1.6 takes only the first unit of a
+    lower-case text that starts with ``interval``)."""
+    assert table_retention_hours({"delta.deletedFileRetentionDuration": text}) == hours
+
+
+@pytest.mark.parametrize("text", ["a week", "interval 1 month", "interval 3", "interval -1 days", ""])
+def test_a_retention_property_that_is_no_interval_is_refused_by_name(tmp_path, text):
+    arr, _, _ = compacted(tmp_path)
+    set_retention(tmp_path, text)
+    with pytest.raises(InvalidArgument, match="delta.deletedFileRetentionDuration"):
+        PersistedArrangement.open(tmp_path).vacuum()
 
 
 @pytest.mark.parametrize("hours", [-1, math.nan, math.inf, "24"])
@@ -300,7 +381,7 @@ def test_a_writer_dying_at_any_point_leaves_the_last_published_version(tmp_path,
     assert PersistedArrangement.open(tmp_path).updates() == reopened.updates()
     assert check(tmp_path) == []
     # what the dead writer left behind goes with a vacuum; nothing the table needs does
-    reopened.vacuum(retention_hours=0)
+    reopened.vacuum(retention_hours=0, enforce_retention_duration=False)
     assert check(tmp_path) == []
     live = {name for b in PersistedArrangement.open(tmp_path).files() for name in [b.rsplit("/", 1)[1]]}
     assert {p.name for p in tmp_path.glob("*.parquet")} == live
@@ -655,7 +736,7 @@ def test_a_second_writer_losing_the_race_leaves_the_winners_arrangement_intact(t
     assert delta_rs_updates(tmp_path) == consolidate(first.updates())
     assert check(tmp_path) == []
     states = len(list((tmp_path / "_statemachines").glob("state-*.json")))
-    reopened.vacuum(retention_hours=0)
+    reopened.vacuum(retention_hours=0, enforce_retention_duration=False)
     assert len(list((tmp_path / "_statemachines").glob("state-*.json"))) == states - 2  # the loser's and sequence 1's
     assert PersistedArrangement.open(tmp_path).updates() == first.updates()
 
