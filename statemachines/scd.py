@@ -112,10 +112,17 @@ class ScdTable:
         self._merge(table, source, latest.version)
         return True
 
-    def read(self, version: int | None = None) -> Any:
-        """The table (a ``pyarrow.Table``) at ``version`` (default: the latest), sorted."""
+    def read(self, version: delta.VersionSpec | None = None) -> Any:
+        """The table (a ``pyarrow.Table``) at ``version`` (default: the latest), sorted.
+
+        ``version`` is one of the table's own Delta versions, or a commit time (a
+        datetime, naive meaning UTC, or an ISO 8601 string): the latest version
+        committed at or before it, as Delta's ``timestampAsOf``.
+        """
         from deltalake import DeltaTable
 
+        if version is not None and not isinstance(version, int):
+            version = delta.version_at(delta.location(self.path, self.storage_options), version)
         table = DeltaTable(self.path, version=version, storage_options=self.storage_options)
         order = [(c, "ascending") for c in self.keys + ((self.start,) if self.scd_type == 2 else ())]
         return table.to_pyarrow_table().select(list(self.columns)).sort_by(order)

@@ -3,7 +3,9 @@ against the independent models of tests/feed_models.py."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 
 import pyarrow as pa
 import pytest
@@ -64,6 +66,24 @@ def test_a_refresh_repeated_changes_nothing(tmp_path):
     assert run.scd2.refresh(tmp_path / "arr") is False
     assert run.scd2.read().equals(before)
     assert run.scd2.reflects() == 0
+
+
+def test_an_scd_table_reads_at_a_commit_time_as_at_the_version_committed_then(tmp_path):
+    """As Delta's timestampAsOf, over the SCD table's own commits."""
+    from deltalake import DeltaTable
+
+    rows = sorted(flat_feed(3, bad=False), key=lambda r: r["lsn"])
+    for part in (rows[: len(rows) // 2], rows[len(rows) // 2 :]):
+        run = run_feed(FEED, part, into=tmp_path / "arr", scd2=tmp_path / "scd2")
+        time.sleep(0.01)  # commits a few milliseconds apart: each time names one version
+    commits = sorted((h["version"], h["timestamp"]) for h in DeltaTable(str(tmp_path / "scd2")).history())
+    assert not run.scd2.read(commits[0][0]).equals(run.scd2.read(commits[-1][0]))
+    for version, committed_ms in commits:
+        moment = dt.datetime.fromtimestamp(committed_ms / 1000, dt.UTC)
+        assert run.scd2.read(moment).equals(run.scd2.read(version))
+        assert run.scd2.read(moment.isoformat()).equals(run.scd2.read(version))
+    with pytest.raises(InvalidArgument, match="no version committed at or before"):
+        run.scd2.read(dt.datetime.fromtimestamp(commits[0][1] / 1000 - 60, dt.UTC))
 
 
 def test_several_key_values_and_sequence_columns():
