@@ -31,6 +31,7 @@ import attrs
 from statemachines.library.expressions import Expression, records_table
 from statemachines.library.pattern import (
     Contiguity,
+    Group,
     Negation,
     Pattern,
     Step,
@@ -116,23 +117,45 @@ def cap(step: Step) -> int:
     return step.max if step.max is not None else max(step.min, 1)
 
 
+@attrs.define
+class _Junction:
+    """A point between steps that takes no event: passing it adds the negations before
+    the next step; each edge leads to a junction or to a step (``step``: its index),
+    and may name a greedy step it passes over (skipped optional steps)."""
+
+    guards: tuple[Negation, ...] = ()
+    edges: list[tuple[_Junction | int, tuple[int, ...]]] = attrs.Factory(list)
+    end: bool = False  # a match is complete here
+
+
 class Nfa:
-    """The compiled pattern: positions, states by text, and every condition by index."""
+    """The compiled pattern: positions, states by text, and every condition by index.
+
+    A group (:class:`~statemachines.library.pattern.Group`) is laid out once per time
+    it may be taken, its steps copied (a copy per time up to its minimum, one per
+    optional time, one that repeats for an unbounded group), so ``steps`` holds every
+    step that takes events, in groups too, and a step's index names it in states.
+    """
 
     def __init__(self, pattern: Pattern) -> None:
-        self.steps = pattern.steps
+        self.steps: list[Step] = []
         self.trailing = pattern.trailing
+        self._leave: list[_Junction] = []  # per step: where a partial match goes on from it
+        entry, done = self._lay_out(pattern.steps, None)
+        done.end = True
         self.positions: dict[tuple[int, int], Position] = {}
         for i, step in enumerate(self.steps):
-            for count in range(cap(step) + 1):
+            for count in range(1, cap(step) + 1):
                 self.positions[i, count] = self._position(i, count)
+        conts, _ = self._onwards([(entry, ())], (), ())
+        self.positions[0, 0] = Position(0, 0, conts, False)  # the start: every event may begin
         self.conditions: list[Any] = [s.condition for s in self.steps]  # step i's condition is i
         self.until: dict[int, int] = {}
         for i, s in enumerate(self.steps):
             if s.until is not None:
                 self.until[i] = self._index(s.until)
         self.guard: dict[int, int] = {}  # id(negation) -> its condition's index
-        for g in (*(g for s in self.steps for g in s.guards), *self.trailing):
+        for g in (*_negations(pattern.steps), *self.trailing):
             self.guard[id(g)] = self._index(g.condition)
         self.iterative = any(_reads_matched(c) for c in self.conditions)
         # expression conditions are answered for a batch of events before the NFA runs
@@ -145,29 +168,88 @@ class Nfa:
         self.conditions.append(condition)
         return len(self.conditions) - 1
 
+    # -- laying the pattern out ------------------------------------------------------------
+
+    def _lay_out(self, elements: Sequence[Step | Group], head: Contiguity | None) -> tuple[_Junction, _Junction]:
+        """Junctions before and after ``elements`` in sequence; ``head``, if given, is
+        the first one's contiguity (a group's, for the first step of each time)."""
+        entry = current = _Junction()
+        for element in elements:
+            before, after = (
+                self._lay_out_group(element, head) if isinstance(element, Group) else self._lay_out_step(element, head)
+            )
+            current.edges.append((before, ()))
+            current, head = after, None
+        return entry, current
+
+    def _lay_out_step(self, step: Step, head: Contiguity | None) -> tuple[_Junction, _Junction]:
+        index = len(self.steps)
+        self.steps.append(step if head is None else attrs.evolve(step, contiguity=head))
+        before, after = _Junction(step.guards), _Junction()
+        self._leave.append(after)
+        before.edges.append((index, ()))
+        if step.optional:  # left out: the steps after it, held back while a greedy one takes the event
+            before.edges.append((after, (index,) if step.greedy else ()))
+        return before, after
+
+    def _lay_out_group(self, group: Group, head: Contiguity | None) -> tuple[_Junction, _Junction]:
+        before, after = _Junction(group.guards), _Junction()
+        current = before
+        if group.optional:
+            before.edges.append((after, ()))
+        times = group.min if group.max is None else group.max
+        for time in range(times):
+            entry, done = self._lay_out(group.pattern.steps, (head or group.contiguity) if time == 0 else group.inner)
+            if time >= group.min:  # an optional time: the group may end before it
+                current.edges.append((after, ()))
+            current.edges.append((entry, ()))
+            current = done
+        if group.max is None:  # one more time, again and again
+            again = _Junction()
+            entry, done = self._lay_out(group.pattern.steps, group.inner)
+            current.edges.append((again, ()))
+            again.edges += [(entry, ()), (after, ())]
+            done.edges.append((again, ()))
+        else:
+            current.edges.append((after, ()))
+        return before, after
+
+    def _onwards(
+        self, edges: list[tuple[_Junction | int, tuple[int, ...]]], guards: tuple[Negation, ...], over: tuple[int, ...]
+    ) -> tuple[tuple[Cont, ...], bool]:
+        """The continuations reached through ``edges`` (passing the junctions between
+        steps, gathering their negations and the greedy steps passed over), and
+        whether the end of the pattern is reached."""
+        conts: dict[int, Cont] = {}
+        accepting = False
+        seen: set[int] = set()
+        stack = [(target, guards, over + passed) for target, passed in reversed(edges)]
+        while stack:
+            target, guards_so_far, over_so_far = stack.pop()
+            if isinstance(target, int):
+                if target not in conts:
+                    step = self.steps[target]
+                    conts[target] = Cont(target, 1, step.contiguity, guards_so_far, False, over_so_far)
+                continue
+            if id(target) in seen:
+                continue
+            seen.add(id(target))
+            accepting = accepting or target.end
+            more = guards_so_far + target.guards
+            stack += [(t, more, over_so_far + passed) for t, passed in reversed(target.edges)]
+        return tuple(conts.values()), accepting
+
     def _position(self, i: int, count: int) -> Position:
-        steps = self.steps
-        step = steps[i]
+        step = self.steps[i]
         conts = []
         if step.max is None or count < step.max:
-            contiguity = step.contiguity if count == 0 else step.inner
-            guards = step.guards if count == 0 else ()
-            conts.append(Cont(i, min(count + 1, cap(step)), contiguity, guards, count > 0))
+            conts.append(Cont(i, min(count + 1, cap(step)), step.inner, (), True))
         accepting = False
-        if count >= step.min or (count == 0 and step.optional):
-            guards: tuple[Negation, ...] = ()
+        if count >= step.min:
             # Flink's compiler: leaving a greedy step is "and not the step's own condition"
             over = (i,) if step.greedy and (step.max is None or count < step.max) else ()
-            j = i + 1
-            while j < len(steps):
-                guards += steps[j].guards
-                conts.append(Cont(j, 1, steps[j].contiguity, guards, False, over))
-                if not steps[j].optional:
-                    break
-                over += (j,) if steps[j].greedy else ()
-                j += 1
-            else:
-                accepting = count > 0 or i > 0
+            onwards, accepting = self._onwards([(self._leave[i], ())], (), over)
+            conts += [c for c in onwards if not conts or c.target != i]  # (a+)+: the loop goes on
         return Position(i, count, tuple(conts), accepting)
 
     # -- states -----------------------------------------------------------------------------
@@ -359,6 +441,16 @@ def _bits(nfa: Nfa, table: Any) -> list[int]:
         answer = pc.shift_left(pc.cast(expression.evaluate(table), pa.int64()), i)
         bits = answer if bits is None else pc.bit_wise_or(bits, answer)
     return bits.to_pylist() if bits is not None else [0] * table.num_rows
+
+
+def _negations(elements: Sequence[Step | Group]) -> list[Negation]:
+    """Every negation before a step or a group, in groups too (each once)."""
+    found: list[Negation] = []
+    for element in elements:
+        found += element.guards
+        if isinstance(element, Group):
+            found += _negations(element.pattern.steps)
+    return found
 
 
 def matched_of(taken: tuple[Any, ...]) -> dict[str, tuple[Any, ...]]:

@@ -42,6 +42,12 @@ conditions are evaluated for a whole batch of events at once (see
 :mod:`statemachines.library.expressions`), and a step's conditions are then all
 expressions.
 
+Groups: a ``Pattern`` given to ``begin``, ``next``, ``followed_by`` or
+``followed_by_any`` is taken as one step (Flink's group pattern), with a step's
+quantifiers; each time it is taken its steps match once more::
+
+    c (a b)+ d          over c a1 b1 a2 b2 d     matches c a1 b1 d, c a1 b1 a2 b2 d
+
 ``within(duration)``: the last event of a match is less than ``duration`` after its
 first (given more than once, the smallest applies). After a match, ``skip`` says
 which other partial matches to drop: see :class:`Skip`.
@@ -59,7 +65,7 @@ import attrs
 from statemachines.errors import DefinitionError
 from statemachines.library.expressions import Expression
 
-__all__ = ["Contiguity", "Negation", "Pattern", "Skip", "Step"]
+__all__ = ["Contiguity", "Group", "Negation", "Pattern", "Skip", "Step"]
 
 # a function of the event and the partial match so far, or SQL evaluated in bulk
 Condition: TypeAlias = Callable[[Any, dict[str, tuple[Any, ...]]], bool] | Expression
@@ -199,10 +205,35 @@ class Step:
 
 
 @attrs.frozen
+class Group:
+    """A pattern taken as one step (Flink's group pattern): each time the group is
+    taken, its pattern matches once more. It has the quantifiers and contiguity of a
+    step (``contiguity`` for its first event, ``inner`` between one time's last event
+    and the next time's first) but no condition of its own."""
+
+    pattern: Pattern
+    contiguity: Contiguity = Contiguity.RELAXED
+    min: int = 1
+    max: int | None = 1
+    optional: bool = False
+    inner: Contiguity = Contiguity.RELAXED
+    guards: tuple[Negation, ...] = ()
+
+    @property
+    def loops(self) -> bool:
+        return self.max is None or self.max > 1
+
+    @property
+    def name(self) -> str:
+        """The group as its steps' names, for messages: ``(a b)``."""
+        return f"({' '.join(element.name for element in self.pattern.steps)})"
+
+
+@attrs.frozen
 class Pattern:
     """An immutable pattern; build it with :meth:`begin` and the fluent methods."""
 
-    steps: tuple[Step, ...]
+    steps: tuple[Step | Group, ...]
     trailing: tuple[Negation, ...] = ()
     window: Any = None
     skip: Skip = Skip.NO_SKIP
@@ -213,27 +244,29 @@ class Pattern:
     # -- starting and chaining ---------------------------------------------------------
 
     @classmethod
-    def begin(cls, name: str, skip: Skip | str = Skip.NO_SKIP, step: str | None = None) -> Pattern:
-        """A pattern whose first step is ``name``; ``skip`` is the after-match strategy
-        (``step`` names the step of ``SKIP_TO_FIRST`` / ``SKIP_TO_LAST``)."""
+    def begin(cls, name: str | Pattern, skip: Skip | str = Skip.NO_SKIP, step: str | None = None) -> Pattern:
+        """A pattern whose first step is ``name`` (or a group: a ``Pattern``); ``skip`` is
+        the after-match strategy (``step`` names the step of ``SKIP_TO_FIRST`` /
+        ``SKIP_TO_LAST``)."""
         strategy = _skip(skip)
         if (strategy in (Skip.SKIP_TO_FIRST, Skip.SKIP_TO_LAST)) != (step is not None):
             raise DefinitionError(
                 f"{strategy.value} {'needs' if step is None else 'takes no'} a step name "
                 f"(skip_to_first / skip_to_last name the step to skip to)"
             )
-        return cls((Step(_name(name)),), skip=strategy, skip_step=step)
+        first = _group(name, Contiguity.RELAXED) if isinstance(name, Pattern) else Step(_name(name))
+        return cls((first,), skip=strategy, skip_step=step)
 
-    def next(self, name: str) -> Pattern:
-        """A new step whose first event directly follows the previous step's last."""
+    def next(self, name: str | Pattern) -> Pattern:
+        """A new step (or group) whose first event directly follows the previous step's last."""
         return self._then(name, Contiguity.STRICT)
 
-    def followed_by(self, name: str) -> Pattern:
-        """A new step; events it cannot take are skipped until it takes one."""
+    def followed_by(self, name: str | Pattern) -> Pattern:
+        """A new step (or group); events it cannot take are skipped until it takes one."""
         return self._then(name, Contiguity.RELAXED)
 
-    def followed_by_any(self, name: str) -> Pattern:
-        """A new step that may also skip events it could take (every combination)."""
+    def followed_by_any(self, name: str | Pattern) -> Pattern:
+        """A new step (or group) that may also skip events it could take (every combination)."""
         return self._then(name, Contiguity.ANY)
 
     def not_next(self, name: str) -> Pattern:
@@ -286,6 +319,7 @@ class Pattern:
 
     def greedy(self) -> Pattern:
         """A looping step keeps every event it can take (the next step does not get it)."""
+        self._refuse_on_group("greedy")
         return self._looping("greedy", lambda s: attrs.evolve(s, greedy=True))
 
     def consecutive(self) -> Pattern:
@@ -300,6 +334,7 @@ class Pattern:
         """An event meeting ``cond`` ends the current unbounded loop (``one_or_more``,
         ``times_or_more``; it is not taken). One ``until`` per step, as in Flink."""
         condition = _as_condition(cond, "until")
+        self._refuse_on_group("until")
         step = self.steps[-1]
         if not self._pending and step.max is not None and step.loops:
             raise DefinitionError(
@@ -350,21 +385,39 @@ class Pattern:
         """Every step and negation name, in pattern order."""
         names = []
         for step in self.steps:
-            names += [g.name for g in step.guards] + [step.name]
+            names += [g.name for g in step.guards]
+            names += step.pattern.names if isinstance(step, Group) else [step.name]
         return names + [g.name for g in (*self.trailing, *self._pending)]
 
+    @property
+    def step_names(self) -> list[str]:
+        """The names of the steps that take events (in groups too), in pattern order."""
+        names = []
+        for step in self.steps:
+            names += step.pattern.step_names if isinstance(step, Group) else [step.name]
+        return names
+
     def __repr__(self) -> str:
-        parts = [
-            f"{s.name}[{'0|' if s.optional else ''}{s.min}..{'' if s.max is None else s.max}]" for s in self.steps
-        ]
-        return f"Pattern({' -> '.join(parts)}, within={self.window!r}, skip={self.skip.value})"
+        return f"Pattern({_steps_text(self.steps)}, within={self.window!r}, skip={self.skip.value})"
 
     # -- insides -------------------------------------------------------------------------
 
-    def _then(self, name: str, contiguity: Contiguity) -> Pattern:
-        name = self._new_name(name)
-        step = Step(name, contiguity, guards=self._pending)
+    def _then(self, name: str | Pattern, contiguity: Contiguity) -> Pattern:
+        step: Step | Group
+        if isinstance(name, Pattern):
+            for inner in name.names:
+                self._new_name(inner)
+            step = attrs.evolve(_group(name, contiguity), guards=self._pending)
+        else:
+            step = Step(self._new_name(name), contiguity, guards=self._pending)
         return attrs.evolve(self, steps=(*self.steps, step), pending=(), quantified=False)
+
+    def _refuse_on_group(self, what: str) -> None:
+        if not self._pending and isinstance(self.steps[-1], Group):
+            raise DefinitionError(
+                f"{what} applies to a step, not to the group {self.steps[-1].name} (as in Flink); "
+                f"give it to a step inside the group"
+            )
 
     def _negate(self, name: str, kind: str) -> Pattern:
         name = self._new_name(name)
@@ -387,13 +440,15 @@ class Pattern:
         return name
 
     def _condition(self) -> Condition:
-        return self._pending[-1].condition if self._pending else self.steps[-1].condition
+        self._refuse_on_group("or_where")
+        return self._pending[-1].condition if self._pending else self.steps[-1].condition  # type: ignore[union-attr]
 
     def _change(self, update: Callable[[Condition], Condition]) -> Pattern:
         if self._pending:
             negation = self._pending[-1]
             changed = attrs.evolve(negation, condition=update(negation.condition))
             return attrs.evolve(self, pending=(*self._pending[:-1], changed))
+        self._refuse_on_group("a condition")
         return self._replace_last(lambda s: attrs.evolve(s, condition=update(s.condition)))
 
     def _replace_last(self, change: Callable[[Step], Step]) -> Pattern:
@@ -421,8 +476,7 @@ class Pattern:
 
     def compiled(self) -> Pattern:
         """This pattern, checked as a whole: what a detector runs."""
-        steps = self.steps
-        if all(s.optional for s in steps):
+        if _may_take_nothing(self):
             raise DefinitionError("every step is optional: a pattern must take at least one event")
         if self._pending and self.window is None:
             raise DefinitionError(
@@ -434,16 +488,41 @@ class Pattern:
                 f"the pattern ends with not_next({self._pending[-1].name!r}); end it with "
                 f"not_followed_by(...) and within(), or add a step after it"
             )
-        if self.skip_step is not None and self.skip_step not in [s.name for s in steps]:
+        if self.skip_step is not None and self.skip_step not in self.step_names:
             raise DefinitionError(f"the skip strategy names {self.skip_step!r}, which is not a step")
         return attrs.evolve(self, trailing=(*self.trailing, *self._pending), pending=())
 
 
-def _name(name: str) -> str:
-    if isinstance(name, Pattern):
+def _steps_text(steps: tuple[Step | Group, ...]) -> str:
+    """``a[1..1] -> (b[1..1] -> c[1..])[0|2..3]``: each step's name or group, and its count."""
+    return " -> ".join(
+        f"{s.name if isinstance(s, Step) else '(' + _steps_text(s.pattern.steps) + ')'}"
+        f"[{'0|' if s.optional else ''}{s.min}..{'' if s.max is None else s.max}]"
+        for s in steps
+    )
+
+
+def _group(pattern: Pattern, contiguity: Contiguity) -> Group:
+    """``pattern`` as a group step, checked: a group is only steps, and takes an event."""
+    if pattern._pending:
         raise DefinitionError(
-            "a step is named by text; groups of patterns (a Pattern as a step) are not supported"
+            f"a group cannot end with the negation {pattern._pending[-1].name!r}: put a step after "
+            f"it, or the negation after the group"
         )
+    if pattern.window is not None:
+        raise DefinitionError("a group takes no within(); give the window to the whole pattern")
+    if pattern.skip != Skip.NO_SKIP:
+        raise DefinitionError("a group takes no skip strategy; give it to the whole pattern's begin")
+    if _may_take_nothing(pattern):
+        raise DefinitionError(f"every step of the group {Group(pattern).name} is optional: a group must take an event")
+    return Group(pattern, contiguity)
+
+
+def _may_take_nothing(pattern: Pattern) -> bool:
+    return all(s.optional or (isinstance(s, Group) and _may_take_nothing(s.pattern)) for s in pattern.steps)
+
+
+def _name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise DefinitionError(f"a step needs a non-empty name, got {name!r}")
     if ":" in name:

@@ -21,7 +21,9 @@ a loop's events (``strict``: ``consecutive()``, ``any``: ``allow_combinations()`
 ``null`` (every event); ``guards`` are the negations before the step and
 ``trailing`` those at the end, each ``{"name", "kind": "not_next" |
 "not_followed_by", "where"}``; ``within`` is a number, ``{"microseconds": n}`` for a
-``timedelta``, or ``null``. Reading builds the pattern with the fluent methods, so a
+``timedelta``, or ``null``. A group (a pattern taken as a step) is ``{"group":
+[steps...], "contiguity", "min", "max", "optional", "inner", "guards"}``: its steps
+as above, its quantifier as a step's. Reading builds the pattern with the fluent methods, so a
 document describing a pattern they would refuse is refused with their message.
 """
 
@@ -29,16 +31,18 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Callable
 from typing import Any
 
 from statemachines.errors import DefinitionError
 from statemachines.library.expressions import Expression
-from statemachines.library.pattern import Contiguity, Negation, Pattern, Step, _always
+from statemachines.library.pattern import Contiguity, Group, Negation, Pattern, Step, _always
 
 __all__ = ["FORMAT", "pattern_from_json", "pattern_to_json"]
 
 FORMAT = "statemachines.pattern/1"
 _STEP_KEYS = {"name", "contiguity", "where", "min", "max", "optional", "inner", "greedy", "until", "guards"}
+_GROUP_KEYS = {"group", "contiguity", "min", "max", "optional", "inner", "guards"}
 _NEGATION_KEYS = {"name", "kind", "where"}
 _TOP_KEYS = {"format", "steps", "trailing", "within", "skip", "skip_step"}
 
@@ -48,7 +52,7 @@ def pattern_to_json(pattern: Pattern) -> str:
     pattern = pattern.compiled()
     document = {
         "format": FORMAT,
-        "steps": [_step(step) for step in pattern.steps],
+        "steps": [_element(step) for step in pattern.steps],
         "trailing": [_negation(g) for g in pattern.trailing],
         "within": _window(pattern.window),
         "skip": pattern.skip.value,
@@ -66,23 +70,7 @@ def pattern_from_json(text: str | bytes) -> Pattern:
     _keys(document, _TOP_KEYS, "the pattern document")
     if document["format"] != FORMAT:
         raise DefinitionError(f"unknown pattern format {document['format']!r}; this version reads {FORMAT!r}")
-    steps = document["steps"]
-    if not isinstance(steps, list) or not steps:
-        raise DefinitionError("a pattern document needs a non-empty list of steps")
-    first = steps[0]
-    _keys(first, _STEP_KEYS, "a step")
-    if first["guards"]:
-        raise DefinitionError(f"the first step {first['name']!r} cannot have negations before it")
-    pattern = Pattern.begin(first["name"], document["skip"], document["skip_step"])
-    pattern = _shaped(pattern, first)
-    for step in steps[1:]:
-        _keys(step, _STEP_KEYS, "a step")
-        for guard in step["guards"]:
-            pattern = _negated(pattern, guard)
-        begin = {"strict": pattern.next, "relaxed": pattern.followed_by, "any": pattern.followed_by_any}
-        if step["contiguity"] not in begin:
-            raise DefinitionError(f"step {step['name']!r}: contiguity must be one of {', '.join(begin)}")
-        pattern = _shaped(begin[step["contiguity"]](step["name"]), step)
+    pattern = _sequence(document["steps"], lambda first: Pattern.begin(first, document["skip"], document["skip_step"]))
     for guard in document["trailing"]:
         pattern = _negated(pattern, guard)
     if document["within"] is not None:
@@ -91,6 +79,20 @@ def pattern_from_json(text: str | bytes) -> Pattern:
 
 
 # -- writing -----------------------------------------------------------------------------------
+
+
+def _element(element: Step | Group) -> dict[str, Any]:
+    if isinstance(element, Group):
+        return {
+            "group": [_element(inner) for inner in element.pattern.steps],
+            "contiguity": element.contiguity.value,
+            "min": element.min,
+            "max": element.max,
+            "optional": element.optional,
+            "inner": element.inner.value,
+            "guards": [_negation(g) for g in element.guards],
+        }
+    return _step(element)
 
 
 def _step(step: Step) -> dict[str, Any]:
@@ -150,10 +152,39 @@ def _keys(item: Any, wanted: set[str], what: str) -> None:
         )
 
 
+def _sequence(steps: Any, begin: Callable[[str | Pattern], Pattern]) -> Pattern:
+    """The pattern of a document's list of steps (and groups), begun with ``begin``."""
+    if not isinstance(steps, list) or not steps:
+        raise DefinitionError("a pattern document needs a non-empty list of steps (a group too)")
+    for step in steps:
+        _keys(step, _GROUP_KEYS if isinstance(step, dict) and "group" in step else _STEP_KEYS, "a step")
+    first = steps[0]
+    if first["guards"]:
+        raise DefinitionError(f"the first step {_label(first)!r} cannot have negations before it")
+    pattern = _shaped(begin(_target(first)), first)
+    for step in steps[1:]:
+        for guard in step["guards"]:
+            pattern = _negated(pattern, guard)
+        then = {"strict": pattern.next, "relaxed": pattern.followed_by, "any": pattern.followed_by_any}
+        if step["contiguity"] not in then:
+            raise DefinitionError(f"step {_label(step)!r}: contiguity must be one of {', '.join(then)}")
+        pattern = _shaped(then[step["contiguity"]](_target(step)), step)
+    return pattern
+
+
+def _target(step: dict[str, Any]) -> str | Pattern:
+    """A step's name, or a group's pattern."""
+    return _sequence(step["group"], Pattern.begin) if "group" in step else step["name"]
+
+
+def _label(step: dict[str, Any]) -> str:
+    return step.get("name") or "group"
+
+
 def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
-    """``pattern`` with its last step given the document's conditions and quantifier."""
-    name = step["name"]
-    if step["where"] is not None:
+    """``pattern`` with its last step (or group) given the document's conditions and quantifier."""
+    name = _label(step)
+    if step.get("where") is not None:
         pattern = pattern.where(_text(step["where"], name))
     low, high = step["min"], step["max"]
     if low == 0:  # times(0, m) is optional: the document says that with "optional"
@@ -169,9 +200,9 @@ def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
         pattern = pattern.consecutive()
     elif inner == Contiguity.ANY:
         pattern = pattern.allow_combinations()
-    if step["greedy"]:
+    if step.get("greedy"):
         pattern = pattern.greedy()
-    if step["until"] is not None:
+    if step.get("until") is not None:
         pattern = pattern.until(_text(step["until"], name))
     return pattern
 

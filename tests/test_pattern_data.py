@@ -28,12 +28,14 @@ def patterns(draw):
     skip_step = first_name if skip in ("skip_to_first", "skip_to_last") else None
     pattern = Pattern.begin(first_name, skip, skip_step)
     for i in range(n):
+        group = i > 0 and draw(st.integers(0, 3)) == 0
         if i > 0:
             if draw(st.booleans()) and draw(st.booleans()):
                 negate = draw(st.sampled_from([Pattern.not_next, Pattern.not_followed_by]))
                 pattern = attempt(pattern, negated, negate, next(names), draw(st.sampled_from(SQL)))
-            pattern = draw(st.sampled_from([pattern.next, pattern.followed_by, pattern.followed_by_any]))(next(names))
-        if draw(st.booleans()):
+            then = draw(st.sampled_from([pattern.next, pattern.followed_by, pattern.followed_by_any]))
+            pattern = then(draw(groups(names)) if group else next(names))
+        if draw(st.booleans()) and not group:
             pattern = pattern.where(draw(st.sampled_from(SQL)))
             if draw(st.booleans()):
                 pattern = pattern.or_where(draw(st.sampled_from(SQL)))
@@ -64,6 +66,18 @@ def patterns(draw):
         return pattern.compiled()
     except DefinitionError:
         return None
+
+
+@st.composite
+def groups(draw, names):
+    """A group of one or two steps with SQL conditions, the second maybe looping."""
+    group = Pattern.begin(next(names)).where(draw(st.sampled_from(SQL)))
+    if draw(st.booleans()):
+        then = draw(st.sampled_from([group.next, group.followed_by, group.followed_by_any]))
+        group = then(next(names)).where(draw(st.sampled_from(SQL)))
+        if draw(st.booleans()):
+            group = group.one_or_more()
+    return group
 
 
 def attempt(pattern: Pattern, change, *args) -> Pattern:

@@ -77,10 +77,23 @@ def held():
     )
 
 
-@pytest.mark.parametrize(("pattern", "symbols"), [(tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"])])
+def grouped():
+    """``s (a b)+ c``, any a after s, skipping to the first b of a match (a group's step)."""
+    ab = Pattern.begin("a").where(lambda s: s[0] == "a").followed_by("b").where(lambda s: s[0] == "b")
+    return (
+        Pattern.begin("s", "skip_to_first", "b").where(lambda s: s[0] == "s")
+        .followed_by_any(ab).one_or_more()
+        .followed_by("c").where(lambda s: s[0] == "c").within(30)
+    )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "symbols"),
+    [(tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"]), (grouped, ["s", "a", "b", "c"])],
+)
 def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, symbols):
     """Tied matches prune each other, and matches wait for partial matches begun before
-    them (held values): batch and stream give exactly the local result."""
+    them (held values), in groups too: batch and stream give exactly the local result."""
     from statemachines.spark import run_batch
 
     rnd = random.Random(5)
