@@ -238,7 +238,10 @@ def _open_table(loc: Location, version: int | None) -> Any:
         ) from exc
     except Exception as exc:  # noqa: BLE001 - delta-rs reports damage as several kinds
         if version is not None and "version" in str(exc).lower() and "not" in str(exc).lower():
-            raise InvalidArgument(f"{loc.uri} has no version {version}: {exc}") from exc
+            latest = _open_table(loc, None).version()
+            raise InvalidArgument(
+                f"{loc.uri} has no version {version}: its versions still in the log run to {latest}"
+            ) from exc
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is damaged ({type(exc).__name__}: "
             f"{first_line(exc)}); restore it from a backup",
@@ -314,6 +317,8 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
         if version is not None:
             raise InvalidArgument(f"{loc.uri} has no versions yet: nothing was committed")
         return Snapshot(first, None)
+    if isinstance(version, bool) or (isinstance(version, int) and version < 0):
+        raise InvalidArgument(f"a version is a Delta version, 0 or more, or a commit time; got {version!r}")
     if version is not None and not isinstance(version, int):
         version = version_at(loc, version)
     # looked for again: the first commit may have made the log after the listing above

@@ -700,6 +700,19 @@ def test_a_commit_time_opens_the_latest_version_committed_then(committed_over_ti
     assert opened.updates() == updates[max(before)]
 
 
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [(-1, "0 or more"), (True, "0 or more"), (99, "has no version 99: its versions still in the log run to 4")],
+)
+def test_a_version_the_table_cannot_have_is_refused_by_name(committed_over_time, version, message):
+    """Not taken for damage (a negative version once said the log was damaged), nor a
+    bool for a version."""
+    path, _, _ = committed_over_time
+    with pytest.raises(InvalidArgument, match=message) as refused:
+        PersistedArrangement.open(path, version=version)
+    assert not isinstance(refused.value, DamagedArrangement)
+
+
 def test_a_version_that_is_not_a_time_is_refused(committed_over_time):
     path, _, _ = committed_over_time
     with pytest.raises(InvalidArgument, match="neither a version nor an ISO 8601 time"):
