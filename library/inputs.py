@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from statemachines import InvalidArgument, MissingDependency
@@ -42,19 +42,45 @@ __all__ = [
 
 FORMATS = ("parquet", "csv", "jsonl")
 SUFFIXES = {"parquet": (".parquet",), "csv": (".csv",), "jsonl": (".jsonl", ".ndjson", ".json")}
+# text files compressed whole, as exports often are; Arrow and Spark both read them by suffix
+COMPRESSED = {".gz": "gzip", ".bz2": "bz2"}
 
 
 def input_format(path: str, given: str | None) -> str:
-    """The format of a file, or of the files of a directory (from their suffix)."""
+    """The format of a file, or of the files of a directory (from their suffix; a
+    CSV or JSON Lines file may be compressed, ``changes.jsonl.gz``, ``.bz2``)."""
     if not given and os.path.isdir(path):  # a directory: the suffix its files share
-        suffixes = {os.path.splitext(f)[1] for f in os.listdir(path) if not f.startswith((".", "_"))}
+        suffixes = {_suffix(f) for f in os.listdir(path) if not f.startswith((".", "_"))}
         path = "x" + suffixes.pop() if len(suffixes) == 1 else path
-    fmt = given or os.path.splitext(path)[1].lstrip(".").lower().replace("ndjson", "jsonl")
+    fmt = given or _suffix(path).lstrip(".").lower().replace("ndjson", "jsonl")
     if fmt == "json":
         fmt = "jsonl"
     if fmt not in FORMATS:
         raise InvalidArgument(f"cannot tell the format of {path!r}; pass --format {'/'.join(FORMATS)}")
     return fmt
+
+
+def _suffix(name: str) -> str:
+    """The suffix that names a file's format, behind a compression suffix."""
+    stem, suffix = os.path.splitext(name)
+    return os.path.splitext(stem)[1] if suffix.lower() in COMPRESSED else suffix
+
+
+def _lines(path: str) -> Iterator[tuple[int, str]]:
+    """A text file's lines, numbered from 1, decompressed as its suffix says.
+
+    Raises:
+        InvalidArgument: the file cannot be decompressed.
+    """
+    import bz2
+    import gzip
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(path)[1].lower(), open)
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            yield from enumerate(handle, 1)
+    except (OSError, EOFError) as exc:
+        raise InvalidArgument(f"cannot read {path}: {_first_line(exc)}") from None
 
 
 def files_of(path: str, fmt: str) -> list[str]:
@@ -188,10 +214,9 @@ def _cast(table: Any, schema: Any, path: str) -> Any:
 
 
 def _require_objects(path: str) -> None:
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip() and not line.lstrip().startswith("{"):
-                raise InvalidArgument(f"{path} line {number} is not a JSON object; JSON Lines hold one object per line")
+    for number, line in _lines(path):
+        if line.strip() and not line.lstrip().startswith("{"):
+            raise InvalidArgument(f"{path} line {number} is not a JSON object; JSON Lines hold one object per line")
 
 
 def require_fields(path: str, fmt: str, names: Iterable[str], time: str | None = None) -> None:
@@ -206,27 +231,26 @@ def require_fields(path: str, fmt: str, names: Iterable[str], time: str | None =
         return
     names = list(names)
     for file in files_of(path, fmt):
-        with open(file, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidArgument(f"{file} line {number} is not JSON: {exc}") from None
-                if not isinstance(row, dict):
-                    raise InvalidArgument(f"{file} line {number} is not a JSON object; JSON Lines hold one object per line")
-                missing = [n for n in names if n not in row]
-                if missing:
-                    raise InvalidArgument(
-                        f"{file} line {number} has no field {', '.join(missing)}; every line needs it "
-                        f"(write null for a null cell)"
-                    )
-                cell = row.get(time) if time is not None else None
-                if type(cell) is int and not INT64_MIN <= cell < INT64_MAX:
-                    raise InvalidArgument(
-                        f"{file} line {number}: time {cell} is outside the 64-bit integer range {INT64_RANGE}"
-                    )
+        for number, line in _lines(file):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidArgument(f"{file} line {number} is not JSON: {exc}") from None
+            if not isinstance(row, dict):
+                raise InvalidArgument(f"{file} line {number} is not a JSON object; JSON Lines hold one object per line")
+            missing = [n for n in names if n not in row]
+            if missing:
+                raise InvalidArgument(
+                    f"{file} line {number} has no field {', '.join(missing)}; every line needs it "
+                    f"(write null for a null cell)"
+                )
+            cell = row.get(time) if time is not None else None
+            if type(cell) is int and not INT64_MIN <= cell < INT64_MAX:
+                raise InvalidArgument(
+                    f"{file} line {number}: time {cell} is outside the 64-bit integer range {INT64_RANGE}"
+                )
 
 
 def require_columns(schema: Any, names: Iterable[str], path: str) -> None:

@@ -3,6 +3,8 @@ equal the models, and every bad input is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from statemachines import PersistedArrangement
 from statemachines.scd import ScdTable
 from tests.feed_models import debezium, flat_feed, last_write_wins, scd2
 
@@ -77,7 +80,6 @@ def test_unsigned_parquet_columns_read_alike_on_both_runtimes(spark, tmp_path):
     decimal(20,0)): both runtimes read them as the signed type that holds them. Here
     the change data feed delta-rs writes (``_commit_version`` uint64), and a ``run``
     over uint8 symbols and uint64 times."""
-    from statemachines import PersistedArrangement
     from statemachines.library.cli import main
     from tests.feed_models import delta_change_feed, delta_changes
 
@@ -128,6 +130,31 @@ def test_the_feed_command_on_spark_batch_and_stream(spark, tmp_path, capsys):
     assert scd_rows(tmp_path / "ds2") == scd2(rows)
 
 
+@pytest.mark.spark
+def test_compressed_text_inputs_read_as_their_text_on_both_runtimes(spark, tmp_path):
+    """JSON Lines and CSV files compressed whole (``.gz``, ``.bz2``), as exports often
+    are, read by their suffix, in a directory beside plain ones too."""
+    from statemachines.library.cli import main
+
+    rows = flat_feed(9, bad=False)
+    source = tmp_path / "in"
+    source.mkdir()
+    text = [json.dumps(r) + "\n" for r in rows]
+    third = len(text) // 3
+    for opener, name, part in ((gzip.open, "0.jsonl.gz", text[:third]), (bz2.open, "1.jsonl.bz2", text[third : 2 * third]), (open, "2.jsonl", text[2 * third :])):
+        with opener(source / name, "wt") as out:
+            out.write("".join(part))
+    commands = tmp_path / "commands.csv.gz"
+    with gzip.open(commands, "wt") as out:
+        out.write("key,symbol,time\n1,a,1\n2,b,1\n1,c,2\n")
+    for runtime in ("local", "spark"):
+        into = tmp_path / f"{runtime}-arr"
+        assert main(["feed", str(source), *FEED_ARGS, "--runtime", runtime, "--into", str(into), "--scd2", str(tmp_path / f"{runtime}-s2")]) == 0
+        assert scd_rows(tmp_path / f"{runtime}-s2") == scd2(rows)
+        assert main(["run", "upsert", str(commands), "--runtime", runtime, "--into", str(tmp_path / f"{runtime}-run")]) == 0
+        assert PersistedArrangement(tmp_path / f"{runtime}-run").snapshot() == [((1, "c"), 1), ((2, "b"), 1)]
+
+
 def _bad_inputs(tmp_path):
     """name -> (file, extra arguments, what the one line says)."""
     cases = {}
@@ -157,6 +184,11 @@ def _bad_inputs(tmp_path):
     (tmp_path / "half.csv").write_text("key,symbol,time\n1,a,2.5\n")
     case("a time not of --schema's type", tmp_path / "half.csv", "cannot read", "--schema", "key:int64,symbol:string,time:int64")
     case("a --schema that is not one", tmp_path / "half.csv", "--schema takes", "--schema", "key:int64,symbol")
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"\x1f\x8b not gzip at all")
+    case("a file that is not the gzip its name says", tmp_path / "broken.jsonl.gz", "cannot read")
+    with gzip.open(tmp_path / "nosymbol.jsonl.gz", "wt") as out:
+        out.write('{"key": 1, "symbol": "a", "time": 1}\n{"key": 1, "time": 2}\n')
+    case("a compressed JSON line without the symbol", tmp_path / "nosymbol.jsonl.gz", "line 2 has no field symbol")
     return cases
 
 
@@ -167,6 +199,7 @@ def _bad_inputs(tmp_path):
         "no such file", "empty Parquet", "corrupt Parquet", "header-only CSV, misspelt column",
         "zero-row Parquet, misspelt column", "a JSON line that is not an object", "mixed times in JSON Lines",
         "text times", "a JSON line without the symbol", "a time above int64", "a time not of --schema's type", "a --schema that is not one",
+        "a file that is not the gzip its name says", "a compressed JSON line without the symbol",
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written_on_both_runtimes(tmp_path, capsys, runtime, name):
