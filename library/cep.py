@@ -217,7 +217,7 @@ class Detector(Machine):
             else:
                 step = nfa.steps[at[0]]
                 loop = "+" if step.max is None and at[1] >= cap(step) else ""
-                label = f"{step.name} #{at[1]}{loop}"
+                label = f"{step.name} #{at[1]}{loop}" + (f", time {nfa.times[at[0]]}" if nfa.times[at[0]] else "")
             nodes.append(Node(_node_id(at), label, initial=at == (0, 0), final=position.accepting))
         notes = [f"after a match: {pattern.skip.value}" + (f" ({pattern.skip_step})" if pattern.skip_step else "")]
         if pattern.window is not None:

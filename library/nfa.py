@@ -139,6 +139,7 @@ class Nfa:
 
     def __init__(self, pattern: Pattern) -> None:
         self.steps: list[Step] = []
+        self.times: list[str] = []  # per step: which time of its groups it is ("2", "1.3+"; "" outside groups)
         self.trailing = pattern.trailing
         self._leave: list[_Junction] = []  # per step: where a partial match goes on from it
         entry, done = self._lay_out(pattern.steps, None)
@@ -170,21 +171,27 @@ class Nfa:
 
     # -- laying the pattern out ------------------------------------------------------------
 
-    def _lay_out(self, elements: Sequence[Step | Group], head: Contiguity | None) -> tuple[_Junction, _Junction]:
+    def _lay_out(
+        self, elements: Sequence[Step | Group], head: Contiguity | None, time: str = ""
+    ) -> tuple[_Junction, _Junction]:
         """Junctions before and after ``elements`` in sequence; ``head``, if given, is
-        the first one's contiguity (a group's, for the first step of each time)."""
+        the first one's contiguity (a group's, for the first step of each time);
+        ``time``, which time of the groups around them this is."""
         entry = current = _Junction()
         for element in elements:
             before, after = (
-                self._lay_out_group(element, head) if isinstance(element, Group) else self._lay_out_step(element, head)
+                self._lay_out_group(element, head, time)
+                if isinstance(element, Group)
+                else self._lay_out_step(element, head, time)
             )
             current.edges.append((before, ()))
             current, head = after, None
         return entry, current
 
-    def _lay_out_step(self, step: Step, head: Contiguity | None) -> tuple[_Junction, _Junction]:
+    def _lay_out_step(self, step: Step, head: Contiguity | None, time: str) -> tuple[_Junction, _Junction]:
         index = len(self.steps)
         self.steps.append(step if head is None else attrs.evolve(step, contiguity=head))
+        self.times.append(time)
         before, after = _Junction(step.guards), _Junction()
         self._leave.append(after)
         before.edges.append((index, ()))
@@ -192,21 +199,22 @@ class Nfa:
             before.edges.append((after, (index,) if step.greedy else ()))
         return before, after
 
-    def _lay_out_group(self, group: Group, head: Contiguity | None) -> tuple[_Junction, _Junction]:
+    def _lay_out_group(self, group: Group, head: Contiguity | None, within: str) -> tuple[_Junction, _Junction]:
         before, after = _Junction(group.guards), _Junction()
         current = before
         if group.optional:
             before.edges.append((after, ()))
         times = group.min if group.max is None else group.max
         for time in range(times):
-            entry, done = self._lay_out(group.pattern.steps, (head or group.contiguity) if time == 0 else group.inner)
+            contiguity = (head or group.contiguity) if time == 0 else group.inner
+            entry, done = self._lay_out(group.pattern.steps, contiguity, _time(within, str(time + 1)))
             if time >= group.min:  # an optional time: the group may end before it
                 current.edges.append((after, ()))
             current.edges.append((entry, ()))
             current = done
         if group.max is None:  # one more time, again and again
             again = _Junction()
-            entry, done = self._lay_out(group.pattern.steps, group.inner)
+            entry, done = self._lay_out(group.pattern.steps, group.inner, _time(within, f"{times + 1}+"))
             current.edges.append((again, ()))
             again.edges += [(entry, ()), (after, ())]
             done.edges.append((again, ()))
@@ -441,6 +449,11 @@ def _bits(nfa: Nfa, table: Any) -> list[int]:
         answer = pc.shift_left(pc.cast(expression.evaluate(table), pa.int64()), i)
         bits = answer if bits is None else pc.bit_wise_or(bits, answer)
     return bits.to_pylist() if bits is not None else [0] * table.num_rows
+
+
+def _time(within: str, time: str) -> str:
+    """The time of a group inside the time ``within`` of the groups around it: ``1.2``."""
+    return f"{within}.{time}" if within else time
 
 
 def _negations(elements: Sequence[Step | Group]) -> list[Negation]:

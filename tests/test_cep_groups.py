@@ -259,9 +259,12 @@ def test_every_way_through_a_group_with_an_optional_group_inside_is_one_match():
     assert {tuple(m) for m in got} == expected and len(got) == len(expected)
 
 
-def test_groups_are_drawn_with_one_state_per_step_of_each_time():
+def test_groups_are_drawn_with_one_state_per_step_of_each_time_labelled_with_the_time():
     pattern = step(Pattern.begin("start").where(kind("c")).followed_by(ab()).times(2), "followed_by", "end", "d")
     diagram = Detector(pattern).diagram()
     labels = sorted(node.label for node in diagram.nodes)
-    assert labels == sorted(["start", "start #1", "middle1 #1", "middle2 #1", "middle1 #1", "middle2 #1", "end #1"])
+    assert labels == sorted([
+        "start", "start #1", "middle1 #1, time 1", "middle2 #1, time 1", "middle1 #1, time 2", "middle2 #1, time 2",
+        "end #1",
+    ])
     assert [node.label for node in diagram.nodes if node.final] == ["end #1"]
