@@ -31,7 +31,15 @@ from statemachines import (
 from statemachines import cdc as cdc_files
 from statemachines.columns import python_rows
 from statemachines.display import counts_line, pending_note, show_time
-from statemachines.library import ChangeFeed, Upsert, UpsertWithLateness, inputs, run_feed
+from statemachines.library import (
+    ChangeFeed,
+    Detector,
+    Pattern,
+    Upsert,
+    UpsertWithLateness,
+    inputs,
+    run_feed,
+)
 from statemachines.library.feeds import ENVELOPES
 from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
 from statemachines.updates import hashable
@@ -58,6 +66,7 @@ EXAMPLES = """examples:
   statemachines feed debezium/ --into customers --keys id --sequence-by source.lsn --envelope debezium --runtime spark --stream
   statemachines run upsert commands.parquet --into customers --key id --symbol value --time ts
   statemachines run upsert feed/ --into customers --runtime spark --stream --delay 10
+  statemachines run fraud.json logins.csv --into alerts --key user --symbol kind,amount --time ts
   statemachines show customers --history
   statemachines compact customers --since 100
   statemachines check customers
@@ -97,10 +106,14 @@ def parse_time(text: str | None) -> Any:
 
 
 def load_machine(name: str, params: list[str]) -> Machine:
-    """A library machine by name, or ``module:Class``, built with ``key=value`` params.
+    """A library machine by name, or ``module:Class``, built with ``key=value`` params,
+    or a pattern stored as JSON (``fraud.json``, :meth:`Pattern.to_json
+    <statemachines.library.Pattern.to_json>`) as a :class:`~statemachines.library.Detector`.
 
     ``module`` is looked up on the import path and in the current directory.
     """
+    if name.lower().endswith(".json"):
+        return _pattern_detector(name, params)
     kwargs = {}
     for param in params:
         key, sep, value = param.partition("=")
@@ -135,6 +148,20 @@ def load_machine(name: str, params: list[str]) -> Machine:
         return cls(**kwargs)
     except TypeError as exc:
         raise CliError(f"cannot build {name}: {exc}") from None
+
+
+def _pattern_detector(path: str, params: list[str]) -> Machine:
+    if params:
+        raise CliError(f"{path} is a pattern; it takes no --param")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise CliError(f"cannot read the pattern {path}: {exc.strerror or exc}") from None
+    try:
+        return Detector(Pattern.from_json(text))
+    except StateMachinesError as exc:
+        raise CliError(f"{path} is not a pattern: {exc}") from None
 
 
 @contextlib.contextmanager
@@ -281,16 +308,32 @@ def input_schema(args: argparse.Namespace, fmt: str, columns: list[str], time: s
 
 
 def _event_columns(args: argparse.Namespace) -> list[str]:
-    return [args.key, args.symbol, args.time] + ([args.order] if args.order else [])
+    return [args.key, *_symbol_columns(args), args.time] + ([args.order] if args.order else [])
+
+
+def _symbol_columns(args: argparse.Namespace) -> list[str]:
+    """``--symbol``: one column, or several (``kind,amount``) making a record symbol."""
+    names = [name.strip() for name in args.symbol.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise CliError(f"--symbol takes a column, or distinct columns separated by commas; got {args.symbol!r}")
+    return names
 
 
 def _run_local(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any) -> RunSummary:
     """The file's events through a local runtime, fed in chunks, with a progress bar."""
-    table = inputs.read_table(args.input, fmt, schema).select(_event_columns(args))
-    rows = list(python_rows(table))
+    import pyarrow as pa
+
+    table = inputs.read_table(args.input, fmt, schema)
+    fields = _symbol_columns(args)
+    symbol = table.column(fields[0]).combine_chunks()
+    if len(fields) > 1:  # a record of the columns, as Spark's struct
+        symbol = pa.StructArray.from_arrays([table.column(f).combine_chunks() for f in fields], names=fields)
+    columns = [table.column(args.key), symbol, table.column(args.time)] + ([table.column(args.order)] if args.order else [])
+    rows = list(python_rows(pa.table(columns, names=["key", "symbol", "time", "order"][: len(columns)])))
     events = rows if args.order else [(*row, None) for row in rows]
     with _progress_bar(args, machine, len(events)) as bar:
         runtime = LocalRuntime(machine, into=PersistedArrangement(args.into), progress=bar)
+        runtime.symbol_type = symbol.type
         for start in range(0, len(events), CHUNK):
             runtime.feed(events[start : start + CHUNK])
         result = runtime.finish()
@@ -307,10 +350,10 @@ def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any
     from statemachines.spark.inputs import read_frame
 
     spark = spark_session(args)
-    frame = read_frame(spark, args.input, fmt, schema)
+    frame, symbol = _with_symbol(read_frame(spark, args.input, fmt, schema), args)
     _, total, (updates, reasons) = run_batch_drawn(
         machine, frame, label=f"run {machine.spec.name}", enabled=_progress_wanted(args),
-        key=args.key, symbol=args.symbol, time=args.time, order=args.order, into=args.into,
+        key=args.key, symbol=symbol, time=args.time, order=args.order, into=args.into,
         abandon_waiting=args.abandon_waiting,
     )
     return RunSummary(total, updates, Counter(reasons))
@@ -327,14 +370,14 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str, sche
     from statemachines.spark.inputs import read_frame
 
     spark = spark_session(args)
-    frame = read_frame(spark, args.input, fmt, schema, streaming=True)
+    frame, symbol = _with_symbol(read_frame(spark, args.input, fmt, schema, streaming=True), args)
     before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
     with _progress_bar(args, machine, None) as bar:
         # off a terminal, without a bar, each micro-batch's report is one line of the log
         report = bar.micro_batch if bar.enabled else (lambda batch: print(batch, file=sys.stderr, flush=True))
         query = run_stream(
             machine, frame, into=args.into, checkpoint=args.checkpoint,
-            key=args.key, symbol=args.symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
+            key=args.key, symbol=symbol, time=args.time, order=args.order, delay=parse_time(args.delay) or 0,
             trigger={"availableNow": True}, progress=report, abandon_waiting=args.abandon_waiting,
         )
         query.awaitTermination()
@@ -350,6 +393,20 @@ def _run_spark_stream(machine: Machine, args: argparse.Namespace, fmt: str, sche
         waiting_for=last.waiting_for if last else None,
         frontier=last.frontier if last else None,
     )
+
+
+def _with_symbol(frame: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """``frame`` and its symbol column: ``--symbol``'s columns as one struct column if
+    it names several."""
+    fields = _symbol_columns(args)
+    if len(fields) == 1:
+        return frame, fields[0]
+    from pyspark.sql import functions as F
+
+    name = "symbol"
+    while name in frame.columns:
+        name = "_" + name
+    return frame.withColumn(name, F.struct(*fields)), name
 
 
 def published_stream(path: str) -> dict[str, Any]:
@@ -433,7 +490,7 @@ def _feed_stream(feed: ChangeFeed, args: argparse.Namespace, fmt: str, schema: A
     from statemachines.spark.inputs import read_frame
 
     spark = spark_session(args)
-    frame = read_frame(spark, args.input, fmt, schema, streaming=True)
+    frame, symbol = _with_symbol(read_frame(spark, args.input, fmt, schema, streaming=True), args)
     before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
     query, _ = run_feed_stream(
         feed, frame, into=args.into, checkpoint=args.checkpoint, start=args.start_column, end=args.end_column,
@@ -671,11 +728,17 @@ def parser() -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary, formatter_class=_HelpFormatter)
 
     run = command("run", "run a machine over an input file (or a directory) into an arrangement")
-    run.add_argument("machine", help=f"a library machine ({', '.join(LIBRARY)}) or module:Class")
+    run.add_argument(
+        "machine", help=f"a library machine ({', '.join(LIBRARY)}), module:Class, or a pattern stored as JSON (fraud.json)"
+    )
     run.add_argument("input", help="a Parquet, CSV or JSON Lines file (with --stream: a directory of them)")
     run.add_argument("--into", required=True, help="the arrangement directory (created if missing)")
     run.add_argument("--key", default="key", help="the column holding each event's key")
-    run.add_argument("--symbol", default="symbol", help="the column holding the symbol fed to the machine")
+    run.add_argument(
+        "--symbol", default="symbol",
+        help="the column holding the symbol fed to the machine, or columns separated by commas (kind,amount) "
+        "fed as one record, as a pattern's SQL conditions read them",
+    )
     run.add_argument("--time", default="time", help="the column holding the event time (a number, ISO date or datetime)")
     run.add_argument("--order", default=None, help="the column ranking the events of one key and time (without it they are ranked by symbol)")
     run.add_argument("--format", choices=FORMATS, help="the input format (default: from the file name)")
@@ -789,7 +852,9 @@ def parser() -> argparse.ArgumentParser:
     imp.set_defaults(handler=command_cdc_import)
 
     draw = command("diagram", "draw a machine's state diagram")
-    draw.add_argument("machine", help=f"a library machine ({', '.join(LIBRARY)}) or module:Class")
+    draw.add_argument(
+        "machine", help=f"a library machine ({', '.join(LIBRARY)}), module:Class, or a pattern stored as JSON (fraud.json)"
+    )
     draw.add_argument("output", help="the file: .svg .png .pdf (need Graphviz), .dot, .mmd (Mermaid)")
     draw.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a machine parameter, JSON or text (repeatable)")
     draw.add_argument(

@@ -155,6 +155,89 @@ def test_compressed_text_inputs_read_as_their_text_on_both_runtimes(spark, tmp_p
         assert PersistedArrangement(tmp_path / f"{runtime}-run").snapshot() == [((1, "c"), 1), ((2, "b"), 1)]
 
 
+def _logins_and_pattern(tmp_path):
+    """Random logins as CSV (an empty amount is null), and a fraud pattern over the
+    record ``(kind, amount)`` stored as JSON: ``(csv, pattern file, pattern, rows)``."""
+    import random
+
+    from statemachines.library import Pattern
+
+    rnd = random.Random(4)
+    rows = [
+        (f"u{rnd.randrange(5)}", rnd.choice(["fail", "fail", "ok", "view"]), rnd.choice([None, 1, 7, 12]), t // 3)
+        for t in range(150)
+    ]
+    source = tmp_path / "logins.csv"
+    source.write_text("user,kind,amount,ts\n" + "".join(f"{u},{k},{'' if a is None else a},{t}\n" for u, k, a, t in rows))
+    pattern = (
+        Pattern.begin("fail").where("kind = 'fail' AND amount > 5").times(2)
+        .followed_by("ok").where("kind = 'ok'").within(10)
+    )
+    (tmp_path / "fraud.json").write_text(pattern.to_json())
+    return source, tmp_path / "fraud.json", pattern, rows
+
+
+@pytest.mark.spark
+def test_a_pattern_file_runs_over_record_symbols_alike_on_both_runtimes(spark, tmp_path):
+    """``run fraud.json logins.csv --symbol kind,amount``: the stored pattern, its SQL
+    reading the named columns as one record, finds on both runtimes what the pattern
+    finds over the same records in Python."""
+    from collections import namedtuple
+
+    from statemachines import run_local
+    from statemachines.library import Detector, matches, timeouts
+    from statemachines.library.cli import main
+
+    source, pattern_file, pattern, rows = _logins_and_pattern(tmp_path)
+    login = namedtuple("Login", ["kind", "amount"])
+    expected = run_local(Detector(pattern), [(u, login(k, a), t) for u, k, a, t in rows]).updates
+    assert matches(expected) and timeouts(expected)
+    found = {}
+    for runtime in ("local", "spark"):
+        argv = ["run", str(pattern_file), str(source), "--into", str(tmp_path / runtime), "--runtime", runtime]
+        assert main([*argv, "--key", "user", "--symbol", "kind,amount", "--time", "ts"]) == 0
+        found[runtime] = PersistedArrangement(tmp_path / runtime).updates()
+    assert found["spark"] == found["local"]
+    as_events = lambda rows_: sorted((r.key, r.time, tuple(e[3] for e in r.events)) for r in rows_)  # noqa: E731
+    assert as_events(matches(found["local"])) == as_events(matches(expected))
+
+
+@pytest.mark.parametrize(
+    ("pattern_text", "extra", "message"),
+    [
+        ("{not json", [], "is not a pattern: a pattern document must be JSON"),
+        ('{"format": "statemachines.pattern/9"}', [], "is not a pattern"),
+        (None, [], "cannot read the pattern"),
+        ("", ["--param", "x=1"], "takes no --param"),
+        ("", ["--symbol", "kind,,amount"], "--symbol takes a column"),
+    ],
+)
+def test_a_pattern_file_given_wrongly_is_one_line_and_nothing_written(tmp_path, capsys, pattern_text, extra, message):
+    from statemachines.library.cli import main
+
+    source, pattern_file, _, _ = _logins_and_pattern(tmp_path)
+    if pattern_text is None:
+        pattern_file = tmp_path / "missing.json"
+    elif pattern_text:
+        pattern_file.write_text(pattern_text)
+    argv = ["run", str(pattern_file), str(source), "--into", str(tmp_path / "arr"), "--key", "user", "--time", "ts"]
+    assert main([*argv, "--symbol", "kind,amount", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "arr").exists()
+
+
+def test_a_pattern_file_draws_as_its_detector(tmp_path):
+    from statemachines.library import Detector
+    from statemachines.library.diagrams import render
+
+    _, pattern_file, pattern, _ = _logins_and_pattern(tmp_path)
+    done = cli("diagram", pattern_file, tmp_path / "fraud.mmd")
+    assert done.returncode == 0, done.stderr
+    render(Detector(pattern).diagram(), str(tmp_path / "expected.mmd"))
+    assert (tmp_path / "fraud.mmd").read_text() == (tmp_path / "expected.mmd").read_text()
+
+
 def _bad_inputs(tmp_path):
     """name -> (file, extra arguments, what the one line says)."""
     cases = {}
