@@ -67,6 +67,7 @@ from statemachines.updates import hashable
 __all__ = [
     "DEBEZIUM_DELETE",
     "DEBEZIUM_UPSERTS",
+    "TOMBSTONE",
     "DELTA_CHANGES",
     "DELTA_COLUMNS",
     "ChangeFeed",
@@ -78,6 +79,7 @@ __all__ = [
 
 DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
 DEBEZIUM_DELETE = "d"
+TOMBSTONE = "an empty envelope (no op, before or after): a Kafka tombstone, which Debezium writes after a delete, changes nothing"
 # Delta's change data feed: a change type's rank among a commit's changes of a key
 DELTA_CHANGES = {"delete": 0, "insert": 1, "update_postimage": 1}
 DELTA_PREIMAGE = "update_preimage"
@@ -202,13 +204,19 @@ class ChangeFeed:
         """The event (or rejection) of each row, in order (a Delta ``update_preimage``
         row has none); ``columns`` default: the first row's."""
         rows = iter(rows)
-        first = next(rows, None)
-        if first is None:
+        ahead: list[Any] = []  # rows before the first one that names columns (tombstones, say)
+        for row in rows:
+            ahead.append(row)
+            if columns is None and _row_columns(self, row):
+                columns = self.columns(_row_columns(self, row))
+            if columns is not None:
+                break
+        if not ahead:
             return []
         if columns is None:
-            columns = self.columns(_first_columns(self, first))
+            columns = self.columns([])  # no row names a column: says which are missing
         event = self.reader(columns)
-        return [found for found in map(event, itertools.chain((first,), rows)) if found is not None]
+        return [found for found in map(event, itertools.chain(ahead, rows)) if found is not None]
 
     def reader(self, columns: FeedColumns) -> Any:
         """The function from one row (a mapping) to its event or rejection (``None``
@@ -218,7 +226,14 @@ class ChangeFeed:
         one_key, n_sequence = len(keys) == 1, len(sequence)
         debezium, delta = self.envelope == "debezium", self.envelope == "delta"
 
-        def event(row: Mapping[str, Any]) -> Event | Rejected | None:
+        def event(row: Mapping[str, Any] | None) -> Event | Rejected | None:
+            if row is None:  # a null message, as Kafka's tombstones: a row of no fields
+                row = {}
+            elif not isinstance(row, Mapping):
+                return Rejected(
+                    Event(None, None, None), Reason.MALFORMED,
+                    f"a feed row maps column names to cells; got {type(row).__name__} {row!r}",
+                )
             delete, refusal, envelope, rank = False, None, row, None
             if delta:
                 change = row.get("_change_type")
@@ -285,6 +300,8 @@ def _payload(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
     op = envelope.get("op")
+    if op is None and envelope.get("before") is None and envelope.get("after") is None:
+        return Reason.MISSING_FIELD, TOMBSTONE
     if op is None:
         return Reason.MISSING_FIELD, "the envelope has no op"
     if op == DEBEZIUM_DELETE:
@@ -374,6 +391,9 @@ def run_feed(
     runtime = LocalRuntime(Upsert(), into=PersistedArrangement(into) if into is not None else None)
     if columns is not None:
         runtime.feed(feed.events(rows, columns))
+    elif rows:  # no row names a column (tombstones, rows that are no mapping): each is refused
+        named = FeedColumns(feed.keys, feed.values or (), feed.sequence_by, feed.delete_when)
+        runtime.feed(feed.events(rows, named))
     result = runtime.finish()
     one, two = scd_tables(columns, scd1, scd2, start, end) if columns is not None else (None, None)
     for table in (one, two):
@@ -398,8 +418,11 @@ def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str]
             available = list(schema.names)
         return rows.to_pylist(), available
     rows = list(rows)
-    return rows, _first_columns(feed, rows[0]) if rows else None
+    return rows, next(filter(None, (_row_columns(feed, row) for row in rows)), None)
 
 
-def _first_columns(feed: ChangeFeed, row: Mapping[str, Any]) -> list[str]:
+def _row_columns(feed: ChangeFeed, row: Any) -> list[str]:
+    """The columns a row names (none for a row that is no mapping, or a tombstone)."""
+    if not isinstance(row, Mapping):
+        return []
     return _image_fields(row) if feed.envelope == "debezium" else list(row)

@@ -23,6 +23,7 @@ from statemachines.library.feeds import (
     DEBEZIUM_DELETE,
     DEBEZIUM_UPSERTS,
     DELTA_CHANGES,
+    TOMBSTONE,
     ChangeFeed,
     FeedColumns,
     FeedResult,
@@ -63,6 +64,7 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
             return F.when(delete, F.col("before")[name]).otherwise(F.col("after")[name])
 
         rules = [
+            (op.isNull() & F.col("before").isNull() & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, TOMBSTONE)),
             (op.isNull(), refusal(Reason.MISSING_FIELD, "the envelope has no op")),
             (
                 ~op.isin(*DEBEZIUM_UPSERTS, DEBEZIUM_DELETE),

@@ -92,6 +92,19 @@ def debezium(row: dict, wrapped: bool = False) -> dict:
     return {"schema": {"type": "struct", "optional": False}, "payload": envelope} if wrapped else envelope
 
 
+def with_tombstones(rows: list[dict], envelopes: list[dict], wrapped: bool = False) -> list[dict | None]:
+    """``envelopes`` with a Kafka tombstone after each delete, and one first, as a
+    topic read into JSON holds them: ``None`` (a null message), or a null payload
+    when ``wrapped`` in Kafka Connect's schema."""
+    tombstone = {"schema": {"type": "struct", "optional": True}, "payload": None} if wrapped else None
+    out: list[dict | None] = [tombstone]
+    for row, envelope in zip(rows, envelopes, strict=True):
+        out.append(envelope)
+        if row["op"] == "d":
+            out.append(tombstone)
+    return out
+
+
 def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
     """A Delta table (``id`` unique, ``name``, ``city``) with its change data feed on,
     changed by ``commits`` random delta-rs operations (append of new ids, update,

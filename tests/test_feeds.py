@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, Reason, collection_at
 from statemachines.library import ChangeFeed, run_feed
+from statemachines.library.feeds import TOMBSTONE
 from statemachines.scd import ScdTable
-from tests.feed_models import debezium, flat_feed, last_write_wins, refusal, scd2
+from tests.feed_models import debezium, flat_feed, last_write_wins, refusal, scd2, with_tombstones
 
 FEED = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
 DEBEZIUM = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
@@ -156,13 +157,30 @@ def test_a_column_the_feed_names_must_exist_even_with_no_rows():
 @settings(max_examples=20)
 @given(st.integers(0, 10_000), st.booleans())
 def test_debezium_envelopes_give_what_the_flat_feed_gives(tmp_path_factory, seed, wrapped):
+    """With the tombstone Kafka holds after each delete (and one first): each is
+    rejected as such, and changes nothing."""
     rows = flat_feed(seed)
-    lines = [json.loads(json.dumps(debezium(r, wrapped))) for r in rows]
+    lines = with_tombstones(rows, [json.loads(json.dumps(debezium(r, wrapped))) for r in rows], wrapped)
     out = tmp_path_factory.mktemp("dbz")
     run = run_feed(DEBEZIUM, lines, into=out / "arr", scd2=out / "scd2")
     assert _collection(run.result) == last_write_wins(rows)
     assert _scd_rows(run.scd2) == scd2(rows)
-    assert sorted(r.reason.value for r in run.result.rejected) == sorted(filter(None, map(refusal, rows)))
+    tombstones = [r for r in run.result.rejected if r.detail == TOMBSTONE]
+    assert len(tombstones) == len(lines) - len(rows)
+    rest = [r.reason.value for r in run.result.rejected if r.detail != TOMBSTONE]
+    assert sorted(rest) == sorted(filter(None, map(refusal, rows)))
+
+
+def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row_names_a_column():
+    run = run_feed(FEED, [[1, "x"], {"id": 1, "lsn": 1, "op": "c", "name": "a", "city": "b"}, "text"])
+    assert [(r.reason, r.detail.split(";")[0]) for r in run.result.rejected] == [
+        (Reason.MALFORMED, "a feed row maps column names to cells"),
+    ] * 2
+    assert _collection(run.result) == {1: ("a", "b")}
+    only = run_feed(DEBEZIUM, [None, {"schema": {}, "payload": None}, 7])  # nothing names a column
+    assert [(r.reason, r.detail == TOMBSTONE) for r in only.result.rejected] == [
+        (Reason.MISSING_FIELD, True), (Reason.MISSING_FIELD, True), (Reason.MALFORMED, False),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 from statemachines.library import ChangeFeed, run_feed
 from statemachines.persisted import read_state
 from statemachines.scd import ScdTable
-from tests.feed_models import debezium, flat_feed, last_write_wins, scd2
+from tests.feed_models import debezium, flat_feed, last_write_wins, scd2, with_tombstones
 
 pytest.importorskip("pyspark")
 
@@ -80,7 +80,8 @@ def test_rows_refused_on_spark_are_the_rows_refused_locally(spark):
 def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     rows = flat_feed(11)
     path = tmp_path / "feed.jsonl"
-    path.write_text("".join(json.dumps(debezium(r, wrapped)) + "\n" for r in rows))
+    lines = with_tombstones(rows, [debezium(r, wrapped) for r in rows], wrapped)
+    path.write_text("".join(json.dumps(line if line is not None else {}) + "\n" for line in lines))
     feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
     frame = spark.read.json(str(path))
     run = run_feed_batch(feed, frame, into=str(tmp_path / "arr"), scd2=tmp_path / "scd2")
