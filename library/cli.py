@@ -490,7 +490,7 @@ def _feed_stream(feed: ChangeFeed, args: argparse.Namespace, fmt: str, schema: A
     from statemachines.spark.inputs import read_frame
 
     spark = spark_session(args)
-    frame, symbol = _with_symbol(read_frame(spark, args.input, fmt, schema, streaming=True), args)
+    frame = read_frame(spark, args.input, fmt, schema, streaming=True)
     before = published_stream(args.into).get("totals") or {"events": 0, "updates": 0}
     query, _ = run_feed_stream(
         feed, frame, into=args.into, checkpoint=args.checkpoint, start=args.start_column, end=args.end_column,

@@ -198,6 +198,14 @@ def test_a_pattern_file_runs_over_record_symbols_alike_on_both_runtimes(spark, t
         assert main([*argv, "--key", "user", "--symbol", "kind,amount", "--time", "ts"]) == 0
         found[runtime] = PersistedArrangement(tmp_path / runtime).updates()
     assert found["spark"] == found["local"]
+    stream_input = tmp_path / "stream-in"
+    stream_input.mkdir()
+    (stream_input / "logins.csv").write_text(source.read_text())
+    argv = ["run", str(pattern_file), str(stream_input), "--into", str(tmp_path / "stream"), "--runtime", "spark"]
+    assert main([*argv, "--key", "user", "--symbol", "kind,amount", "--time", "ts", "--stream"]) == 0
+    streamed = PersistedArrangement(tmp_path / "stream")
+    assert streamed.updates() == [u for u in found["local"] if u[1] < streamed.upper]  # what became final
+    assert matches(streamed.updates())
     as_events = lambda rows_: sorted((r.key, r.time, tuple(e[3] for e in r.events)) for r in rows_)  # noqa: E731
     assert as_events(matches(found["local"])) == as_events(matches(expected))
 
