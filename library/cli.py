@@ -333,7 +333,8 @@ def _run_local(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any
     events = rows if args.order else [(*row, None) for row in rows]
     with _progress_bar(args, machine, len(events)) as bar:
         runtime = LocalRuntime(machine, into=PersistedArrangement(args.into), progress=bar)
-        runtime.symbol_type = symbol.type
+        if len(fields) > 1:  # the record's field names, for the conditions that read them
+            runtime.symbol_type = symbol.type
         for start in range(0, len(events), CHUNK):
             runtime.feed(events[start : start + CHUNK])
         result = runtime.finish()
