@@ -139,7 +139,7 @@ class Nfa:
 
     def __init__(self, pattern: Pattern) -> None:
         self.steps: list[Step] = []
-        self.times: list[str] = []  # per step: which time of its groups it is ("2", "1.3+"; "" outside groups)
+        self.times: list[str] = []  # per step: which time of its groups it is ("2", "1.3", "2, 4, …"; "" outside)
         self.trailing = pattern.trailing
         self._leave: list[_Junction] = []  # per step: where a partial match goes on from it
         entry, done = self._lay_out(pattern.steps, None)
@@ -212,12 +212,19 @@ class Nfa:
                 current.edges.append((after, ()))
             current.edges.append((entry, ()))
             current = done
-        if group.max is None:  # one more time, again and again
-            again = _Junction()
-            entry, done = self._lay_out(group.pattern.steps, group.inner, _time(within, f"{times + 1}+"))
-            current.edges.append((again, ()))
-            again.edges += [(entry, ()), (after, ())]
-            done.edges.append((again, ()))
+        if group.max is None:
+            # one more time, again and again: two copies taking turns, so that a step
+            # never leads back to itself by a new time (a+ in a group: one more a, or
+            # a new time's a, are two continuations, and a state has one per step)
+            (entry_a, done_a), (entry_b, done_b) = (
+                self._lay_out(group.pattern.steps, group.inner, _time(within, f"{first}, {first + 2}, …"))
+                for first in (times + 1, times + 2)
+            )
+            again_a = _Junction(edges=[(entry_a, ()), (after, ())])
+            again_b = _Junction(edges=[(entry_b, ()), (after, ())])
+            current.edges.append((again_a, ()))
+            done_a.edges.append((again_b, ()))
+            done_b.edges.append((again_a, ()))
         else:
             current.edges.append((after, ()))
         return before, after
@@ -257,7 +264,7 @@ class Nfa:
             # Flink's compiler: leaving a greedy step is "and not the step's own condition"
             over = (i,) if step.greedy and (step.max is None or count < step.max) else ()
             onwards, accepting = self._onwards([(self._leave[i], ())], (), over)
-            conts += [c for c in onwards if not conts or c.target != i]  # (a+)+: the loop goes on
+            conts += onwards
         return Position(i, count, tuple(conts), accepting)
 
     # -- states -----------------------------------------------------------------------------
