@@ -452,8 +452,11 @@ def _bits(nfa: Nfa, table: Any) -> list[int]:
     import pyarrow.compute as pc
 
     bits = None
+    answers: dict[str, Any] = {}  # by SQL text: a group's copies of a step share their condition
     for i, expression in nfa.expressions:
-        answer = pc.shift_left(pc.cast(expression.evaluate(table), pa.int64()), i)
+        if expression.sql not in answers:
+            answers[expression.sql] = pc.cast(expression.evaluate(table), pa.int64())
+        answer = pc.shift_left(answers[expression.sql], i)
         bits = answer if bits is None else pc.bit_wise_or(bits, answer)
     return bits.to_pylist() if bits is not None else [0] * table.num_rows
 

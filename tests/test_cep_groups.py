@@ -295,3 +295,25 @@ def test_groups_are_drawn_with_one_state_per_step_of_each_time_labelled_with_the
         "end #1",
     ])
     assert [node.label for node in diagram.nodes if node.final] == ["end #1"]
+
+
+def test_a_groups_copies_evaluate_their_sql_conditions_once_per_batch(monkeypatch):
+    """``(fail)`` taken three times is three copies of one step: the batch evaluates
+    its condition once, and the matches are those of the step taken three times."""
+    from collections import namedtuple
+
+    from statemachines.library.expressions import Expression
+
+    login = namedtuple("Login", ["kind"])
+    evaluated = []
+    evaluate = Expression.evaluate
+    monkeypatch.setattr(Expression, "evaluate", lambda self, table: evaluated.append(self.sql) or evaluate(self, table))
+    fail = Pattern.begin("fail").where("kind = 'fail'")
+    grouped = Pattern.begin(fail).times(3).followed_by("ok").where("kind = 'ok'")
+    plain = Pattern.begin("fail").where("kind = 'fail'").times(3).followed_by("ok").where("kind = 'ok'")
+    events = [("k", login(kind), t) for t, kind in enumerate(split("fail fail ok fail fail fail ok"))]
+    got = matches(run_local(Detector(grouped), events).updates)
+    assert sorted(evaluated) == ["kind = 'fail'", "kind = 'ok'"]  # one batch, each text once
+    as_times = lambda found_: sorted([e[1] for e in m.events] for m in found_)  # noqa: E731
+    assert as_times(got) == as_times(matches(run_local(Detector(plain), events).updates))
+    assert [3, 4, 5, 6] in as_times(got)
