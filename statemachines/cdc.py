@@ -373,29 +373,45 @@ def _decode(record: dict[str, Any]) -> Any:
     return Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)
 
 
+def _text(path: str | os.PathLike[str], mode: str) -> Any:
+    """A text file, compressed as its name says (``.gz``, ``.bz2``), else plain."""
+    import bz2
+    import gzip
+
+    opener: Any = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(os.fspath(path))[1].lower(), open)
+    return opener(path, mode + "t", encoding="utf-8")
+
+
 def write_jsonl(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:
     """Write messages as JSON Lines: ``{"updates": [[data, time, diff], ...]}`` or
     ``{"progress": {"lower": ..., "upper": ..., "counts": [[time, n], ...]}}``;
-    datetimes as ``{"datetime": iso}``, dates as ``{"date": iso}``; tuples as lists."""
-    with open(path, "w") as out:
+    datetimes as ``{"datetime": iso}``, dates as ``{"date": iso}``; tuples as lists.
+    A path ending ``.gz`` or ``.bz2`` is written compressed."""
+    with _text(path, "w") as out:
         for message in messages:
             out.write(json.dumps(_encode(message)) + "\n")
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
-    """The messages of a JSON Lines file written by :func:`write_jsonl`.
+    """The messages of a JSON Lines file written by :func:`write_jsonl` (compressed
+    if its name ends ``.gz`` or ``.bz2``).
 
     Raises:
-        InvalidArgument: a line is not a CDC message (its line number is named).
+        InvalidArgument: a line is not a CDC message (its line number is named), or
+            the file cannot be decompressed.
     """
-    with open(path) as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                yield _decode(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InvalidArgument(f"{path}:{number}: not a CDC message ({exc})") from exc
+    try:
+        with _text(path, "r") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    message = _decode(json.loads(line))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise InvalidArgument(f"{path}:{number}: not a CDC message ({exc})") from exc
+                yield message
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"cannot read {path}: {exc}") from exc
 
 
 def write_parquet(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:

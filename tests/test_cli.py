@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
 import pathlib
@@ -65,6 +67,22 @@ def test_compact_and_cdc_round_trip(feed, tmp_path, capsys):
     assert PersistedArrangement(copy).updates() == PersistedArrangement(into).updates()
     assert main(["compact", str(into), "--since", "3"]) == 0
     assert PersistedArrangement(into).stored_updates() == len(PersistedArrangement(into).snapshot())
+
+
+@pytest.mark.parametrize(("suffix", "opener"), [(".jsonl.gz", gzip.open), (".jsonl.bz2", bz2.open)])
+def test_a_cdc_export_named_compressed_is_compressed_and_imports_equal(feed, tmp_path, capsys, suffix, opener):
+    into, out = tmp_path / "arr", tmp_path / f"cdc{suffix}"
+    main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS])
+    assert main(["cdc", "export", str(into), str(out), "--batch-size", "1"]) == 0
+    with opener(out, "rt") as text:  # compressed as named, a message a line
+        assert len([json.loads(line) for line in text]) >= 2
+    assert main(["cdc", "import", str(out), str(tmp_path / "copy")]) == 0
+    assert PersistedArrangement(tmp_path / "copy").updates() == PersistedArrangement(into).updates()
+    broken = tmp_path / f"broken{suffix}"
+    broken.write_bytes(b"not compressed at all\n")
+    capsys.readouterr()
+    assert main(["cdc", "import", str(broken), str(tmp_path / "none")]) == 2
+    assert "cannot read" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(feed, tmp_path, capsys):
