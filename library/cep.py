@@ -42,7 +42,7 @@ then too, but only as time advances; here the deadline makes it exact).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -327,8 +327,9 @@ class Detector(Machine):
             if partials and _start(match) > min(_start(p) for p in partials):
                 break
             released.append(match)
-            partials = [p for p in partials if not _discards(self.pattern, match, p)]
-            waiting = [m for m in waiting[1:] if not _discards(self.pattern, match, m)]
+            discards = _pruner(self.pattern, match)
+            partials = [p for p in partials if not discards(p)]
+            waiting = [m for m in waiting[1:] if not discards(m)]
         return frozenset([*partials, *((HELD, "", m[2]) + tag for m in waiting)]), released
 
 
@@ -355,20 +356,44 @@ def _start(found: Any) -> tuple[Any, int]:
     return found[2][0][1], found[2][0][2]
 
 
-def _discards(pattern: Pattern, match: Any, other: Any) -> bool:
-    """Whether ``match``'s skip strategy discards ``other`` (a partial match or a match)."""
+def _pruner(pattern: Pattern, match: Any) -> Callable[[Any], bool]:
+    """Whether ``match``'s skip strategy discards a partial match or waiting match.
+
+    Raises:
+        SkipMissed: see :func:`_skip_target`.
+    """
     events = match[2]
-    first = other[2][0][1:3]
     skip = pattern.skip
     if skip == Skip.SKIP_TO_NEXT:
-        return first == events[0][1:3]
+        return lambda other: other[2][0][1:3] == events[0][1:3]
     if skip == Skip.SKIP_PAST_LAST_EVENT:
-        return first <= events[-1][1:3]
-    of_step = [e[1:3] for e in events if e[0] == pattern.skip_step]
-    if not of_step:
-        return False
-    target = of_step[0] if skip == Skip.SKIP_TO_FIRST else of_step[-1]
-    return first < target
+        return lambda other: other[2][0][1:3] <= events[-1][1:3]
+    target = _skip_target(pattern, match)
+    return lambda other: target is not None and other[2][0][1:3] < target
+
+
+def _skip_target(pattern: Pattern, match: Any) -> tuple[Any, int] | None:
+    """The event a ``SKIP_TO_FIRST`` / ``SKIP_TO_LAST`` match skips to, ``(time, seq)``;
+    ``None`` if its step took none (then it prunes nothing).
+
+    Raises:
+        SkipMissed: with ``raise_on_miss``, the step took none, or the match would
+            skip to its own first event.
+    """
+    of_step = [e[1:3] for e in match[2] if e[0] == pattern.skip_step]
+    target = (of_step[0] if pattern.skip == Skip.SKIP_TO_FIRST else of_step[-1]) if of_step else None
+    if pattern.raise_on_miss and (target is None or target == match[2][0][1:3]):
+        why = "took no event of that step" if target is None else "would skip to its own first event"
+        raise SkipMissed(
+            f"{pattern.skip.value}({pattern.skip_step!r}): the match of events at "
+            f"{[e[1] for e in match[2]]} {why} (raise_on_miss)"
+        )
+    return target
+
+
+class SkipMissed(Exception):
+    """A match its ``SKIP_TO_FIRST`` / ``SKIP_TO_LAST`` strategy cannot skip from (with
+    ``raise_on_miss``)."""
 
 
 @attrs.frozen

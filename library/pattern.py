@@ -238,24 +238,37 @@ class Pattern:
     window: Any = None
     skip: Skip = Skip.NO_SKIP
     skip_step: str | None = None
+    raise_on_miss: bool = False  # Flink's throwExceptionOnMiss (see begin)
     _quantified: bool = attrs.field(default=False, eq=False)  # the last step had its quantifier set
     _pending: tuple[Negation, ...] = ()  # negations waiting for the next step
 
     # -- starting and chaining ---------------------------------------------------------
 
     @classmethod
-    def begin(cls, name: str | Pattern, skip: Skip | str = Skip.NO_SKIP, step: str | None = None) -> Pattern:
+    def begin(
+        cls, name: str | Pattern, skip: Skip | str = Skip.NO_SKIP, step: str | None = None, *,
+        raise_on_miss: bool = False,
+    ) -> Pattern:
         """A pattern whose first step is ``name`` (or a group: a ``Pattern``); ``skip`` is
         the after-match strategy (``step`` names the step of ``SKIP_TO_FIRST`` /
-        ``SKIP_TO_LAST``)."""
+        ``SKIP_TO_LAST``).
+
+        A match whose named step took no event prunes nothing (as ``NO_SKIP``). With
+        ``raise_on_miss`` (Flink's ``throwExceptionOnMiss``) it is an error instead,
+        and so is a match that would skip to its own first event: the event that
+        completes it is rejected as ``transition_failed`` (a match released when a
+        window closes stops the run).
+        """
         strategy = _skip(skip)
         if (strategy in (Skip.SKIP_TO_FIRST, Skip.SKIP_TO_LAST)) != (step is not None):
             raise DefinitionError(
                 f"{strategy.value} {'needs' if step is None else 'takes no'} a step name "
                 f"(skip_to_first / skip_to_last name the step to skip to)"
             )
+        if raise_on_miss and step is None:
+            raise DefinitionError("raise_on_miss applies to skip_to_first / skip_to_last, which name a step")
         first = _group(name, Contiguity.RELAXED) if isinstance(name, Pattern) else Step(_name(name))
-        return cls((first,), skip=strategy, skip_step=step)
+        return cls((first,), skip=strategy, skip_step=step, raise_on_miss=bool(raise_on_miss))
 
     def next(self, name: str | Pattern) -> Pattern:
         """A new step (or group) whose first event directly follows the previous step's last."""

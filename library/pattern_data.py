@@ -21,7 +21,8 @@ a loop's events (``strict``: ``consecutive()``, ``any``: ``allow_combinations()`
 ``null`` (every event); ``guards`` are the negations before the step and
 ``trailing`` those at the end, each ``{"name", "kind": "not_next" |
 "not_followed_by", "where"}``; ``within`` is a number, ``{"microseconds": n}`` for a
-``timedelta``, or ``null``. A group (a pattern taken as a step) is ``{"group":
+``timedelta``, or ``null``; ``"raise_on_miss": true``, optional, is
+``Pattern.begin``'s. A group (a pattern taken as a step) is ``{"group":
 [steps...], "contiguity", "min", "max", "optional", "inner", "guards"}``: its steps
 as above, its quantifier as a step's. Reading builds the pattern with the fluent methods, so a
 document describing a pattern they would refuse is refused with their message.
@@ -57,6 +58,7 @@ def pattern_to_json(pattern: Pattern) -> str:
         "within": _window(pattern.window),
         "skip": pattern.skip.value,
         "skip_step": pattern.skip_step,
+        **({"raise_on_miss": True} if pattern.raise_on_miss else {}),
     }
     return json.dumps(document, indent=2)
 
@@ -67,10 +69,17 @@ def pattern_from_json(text: str | bytes) -> Pattern:
         document = json.loads(text)
     except ValueError as error:
         raise DefinitionError(f"a pattern document must be JSON: {error}") from None
-    _keys(document, _TOP_KEYS, "the pattern document")
+    _keys(document, _TOP_KEYS, "the pattern document", optional={"raise_on_miss"})
     if document["format"] != FORMAT:
         raise DefinitionError(f"unknown pattern format {document['format']!r}; this version reads {FORMAT!r}")
-    pattern = _sequence(document["steps"], lambda first: Pattern.begin(first, document["skip"], document["skip_step"]))
+    raise_on_miss = document.get("raise_on_miss", False)
+    if type(raise_on_miss) is not bool:
+        raise DefinitionError(f"raise_on_miss is true or false, got {raise_on_miss!r}")
+
+    def begin(first: str | Pattern) -> Pattern:
+        return Pattern.begin(first, document["skip"], document["skip_step"], raise_on_miss=raise_on_miss)
+
+    pattern = _sequence(document["steps"], begin)
     for guard in document["trailing"]:
         pattern = _negated(pattern, guard)
     if document["within"] is not None:
@@ -136,10 +145,10 @@ def _window(window: Any) -> Any:
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _keys(item: Any, wanted: set[str], what: str) -> None:
+def _keys(item: Any, wanted: set[str], what: str, optional: set[str] | None = None) -> None:
     if not isinstance(item, dict):
         raise DefinitionError(f"{what} must be a JSON object, got {item!r}")
-    missing, unknown = wanted - item.keys(), item.keys() - wanted
+    missing, unknown = wanted - item.keys(), item.keys() - wanted - (optional or set())
     if missing or unknown:
         raise DefinitionError(
             f"{what} {item.get('name', '')!r}: "

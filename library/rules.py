@@ -267,6 +267,11 @@ def _read_row(row: Any) -> tuple[tuple[str, Any], Pattern | None] | RejectedRule
         pattern = text if text is None or isinstance(text, Pattern) else Pattern.from_json(_document_text(text))
     except DefinitionError as error:
         return RejectedRule(row, RuleWhy.INVALID_PATTERN, str(error))
+    if pattern is not None and pattern.raise_on_miss:
+        return RejectedRule(
+            row, RuleWhy.INVALID_PATTERN,
+            "raise_on_miss is not for rules: one rule's miss would reject the event for every rule in force",
+        )
     return (rule_id, valid_from), pattern
 
 

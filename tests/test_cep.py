@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statemachines import DefinitionError, LocalRuntime, run_local
+from statemachines import DefinitionError, LocalRuntime, MachineError, run_local
 from statemachines.library import Detector, Pattern, matches, timeouts
 from tests.test_pattern_data import patterns
 
@@ -309,6 +309,53 @@ def test_skip_past_last_event_keeps_the_timeout_of_an_earlier_partial_match():
     assert [([e[3] for e in m.events], m.time) for m in matches(result.updates)] == [(["b"], 5)]
 
 
+def test_raise_on_miss_makes_a_match_that_cannot_skip_an_error_as_flinks_throw_exception_on_miss():
+    """Flink's AfterMatchSkipITCase: skipping to a step the match took no event of,
+    or to the match's own first event, is an error with throwExceptionOnMiss (the
+    completing event is rejected); without it the match prunes nothing."""
+    alone = lambda raises: Pattern.begin("a", "skip_to_first", "a", raise_on_miss=raises).where(kind("a"))  # noqa: E731
+    missed = lambda skip, raises: (  # noqa: E731
+        Pattern.begin("a", skip, "b", raise_on_miss=raises).where(kind("a"))
+        .next("b").where(kind("b")).one_or_more().optional().consecutive()
+        .next("c").where(kind("c"))
+    )
+    for pattern, symbols in ((alone, ["a1"]), (lambda r: missed("skip_to_first", r), ["a", "c"]),
+                             (lambda r: missed("skip_to_last", r), ["a", "c"])):
+        assert found(pattern(False), symbols) == ([symbols], [])
+        result = run_local(Detector(pattern(True)), [("k", s, t) for t, s in enumerate(symbols)])
+        assert not matches(result.updates)
+        (rejected,) = result.rejected
+        assert rejected.event.symbol == symbols[-1] and rejected.reason == "transition_failed"
+        assert "raise_on_miss" in rejected.detail
+
+
+def test_raise_on_miss_leaves_matches_that_can_skip_as_they_are():
+    ab = lambda raises: (  # noqa: E731
+        Pattern.begin("start", "skip_to_first", "end", raise_on_miss=raises).where(kind("a")).times(2)
+        .next("end").where(lambda s: "b" in s).times(2)
+    )
+    symbols = [f"ab{i}" for i in range(1, 7)]
+    assert found(ab(True), symbols) == found(ab(False), symbols) == (
+        [["ab1", "ab2", "ab3", "ab4"], ["ab3", "ab4", "ab5", "ab6"]], [],
+    )
+
+
+def test_a_match_released_when_a_window_closes_that_cannot_skip_stops_the_run():
+    """``a? b`` where a b needs a "b!": the lone b completes [b] while the partial match
+    begun at a lives, so [b] waits; released when a's window closes, it took no a.
+    There is no event to reject then: as Flink fails the job, the run stops, naming why."""
+    pattern = (
+        Pattern.begin("a", "skip_to_first", "a", raise_on_miss=True).where(kind("a")).optional()
+        .followed_by("b").where(lambda s, matched: s == "b!" if matched.get("a") else s.startswith("b"))
+        .within(5)
+    )
+    runtime = LocalRuntime(Detector(pattern))
+    runtime.feed([("k", "a", 0), ("k", "b", 1)])
+    runtime.advance_to(2)  # [b] completed, and waits for the partial match begun at 0
+    with pytest.raises(MachineError, match="on_deadline.*SkipMissed.*took no event"):
+        runtime.advance_to(6)
+
+
 TIED = """
 import random, sys
 from statemachines import run_local
@@ -356,6 +403,7 @@ def test_tied_matches_prune_each_other_the_same_way_under_every_hash_seed():
         (lambda: Pattern.begin("a", "skip_to_last"), "needs a step name"),
         (lambda: Pattern.begin("a", "skip_to_last", "zz"), "not a step"),
         (lambda: Pattern.begin("a", "sideways"), "unknown skip strategy"),
+        (lambda: Pattern.begin("a", "skip_to_next", raise_on_miss=True), "raise_on_miss applies to skip_to_first"),
         (lambda: Pattern.begin("a").not_next("x").not_followed_by("y"), "between two negations"),
         (lambda: Pattern.begin("a").not_next("x").times(2), "not to the negation"),
         # the rules Flink's documentation gives for building patterns

@@ -26,7 +26,7 @@ def patterns(draw):
     n = draw(st.integers(1, 4))
     first_name = next(names)
     skip_step = first_name if skip in ("skip_to_first", "skip_to_last") else None
-    pattern = Pattern.begin(first_name, skip, skip_step)
+    pattern = Pattern.begin(first_name, skip, skip_step, raise_on_miss=skip_step is not None and draw(st.booleans()))
     for i in range(n):
         group = i > 0 and draw(st.integers(0, 3)) == 0
         if i > 0:
@@ -138,6 +138,8 @@ def _document():
         (lambda d: d["steps"][1].update(name="a"), "used twice"),
         (lambda d: d.update(within="5 minutes"), "within must be"),
         (lambda d: d.update(steps=[]), "non-empty list of steps"),
+        (lambda d: d.update(raise_on_miss="yes"), "raise_on_miss is true or false"),
+        (lambda d: d.update(raise_on_miss=True), "raise_on_miss applies to skip_to_first"),
     ],
 )
 def test_a_document_that_describes_no_valid_pattern_is_refused_saying_why(change, says):
