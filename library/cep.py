@@ -357,7 +357,8 @@ def _start(found: Any) -> tuple[Any, int]:
 
 
 def _pruner(pattern: Pattern, match: Any) -> Callable[[Any], bool]:
-    """Whether ``match``'s skip strategy discards a partial match or waiting match.
+    """The test of whether ``match``'s skip strategy discards a partial match or a
+    waiting match.
 
     Raises:
         SkipMissed: see :func:`_skip_target`.
