@@ -47,7 +47,7 @@ row and inserts the new ones in one commit)::
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -204,17 +204,12 @@ class ChangeFeed:
         """The event (or rejection) of each row, in order (a Delta ``update_preimage``
         row has none); ``columns`` default: the first row's."""
         rows = iter(rows)
-        ahead: list[Any] = []  # rows before the first one that names columns (tombstones, say)
-        for row in rows:
-            ahead.append(row)
-            if columns is None and _row_columns(self, row):
-                columns = self.columns(_row_columns(self, row))
-            if columns is not None:
-                break
-        if not ahead:
-            return []
+        ahead: list[Any] = []  # rows up to the first one that names columns (tombstones may come first)
         if columns is None:
-            columns = self.columns([])  # no row names a column: says which are missing
+            ahead, available = _leading(self, rows)
+            if not ahead:
+                return []
+            columns = self.columns(available or [])  # no row names a column: says which are missing
         event = self.reader(columns)
         return [found for found in map(event, itertools.chain(ahead, rows)) if found is not None]
 
@@ -418,7 +413,19 @@ def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str]
             available = list(schema.names)
         return rows.to_pylist(), available
     rows = list(rows)
-    return rows, next(filter(None, (_row_columns(feed, row) for row in rows)), None)
+    return rows, _leading(feed, iter(rows))[1]
+
+
+def _leading(feed: ChangeFeed, rows: Iterator[Any]) -> tuple[list[Any], list[str] | None]:
+    """The rows taken up to the first that names columns, and its columns (``None``:
+    no row names any)."""
+    ahead = []
+    for row in rows:
+        ahead.append(row)
+        named = _row_columns(feed, row)
+        if named:
+            return ahead, named
+    return ahead, None
 
 
 def _row_columns(feed: ChangeFeed, row: Any) -> list[str]:

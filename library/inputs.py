@@ -26,6 +26,7 @@ from typing import Any
 
 from statemachines import InvalidArgument, MissingDependency
 from statemachines.intake import INT64_MAX, INT64_MIN, INT64_RANGE
+from statemachines.textfiles import COMPRESSED, open_text
 
 __all__ = [
     "FORMATS",
@@ -42,8 +43,6 @@ __all__ = [
 
 FORMATS = ("parquet", "csv", "jsonl")
 SUFFIXES = {"parquet": (".parquet",), "csv": (".csv",), "jsonl": (".jsonl", ".ndjson", ".json")}
-# text files compressed whole, as exports often are; Arrow and Spark both read them by suffix
-COMPRESSED = {".gz": "gzip", ".bz2": "bz2"}
 
 
 def input_format(path: str, given: str | None) -> str:
@@ -61,7 +60,8 @@ def input_format(path: str, given: str | None) -> str:
 
 
 def _suffix(name: str) -> str:
-    """The suffix that names a file's format, behind a compression suffix."""
+    """The suffix that names a file's format, behind a compression suffix (Arrow and
+    Spark read such text files by their suffix too)."""
     stem, suffix = os.path.splitext(name)
     return os.path.splitext(stem)[1] if suffix.lower() in COMPRESSED else suffix
 
@@ -72,12 +72,8 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
     Raises:
         InvalidArgument: the file cannot be decompressed.
     """
-    import bz2
-    import gzip
-
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(path)[1].lower(), open)
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+        with open_text(path, errors="replace") as handle:
             yield from enumerate(handle, 1)
     except (OSError, EOFError) as exc:
         raise InvalidArgument(f"cannot read {path}: {_first_line(exc)}") from None

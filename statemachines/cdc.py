@@ -33,6 +33,7 @@ import attrs
 from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
+from statemachines.textfiles import open_text
 from statemachines.times import decode_time, encode_time
 from statemachines.updates import Update, consolidate, hashable, one_nan, sort_updates
 
@@ -373,21 +374,12 @@ def _decode(record: dict[str, Any]) -> Any:
     return Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)
 
 
-def _text(path: str | os.PathLike[str], mode: str) -> Any:
-    """A text file, compressed as its name says (``.gz``, ``.bz2``), else plain."""
-    import bz2
-    import gzip
-
-    opener: Any = {".gz": gzip.open, ".bz2": bz2.open}.get(os.path.splitext(os.fspath(path))[1].lower(), open)
-    return opener(path, mode + "t", encoding="utf-8")
-
-
 def write_jsonl(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:
     """Write messages as JSON Lines: ``{"updates": [[data, time, diff], ...]}`` or
     ``{"progress": {"lower": ..., "upper": ..., "counts": [[time, n], ...]}}``;
     datetimes as ``{"datetime": iso}``, dates as ``{"date": iso}``; tuples as lists.
     A path ending ``.gz`` or ``.bz2`` is written compressed."""
-    with _text(path, "w") as out:
+    with open_text(path, "w") as out:
         for message in messages:
             out.write(json.dumps(_encode(message)) + "\n")
 
@@ -401,7 +393,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[Any]:
             the file cannot be decompressed.
     """
     try:
-        with _text(path, "r") as lines:
+        with open_text(path) as lines:
             for number, line in enumerate(lines, 1):
                 if not line.strip():
                     continue
