@@ -159,6 +159,18 @@ class _OneArgument:
         return bool(self.fn(event))
 
 
+@attrs.frozen(repr=False)
+class _InstanceOf:
+    cls: type | tuple[type, ...]
+
+    def __call__(self, event: Any) -> bool:
+        return isinstance(event, self.cls)
+
+    def __repr__(self) -> str:
+        classes = self.cls if isinstance(self.cls, tuple) else (self.cls,)
+        return f"subtype({', '.join(c.__qualname__ for c in classes)})"
+
+
 @attrs.frozen
 class _All:
     parts: tuple[Condition, ...]
@@ -296,6 +308,23 @@ class Pattern:
         """The current step also requires ``cond``."""
         condition = _as_condition(cond, "where")
         return self._change(lambda old: condition if old is _always else _combined(old, condition, "AND"))
+
+    def subtype(self, cls: type | tuple[type, ...]) -> Pattern:
+        """The current step also requires its event to be an instance of ``cls``, as
+        Flink's ``subtype(SubEvent.class)``; ``where`` conditions given after it see only
+        such events. The symbol is checked as the runtime hands it (on Spark, a struct
+        symbol is a ``Row``).
+
+        ======================  ===================================
+        ``subtype(Click)``      takes
+        ======================  ===================================
+        ``Click("home")``       yes
+        ``View("home")``        no
+        ======================  ===================================
+        """
+        if not (isinstance(cls, type) or (isinstance(cls, tuple) and cls and all(isinstance(c, type) for c in cls))):
+            raise DefinitionError(f"subtype needs a class (or a tuple of classes), got {cls!r}")
+        return self.where(_InstanceOf(cls))
 
     def or_where(self, cond: Callable[..., bool] | str | Any) -> Pattern:
         """The current step accepts events meeting its condition so far or ``cond``."""

@@ -7,6 +7,7 @@ import itertools
 import os
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -195,6 +196,43 @@ def test_skip_strategies_differ_on_the_same_input():
 def test_conditions_can_read_the_events_already_matched():
     rising = Pattern.begin("first").followed_by("higher").where(lambda v, matched: v > matched["first"][0]).times(2).consecutive()
     assert found(rising, [5, 7, 9, 3])[0] == [[5, 7, 9]]
+
+
+class Reading(NamedTuple):
+    name: str
+
+
+class Sample(NamedTuple):  # Flink's SubEvent: a reading with a volume
+    name: str
+    volume: float
+
+
+def test_subtype_follows_flinks_documented_example():
+    """``begin("start").where(start).next("middle").subtype(SubEvent).where(volume >= 10)
+    .followed_by("end").where(end)``: the middle step takes only samples, so its
+    ``where`` never sees a plain reading (which has no volume)."""
+    pattern = (
+        Pattern.begin("start").where(lambda e: e.name == "start")
+        .next("middle").subtype(Sample).where(lambda e: e.volume >= 10.0)
+        .followed_by("end").where(lambda e: e.name == "end")
+    )
+    start, end = Reading("start"), Reading("end")
+    histories = {
+        "sampled": [start, Sample("s", 12.0), Reading("x"), end],
+        "too small": [start, Sample("s", 2.0), end],
+        "not a sample": [start, Reading("s"), end],
+    }
+    assert {name: found(pattern, symbols)[0] for name, symbols in histories.items()} == {
+        "sampled": [histories["sampled"][:2] + [end]],
+        "too small": [],
+        "not a sample": [],
+    }
+    # the same where without subtype reads a volume a plain reading does not have
+    unguarded = Pattern.begin("start").where(lambda e: e.name == "start").next("middle").where(lambda e: e.volume >= 10.0)
+    events = [("k", s, t) for t, s in enumerate(histories["not a sample"])]
+    assert {r.detail for r in run_local(Detector(unguarded), events).rejected} == {
+        "AttributeError: 'Reading' object has no attribute 'volume'"
+    }
 
 
 # -- Flink's documented behaviours (issue reproducers and the CEP documentation) -------
@@ -412,6 +450,8 @@ def test_tied_matches_prune_each_other_the_same_way_under_every_hash_seed():
         (lambda: Pattern.begin("a").times(2).until(kind("x")), "unbounded loop"),
         (lambda: Pattern.begin("a").one_or_more().until(kind("x")).until(kind("y")), "already has an until"),
         (lambda: Pattern.begin("a:1"), "contains ':'"),
+        (lambda: Pattern.begin("a").subtype("Sample"), "needs a class"),
+        (lambda: Pattern.begin(Pattern.begin("a")).subtype(Sample), "not to the group"),
         # groups: only steps, each taking an event; conditions and until belong to their steps
         (lambda: Pattern.begin("x").followed_by(Pattern.begin("a").optional()), "group must take an event"),
         (lambda: Pattern.begin("x").followed_by(Pattern.begin("a").not_followed_by("n")), "cannot end with"),
