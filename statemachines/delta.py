@@ -68,7 +68,7 @@ LEGACY_MANIFEST = "manifest.json"
 RETENTION_HOURS = 168  # Delta's default: a week
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 # a checkpoint every 10 commits: opening replays at most 9 commit files (6 ms, not 26)
-TABLE_SETTINGS = {"delta.checkpointInterval": "10"}
+TABLE_SETTINGS = {"delta.checkpointInterval": "10", "delta.enableChangeDataFeed": "true"}
 # Delta deletes log files older than delta.logRetentionDuration (30 days) after a
 # commit, listing the whole log to find them; doing it after every commit made each
 # commit cost what the log holds (25 ms at 3,000 versions, 7 ms without)
@@ -395,7 +395,7 @@ def _as_pyarrow(schema: Any) -> Any:
     return pa.schema(schema)
 
 
-def data_file(loc: Location, relative: str) -> Any:
+def data_file(loc: Location, relative: str, data_change: bool = True) -> Any:
     """The Delta add action of a complete Parquet file in the table, with statistics."""
     import pyarrow.parquet as pq
     from deltalake.transaction import AddAction
@@ -404,8 +404,16 @@ def data_file(loc: Location, relative: str) -> Any:
     metadata = pq.ParquetFile(loc.path(relative), filesystem=loc.filesystem).metadata
     stats = {"numRecords": metadata.num_rows, **_min_max(metadata)}
     return AddAction(
-        relative, info.size, {}, int((info.mtime_ns or _time.time_ns()) // 1_000_000), True, json.dumps(stats)
+        relative, info.size, {}, int((info.mtime_ns or _time.time_ns()) // 1_000_000), data_change, json.dumps(stats)
     )
+
+
+def _removal(loc: Location, relative: str, at: int) -> Any:
+    """The Delta remove action of a file whose updates other files of the commit
+    hold (``dataChange`` false), with its size, which change-feed readers need."""
+    from deltalake.transaction import RemoveAction
+
+    return RemoveAction(relative, False, at, loc.filesystem.get_file_info(loc.path(relative)).size, {})
 
 
 def _min_max(metadata: Any) -> dict[str, Any]:
@@ -447,9 +455,21 @@ def commit(
     *,
     schema: Any,
     operation: str,
+    rewritten: Iterable[str] = (),
     before_commit: Callable[[], None] | None = None,
 ) -> Snapshot:
     """Publish ``state`` with the files added and removed, as one Delta commit.
+
+    ``adds`` hold new updates (``dataChange`` true); ``rewritten`` files hold updates
+    of the ``removes`` again, merged or compacted (``dataChange`` false on both, as
+    Delta's ``OPTIMIZE`` writes them). So a reader of the table's changes (Delta's
+    change data feed, a Delta streaming source) sees each update once, as appended:
+
+        commit                    adds (dataChange)      removes (dataChange)
+        append                    new batch (true)       none
+        append with a merge       new batch (true),      the merged batches (false)
+                                  merged file (false)
+        compact                   merged file (false)    every older file (false)
 
     ``state['sequence']`` must be one above ``base``'s. The state file is named by
     a random attempt number the commit records (:data:`ATTEMPT_ID`): a commit that
@@ -462,17 +482,16 @@ def commit(
     from deltalake.transaction import (
         CommitProperties,
         PostCommitHookProperties,
-        RemoveAction,
         Transaction,
     )
 
     sequence, attempt = state["sequence"], secrets.randbits(63)
     put_state(loc, state, attempt)
-    adds = [data_file(loc, name) for name in adds]
+    adds = [*(data_file(loc, name) for name in adds), *(data_file(loc, name, False) for name in rewritten)]
     if before_commit is not None:
         before_commit()
     now = int(_time.time() * 1000)
-    removed = [RemoveAction(name, True, now, None, {}) for name in removes]
+    removed = [_removal(loc, name, now) for name in removes]
     properties = CommitProperties(
         custom_metadata={"statemachines": {"operation": operation, "sequence": sequence}},
         app_transactions=[Transaction(APP_ID, sequence), Transaction(ATTEMPT_ID, attempt)],

@@ -10,7 +10,10 @@ stored, never pickled.
     PersistedArrangement.create(uri)   none yet (state only)    _statemachines/state-0
     append(updates, 0, 2)              version 0: add           batch-<id>.parquet
     compact(2)                         version 1: add, remove   merged file added; old
-                                                                ones stay until vacuum()
+                                       (dataChange false)       ones stay until vacuum()
+
+New updates are files of their own (``dataChange`` true), so the table's change data
+feed is the appended updates, each once (see :func:`delta.commit`).
 
 A writer that dies at any point leaves the last published version readable;
 replaying an append that was already published is a no-op.
@@ -302,6 +305,7 @@ class PersistedArrangement(Arrangement):
         self.path = self.location.uri
         self._files: dict[str, list[str]] = {}  # batch id -> its data files
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
+        self._pushed: set[str] = set()  # in a commit: the batches of new updates (see _push)
         self._fixed_types: dict[str, Any] = {}  # "key"/"value" -> its column's type, once an item fixed it
         self._column_types: tuple[Any, dict[str, Any]] = (None, {})  # (schema, column -> its type)
         if _create is None:  # open what looks like an arrangement (or says what it is)
@@ -474,6 +478,7 @@ class PersistedArrangement(Arrangement):
         ``schema``: the columns of files another writer made (see :meth:`publish_files`).
         """
         staged = copy.copy(self)
+        staged._pushed = set()
         staged._batches = list(self._batches)
         staged._boundaries = list(self._boundaries)
         with gc_paused():
@@ -547,6 +552,15 @@ class PersistedArrangement(Arrangement):
 
     def _fault(self, point: str) -> None:
         """A named point on the write path; tests make it raise to simulate a crash."""
+
+    def _push(self, batch: Batch, *, merge: bool = True) -> None:
+        """Add ``batch`` unmerged, after merging the spine's last batch into it: a batch
+        merges from the next commit on, so a merge rewrites published updates only and
+        a commit's new updates are files of their own (see :func:`delta.commit`)."""
+        if merge and self._batches:
+            self._batches = self._merged(self._batches[:-1], self._batches[-1])
+        super()._push(batch, merge=False)
+        self._pushed.add(batch.id)
 
     def _merges(self, older: Batch, newer: Batch) -> bool:
         if not self._merges_in_arrow():
@@ -624,9 +638,13 @@ class PersistedArrangement(Arrangement):
             delta.put_state(self.location, state)
             self._snapshot = Snapshot(state, None)
         else:
+            new = staged._pushed  # any other file written holds published updates again, merged
+            assert new <= kept, "a batch of new updates merged in the commit that publishes it"
             self._snapshot = delta.commit(
-                self.location, self._snapshot, state, [n for names in written.values() for n in names],
+                self.location, self._snapshot, state,
+                [n for batch_id, names in written.items() if batch_id in new for n in names],
                 removed, schema=schema, operation=operation,
+                rewritten=[n for batch_id, names in written.items() if batch_id not in new for n in names],
                 before_commit=lambda: self._fault("state_written"),
             )
         self._fault("published")

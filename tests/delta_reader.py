@@ -14,3 +14,14 @@ def delta_rs_updates(path, version=None):
     keys, values = column_to_python(table["key"]), column_to_python(table["value"])
     rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
     return consolidate(((k, v), t, d) for k, v, t, d in rows)
+
+
+def delta_rs_change_feed(path, start=0, end=None):
+    """The table's change data feed from version ``start`` (to ``end``) as delta-rs
+    reads it: ``(change type, version, update)`` per row, unconsolidated."""
+    import pyarrow as pa
+
+    feed = pa.table(DeltaTable(str(path)).load_cdf(starting_version=start, ending_version=end).read_all())
+    keys, values = column_to_python(feed["key"]), column_to_python(feed["value"])
+    columns = (feed[c].to_pylist() for c in ("_change_type", "_commit_version", "time", "diff"))
+    return [(kind, version, ((k, v), t, d)) for k, v, kind, version, t, d in zip(keys, values, *columns, strict=True)]

@@ -22,7 +22,7 @@ from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.stored import merge_tables
 from tests import strategies as sst
-from tests.delta_reader import delta_rs_updates
+from tests.delta_reader import delta_rs_change_feed, delta_rs_updates
 from tests.machines import Tags
 
 SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", "oz", None])]
@@ -47,6 +47,77 @@ def test_delta_rs_reads_the_same_updates_as_the_arrangement(tmp_path_factory, ev
         assert arr.updates() == []
         return
     assert delta_rs_updates(path) == consolidate(arr.updates()) == PersistedArrangement.open(path).updates()
+
+
+def log_actions(path, kind):
+    """Every ``add`` or ``remove`` action of the table's log, with its version."""
+    for file in sorted((path / "_delta_log").glob("*.json")):
+        for line in file.read_text().splitlines():
+            action = json.loads(line)
+            if kind in action:
+                yield int(file.stem), action[kind]
+
+
+change_steps = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["append", "publish unmerged"]), st.integers(0, 7)),
+        st.tuples(st.sampled_from(["merge", "compact"]), st.just(0)),
+    ),
+    min_size=1, max_size=14,
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=25, deadline=None)
+@given(steps=change_steps, data=st.data())
+def test_the_change_data_feed_holds_each_appended_update_once_at_its_commit(tmp_path_factory, steps, data):
+    """Delta's change data feed (delta-rs ``load_cdf``) of the arrangement is its
+    appended updates, each once, at the version that appended it: merges and
+    compactions rewrite files with ``dataChange`` false, as Delta's ``OPTIMIZE``,
+    so change readers (and Delta streaming sources) skip them."""
+    from statemachines.persisted import publish_batch
+
+    path = tmp_path_factory.mktemp("arr")
+    arr = PersistedArrangement(path)
+    appended = {}  # version -> the updates it appended
+    time = 0
+    for step, size in steps:
+        if step in ("append", "publish unmerged"):
+            batch = consolidate(
+                ((f"k{data.draw(st.integers(0, 5))}", data.draw(st.sampled_from("xyz"))), time, data.draw(st.sampled_from([1, -1, 2])))
+                for _ in range(size)
+            )
+            if step == "append":
+                arr.append(batch, lower=time, upper=time + 1)
+            else:
+                write_batch(path / f"b{time}", batch)
+                publish_batch(path, f"b{time}", time, time + 1, len(batch), merge=False)
+            arr = PersistedArrangement.open(path)
+            if batch:
+                appended[arr.version] = sorted(batch, key=repr)
+            time += 1
+        elif step == "merge":
+            arr.merge_batches()
+        elif arr.upper is not None:
+            arr.compact(arr.upper)
+    if arr.version is None:
+        return
+    feed = delta_rs_change_feed(path)
+    assert {kind for kind, _, _ in feed} <= {"insert"}
+    by_version = {}
+    for _, version, update in feed:
+        by_version.setdefault(version, []).append(update)
+    assert {v: sorted(u, key=repr) for v, u in by_version.items()} == appended
+    assert all(not removed["dataChange"] and removed["size"] > 0 for _, removed in log_actions(path, "remove"))
+    assert delta_rs_updates(path) == PersistedArrangement.open(path).updates()
+    assert net(delta_rs_updates(path)) == net(u for batch in appended.values() for u in batch)
+
+
+def net(updates):
+    """The collection the updates sum to, whatever their times: data -> total diff."""
+    total = {}
+    for data, _, diff in updates:
+        total[data] = total.get(data, 0) + diff
+    return {data: n for data, n in total.items() if n}
 
 
 def test_keys_values_and_times_are_typed_columns_with_tuples_as_structs(tmp_path):
@@ -585,7 +656,8 @@ def test_batches_published_unmerged_merge_later_into_the_spine_merging_at_once_m
         if step in merge_at:
             PersistedArrangement.open(later).merge_batches()
             assert PersistedArrangement.open(later).updates() == PersistedArrangement.open(at_once).updates()
-    PersistedArrangement.open(later).merge_batches()
+    for path in (at_once, later):  # merging at once merges a batch from the next commit on
+        PersistedArrangement.open(path).merge_batches()
     assert spine(later) == spine(at_once)
     assert PersistedArrangement.open(later).updates() == consolidate([(("k", "v"), 0, 1), *updates])
 

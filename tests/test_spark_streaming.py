@@ -25,7 +25,7 @@ from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
 from statemachines.spark.output import UPDATE
 from tests import background
-from tests.delta_reader import delta_rs_updates
+from tests.delta_reader import delta_rs_change_feed, delta_rs_updates
 from tests.machines import Session, SubclassedUpsert
 
 pytestmark = pytest.mark.spark
@@ -113,6 +113,7 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert reports[0].latency is None  # the first applies nothing: its watermark is not set
     assert published(spark, tmp_path / "arr") == local_reference(files)
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
+    assert_change_feed_is_the_updates(tmp_path / "arr")
     # each micro-batch merged the spine the one before it published, all but the last batch
     counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
     assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1], strict=True))
@@ -184,6 +185,16 @@ def test_a_stream_continues_an_arrangement_written_in_batch(spark, tmp_path):
     assert published(spark, tmp_path / "arr")[1] == rejected == [("j", 5, "late")]
     # struct values the batch run and the stream wrote, read by delta-rs as by the arrangement
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
+    assert_change_feed_is_the_updates(tmp_path / "arr")
+
+
+def assert_change_feed_is_the_updates(arrangement):
+    """Delta's change data feed of an arrangement no compaction touched: inserts of
+    its updates, each once, though micro-batches merged the spine's files."""
+    feed = delta_rs_change_feed(arrangement)
+    assert {kind for kind, _, _ in feed} == {"insert"}
+    assert len(feed) == len(PersistedArrangement(arrangement).updates())
+    assert consolidate(u for _, _, u in feed) == PersistedArrangement(arrangement).updates()
 
 
 def test_a_replayed_micro_batch_is_a_no_op(spark, tmp_path):
