@@ -1,7 +1,7 @@
 """Benchmark: the fraud pattern over N login events of K users, against a hand-written detector.
 
 Usage:
-    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow] [--into]
+    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow] [--into] [--hot]
 
 Pattern: three ``fail`` then an ``ok`` (``begin("fail").times(3).followed_by("ok")``,
 relaxed, no skip), within W (10). Events: user ``rnd(K)``, ``fail`` / ``ok`` / ``view``
@@ -24,6 +24,11 @@ Also printed: the peak number of live partial matches (from the output), and wit
 ``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
 times the time) into a ``LocalRuntime`` window by window, its output dropped: the
 state is bounded by the window, so memory stays flat as the input grows.
+
+With ``--hot``, the peak memory of a fresh process running one Spark task's Python
+(``partition_runner``, in-process) over a partition holding one key with N/4 of the
+events, run whole and in parts of ``KEY_CHUNK`` events (the runtime's way), each
+output checked against the other.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -134,15 +140,16 @@ def stepped_peak_mb(n: int, k: int, window: int) -> float:
     return child_peak_mb(f"import cep; cep.stepped_run({n}, {k}, {window})")
 
 
-def child_peak_mb(statements: str) -> float:
+def child_peak_mb(statements: str, with_output: bool = False) -> Any:
     """Peak resident memory of a fresh process running ``statements`` (with the
-    benchmarks importable)."""
+    benchmarks importable); ``with_output``: and the last word they printed."""
     code = (  # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
         f"import sys; sys.path.insert(0, {HERE!r}); {statements}; "
         "print([line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')][0])"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return int(done.stdout.split()[-1]) / 1024
+    peak = int(done.stdout.split()[-1]) / 1024
+    return (peak, done.stdout.split()[-2]) if with_output else peak
 
 
 def stepped_run(n: int, k: int, window: int) -> None:
@@ -155,6 +162,34 @@ def stepped_run(n: int, k: int, window: int) -> None:
         chunk.append(event)
     runtime.feed(chunk)
     runtime.finish()
+
+
+def hot_key_task(n: int, window: int, key_chunk: int) -> None:
+    """One task's Python over ``n`` events of one key (see ``--hot``): prints a digest
+    of its output rows, whatever their order."""
+    import pyarrow as pa
+
+    from statemachines.spark.batch import partition_runner
+
+    detector = Detector(pattern(window))
+    events = sorted((t, kind) for _, kind, t in login_stream(n, 1, window))
+    table = pa.table({
+        "key": ["hot"] * len(events), "symbol": [kind for _, kind in events],
+        "time": pa.array([t for t, _ in events], pa.int64()), "order": pa.array(range(len(events)), pa.int64()),
+    })
+    step = pa.struct([("step", pa.string()), ("time", pa.int64()), ("seq", pa.int64()), ("symbol", pa.string())])
+    value = pa.struct([("kind", pa.string()), ("state", pa.string()), ("events", pa.list_(step))])
+    schema = pa.schema([
+        ("kind", pa.int8(), False), ("key", pa.string()), ("value", value), ("time", pa.int64()),
+        ("diff", pa.int64()), ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()),
+        ("detail", pa.string()),
+    ])
+    run = partition_runner(detector, "number", None, None, schema, key_chunk=key_chunk)
+    digest = 0  # of the rows in any order: the sum of their hashes
+    for batch in run(iter(table.to_batches(max_chunksize=10_000))):
+        for row in batch.to_pylist():
+            digest += int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=8).digest())
+    print(f"{digest % 2**64:016x}")
 
 
 def persisted_run(detector: Detector, events, work: str) -> list:
@@ -229,6 +264,7 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--grow", action="store_true", help="also trace memory at N and 4N events")
     parser.add_argument("--into", action="store_true", help="also run_local into arrangements, in memory and persisted")
+    parser.add_argument("--hot", action="store_true", help="also the memory of a task running one key of N/4 events")
     args = parser.parse_args()
     detector = Detector(pattern(args.window))
     events = logins(args.n, args.k, args.window)
@@ -278,6 +314,17 @@ def main() -> None:
         print(f"run_batch throughput / run_local: {local / batch:.2f}x")
         into = statistics.median(seconds["run_batch into an arrangement"])
         print(f"run_batch into an arrangement throughput / run_local: {local / into:.2f}x")
+    if args.hot:
+        from statemachines.spark.batch import KEY_CHUNK
+
+        n, digests = args.n // 4, set()
+        for label, chunk in (("whole", n + 1), (f"in parts of {KEY_CHUNK:,}", KEY_CHUNK)) * 2:
+            started = time.perf_counter()
+            peak, digest = child_peak_mb(f"import cep; cep.hot_key_task({n}, {args.window}, {chunk})", with_output=True)
+            digests.add(digest)
+            print(f"one task, one key of {n:,} events, run {label}: peak {peak:,.0f} MB, "
+                  f"{time.perf_counter() - started:.1f} s (process included)")
+        assert len(digests) == 1, "the parts gave other rows than the whole key"
     if args.grow:
         small = stepped_peak_mb(args.n, args.k, args.window)
         large = stepped_peak_mb(4 * args.n, args.k, args.window)

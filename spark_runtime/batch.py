@@ -251,9 +251,14 @@ def split_refused(prepared: Any) -> tuple[Any, Any]:
     return prepared.where(F.col(REFUSAL).isNull()).drop(REFUSAL), refused
 
 
+KEY_CHUNK = 50_000
+"""A key with more events than this in a partition is run a part at a time (see
+:func:`partition_runner`)."""
+
+
 def partition_runner(
     machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None,
-    check_values: bool = True, *, tabulate: bool = True,
+    check_values: bool = True, *, tabulate: bool = True, key_chunk: int = KEY_CHUNK,
 ):
     """The function Spark calls once per partition: rows ``key, kind, symbol, time,
     order, prior`` sorted by key, kind, time and order; or, when there are no prior
@@ -263,6 +268,11 @@ def partition_runner(
     ``check_values``: check each new value against the output's value type (see
     :func:`checks_values`). A tabulated machine's partition is stepped in bulk (see
     :mod:`statemachines.spark.tabulated`) unless ``tabulate`` is false.
+
+    A key's events are run a part of at least ``key_chunk`` events at a time, each
+    part ending before a later time, with the deadlines before that time: so a hot
+    key holds a part's events and updates in memory, not all of them, and its
+    output is the same.
     """
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
@@ -275,11 +285,12 @@ def partition_runner(
         events = 0
         prepares = machine.spec.prepares_symbols
 
-        def flush() -> None:
-            _, updates, rejected = run_key(
-                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=upto
+        def flush(until: Any = upto) -> frozenset[Any]:
+            values, updates, rejected = run_key(
+                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=until
             )
             out.add(updates, rejected)
+            return values
 
         # The rows read and the updates made stay alive until their batch is written:
         # collections meanwhile would only scan them (a third of a detector's time).
@@ -298,6 +309,8 @@ def partition_runner(
                     if row == STATE_ROW:
                         prior.extend(priors)
                     else:
+                        if len(raw) >= key_chunk and _before(raw[-1][2], time):  # a hot key: run a part
+                            prior, raw = list(flush(time if upto is None or _before(time, upto) else upto)), []
                         raw.append((key, symbol, time, order))
                         events += 1
                 if len(out) >= 50_000:
@@ -313,6 +326,14 @@ def partition_runner(
         bulk = tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)
         return lambda batches: bulk(with_kinds(batches))
     return run
+
+
+def _before(earlier: Any, later: Any) -> bool:
+    """Whether ``earlier < later``; false for times that do not compare (None, NaN)."""
+    try:
+        return bool(earlier < later)
+    except TypeError:
+        return False
 
 
 def with_kinds(batches: Iterator[Any]) -> Iterator[Any]:

@@ -59,9 +59,10 @@ def test_the_hand_written_detector_finds_what_the_detector_finds():
 
 
 def test_the_cep_benchmark_prints_its_table():
-    out = run_script("cep.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--into")
+    out = run_script("cep.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--into", "--hot")
     assert "run_local(Detector)" in out and "hand-written detector (floor)" in out
     assert "run_local into a persisted arrangement" in out
+    assert "one key of 750 events, run whole" in out and "run in parts of" in out
 
 
 def test_the_sql_conditions_benchmark_checks_and_prints_its_table():

@@ -5,11 +5,17 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
+from statemachines import InvalidArgument, Machine, PersistedArrangement, consolidate, run_local
+from statemachines.intake import INT64_MAX
 from statemachines.library import Upsert
 from statemachines.spark import read_updates, run_batch
+from statemachines.spark.batch import partition_runner
+from statemachines.spark.output import UPDATE
 from tests.delta_reader import delta_rs_updates
+from tests.test_tabulated import OUTPUT, emitted, output_rows, partition_rows
 
 pytestmark = pytest.mark.spark
 
@@ -328,3 +334,63 @@ def test_events_that_are_not_a_spark_dataframe_are_one_clear_error(spark, tmp_pa
         with pytest.raises(InvalidArgument, match=f"{runner} takes a Spark DataFrame, not a .*spark.createDataFrame"):
             call()
     assert list(tmp_path.iterdir()) == []
+
+
+class Expiring(Machine):
+    """The last symbol, as ``symbol@time``, gone two time units after it was set;
+    ``boom`` fails."""
+
+    def transition(self, key, values, symbol, time):
+        if symbol == "boom":
+            raise RuntimeError("boom")
+        return {f"{symbol}@{time}"}
+
+    def deadline(self, key, values):
+        ((value,),) = [values]
+        return int(value.rsplit("@", 1)[1]) + 2
+
+    def on_deadline(self, key, values, time):
+        return frozenset()
+
+
+hot_events = st.lists(
+    st.tuples(
+        st.sampled_from(["hot"] * 6 + ["a", None]),
+        st.sampled_from(["x", "y", "boom"]),
+        st.sampled_from([*range(12)] * 4 + [None, INT64_MAX, -1]),
+        st.sampled_from([0, 1, None]),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    events=hot_events,
+    priors=st.dictionaries(st.sampled_from(["hot", "b"]), st.sampled_from(["x@0", "y@3"]).map(lambda v: frozenset({v}))),
+    key_chunk=st.integers(1, 6),
+    lower=st.sampled_from([None, 2]),
+    upto=st.sampled_from([None, 20]),  # a run's upto lies after its events
+)
+def test_a_hot_key_run_a_part_at_a_time_gives_the_rows_of_running_it_whole(events, priors, key_chunk, lower, upto):
+    """A key with more events than ``key_chunk`` is run in parts that end before a
+    later time (so its events and updates need not all be in memory): bad times,
+    late events, same-time events, failures, prior values and deadlines firing
+    between the parts give the same rows as the whole key at once."""
+    table = partition_rows(events, priors)
+    whole = partition_runner(Expiring(), "number", lower, upto, OUTPUT, key_chunk=10**9)
+    parts = partition_runner(Expiring(), "number", lower, upto, OUTPUT, key_chunk=key_chunk)
+    assert output_rows(parts, table, 7) == output_rows(whole, table, 7)
+    updates = [[row for row in emitted(runner, table, 7) if row[0] == UPDATE] for runner in (parts, whole)]
+    assert updates[0] == updates[1]  # in the same order too
+
+
+def test_a_key_with_more_events_than_a_part_runs_on_spark_as_locally(spark):
+    """One key with several parts' worth of events, on Spark: the local reference."""
+    from statemachines.spark.batch import KEY_CHUNK
+
+    rnd = random.Random(4)
+    events = [("hot", rnd.choice("xy"), t // 3, t % 3) for t in range(2 * KEY_CHUNK + 7)] + [("cold", "x", 5, 0)]
+    result = run_batch(Expiring(), spark.createDataFrame(events, SCHEMA), order="order")
+    assert collected(result) == (run_local(Expiring(), events).updates, [])
+    result.unpersist()
