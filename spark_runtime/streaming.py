@@ -158,7 +158,7 @@ class MicroBatchRunner:
         if replayed(stream, self.checkpoint, batch_id):
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, 0, None, 0.0, replayed=True))
             return
-        check_sole_writer(state, stream, self.checkpoint)
+        check_sole_writer(state, stream, self.checkpoint, batch_id)
         spark = batch.sparkSession
         taken, refused = split_refused(prepare_events(batch, self.columns))
         taken = taken.withColumn(ARRIVED, F.lit(round(_time.time() * 1000)).cast("long"))
@@ -264,7 +264,7 @@ class BucketSink:
             packed.write.format("noop").mode("overwrite").save()
             tell(self.progress, MicroBatchReport(batch_id, 0, 0, 0, None, None, 0.0, replayed=True))
             return
-        check_sole_writer(state, stream, self.checkpoint)
+        check_sole_writer(state, stream, self.checkpoint, batch_id)
         # one row per bucket that ran: a single job, and the output is one micro-batch's
         with merging_meanwhile(self.into):
             table = packed.toArrow()
@@ -339,13 +339,26 @@ def replayed(stream: dict[str, Any], checkpoint: str | None, batch_id: int) -> b
     return is_replay(stream, {"batch_id": batch_id, "checkpoint": checkpoint})
 
 
-def check_sole_writer(state: dict[str, Any], stream: dict[str, Any], checkpoint: str | None) -> None:
+def check_sole_writer(
+    state: dict[str, Any], stream: dict[str, Any], checkpoint: str | None, batch_id: int | None = None
+) -> None:
     """Refuse to go on with the query on ``checkpoint`` if another writer appended to
     its arrangement (published ``state``, the query's progress ``stream``) since the
-    query's last micro-batch: the query's state (its keys' values, its events not yet
-    final) no longer matches the arrangement, and going on would publish updates
-    that contradict it."""
-    if not same_query(stream, checkpoint) or "frontier" not in stream:
+    query's last micro-batch, or if the arrangement lacks micro-batches before
+    ``batch_id`` that the query ran (a Delta ``RESTORE`` rolled it back): the query's
+    state (its keys' values, its events not yet final) no longer matches the
+    arrangement, and going on would publish updates that contradict it."""
+    if not same_query(stream, checkpoint):
+        return
+    last = stream.get("batch_id", -1)
+    if batch_id is not None and batch_id > last + 1:
+        raise InvalidArgument(
+            f"the arrangement holds this query's micro-batches up to {last}, but the query on "
+            f"checkpoint {checkpoint} runs micro-batch {batch_id}: the arrangement was rolled back "
+            f"(a Delta RESTORE) and the query's state is ahead of it. Start the query on a new "
+            f"checkpoint to continue from the arrangement's values"
+        )
+    if "frontier" not in stream:
         return
     mine, upper = decode_time(stream["frontier"]), decode_time(state["upper"])
     if mine != upper:

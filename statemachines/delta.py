@@ -337,9 +337,52 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
         )
     state = _read_state(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)))
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
-    if not foreign and logged_files(loc, snapshot) != set(batch_files(state)):
-        raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
+    logged = logged_files(loc, snapshot)
+    if logged != set(batch_files(state)):
+        restored = _restored_state(loc, table, logged)
+        if restored is not None:
+            return attrs.evolve(snapshot, state=restored)
+        if not foreign:
+            raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
     return snapshot
+
+
+def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, Any] | None:
+    """The state of the arrangement's own version that a Delta ``RESTORE`` made since
+    its last commit brought back (the newest such restore), or ``None``.
+
+    A restore to one of its versions rolls the arrangement back to it: the next
+    commit continues from that version's state (upper, batches, notes). The version
+    is the one the restore names whose files are the table's now; one restored by
+    time is looked for from the latest version committed then down (over a minute),
+    as delta-rs dates a version by its log file, written just after the commit.
+    """
+    history = [commit for commit in table.history() if commit["version"] <= table.version()]  # newest first
+    restores = []
+    for commit in history:
+        if APP_ID in commit:
+            break
+        if commit.get("operation") == "RESTORE":
+            restores.append(commit.get("operationParameters") or {})
+    if not restores:
+        return None
+    named = restores[0]
+    if named.get("version") is not None:
+        candidates = [int(named["version"])]
+    elif named.get("datetime") is not None:  # committed up to a minute before it, newest first
+        at = int(named["datetime"])
+        candidates = [c["version"] for c in history if at - 60_000 <= c["timestamp"] <= at]
+    else:
+        return None
+    for version in candidates:
+        older = _open_table(loc, version)
+        sequence = older.transaction_version(APP_ID)
+        if sequence is None:
+            return None
+        state = _read_state(loc, state_name(sequence, older.transaction_version(ATTEMPT_ID)))
+        if set(batch_files(state)) == logged:
+            return state
+    return None
 
 
 def batch_files(state: dict[str, Any]) -> list[str]:

@@ -350,6 +350,70 @@ def test_a_table_another_writer_changed_is_refused_naming_the_commit_and_restori
     assert delta_rs_updates(tmp_path) == consolidate(PersistedArrangement(tmp_path).updates())
 
 
+def own_history(path):
+    """An arrangement of appends (merging along the spine), a compaction and more
+    appends, 60 ms apart: each version's updates and upper."""
+    import time
+
+    arr = PersistedArrangement(path)
+    for t in range(6):
+        time.sleep(0.06)
+        arr.append([((f"k{t % 3}", f"v{t}"), t, 1), ((f"k{(t + 1) % 3}", "w"), t, (-1) ** t)], t or None, t + 1)
+        if t == 3:
+            arr.compact(2)
+    return {v: (PersistedArrangement.open(path, version=v).updates(), PersistedArrangement.open(path, version=v).upper)
+            for v in range(arr.version + 1)}
+
+
+@pytest.mark.parametrize("by", ["version", "time"])
+@pytest.mark.parametrize("target", [0, 2, 4, 5])
+def test_a_delta_restore_to_one_of_its_versions_rolls_the_arrangement_back_and_it_continues(tmp_path, target, by):
+    """Delta's ``RESTORE`` (by version or by time) to a version the arrangement
+    wrote: it then reads as that version, continues from there (its upper, its
+    batches), and every version stays readable, the abandoned ones included."""
+    versions = own_history(tmp_path)
+    table = DeltaTable(str(tmp_path))
+    if by == "version":
+        table.restore(target)
+    else:
+        committed = {h["version"]: h["timestamp"] for h in table.history()}  # the next is 60 ms later
+        table.restore(dt.datetime.fromtimestamp((committed[target] + 30) / 1000, dt.UTC))
+    arr = PersistedArrangement(tmp_path)
+    updates, upper = versions[target]
+    assert (arr.updates(), arr.upper) == (updates, upper) and check(tmp_path) == []
+    arr.append([(("k9", "again"), upper, 1)], upper, upper + 1)
+    arr = PersistedArrangement(tmp_path)
+    assert arr.updates() == consolidate([*updates, (("k9", "again"), upper, 1)])
+    assert delta_rs_updates(tmp_path) == arr.updates() and check(tmp_path) == []
+    assert {v: PersistedArrangement.open(tmp_path, version=v).updates() for v in versions} == {
+        v: versions[v][0] for v in versions
+    }
+
+
+def test_a_restore_by_time_finds_the_version_delta_rs_dated_by_its_log_file(tmp_path):
+    """delta-rs dates a version by its log file, written just after the commit's own
+    time: restored by a time between the two, the table holds the version before, and
+    so does the arrangement."""
+    import os
+
+    versions = own_history(tmp_path)
+    committed = {h["version"]: h["timestamp"] for h in DeltaTable(str(tmp_path)).history()}
+    log = tmp_path / "_delta_log" / f"{2:020d}.json"
+    os.utime(log, ns=(log.stat().st_atime_ns, (committed[2] + 20) * 10**6))
+    DeltaTable(str(tmp_path)).restore(dt.datetime.fromtimestamp((committed[2] + 5) / 1000, dt.UTC))
+    arr = PersistedArrangement(tmp_path)
+    assert (arr.updates(), arr.upper) == versions[1] and delta_rs_updates(tmp_path) == arr.updates()
+
+
+def test_a_restore_then_another_writers_change_is_refused(tmp_path):
+    own_history(tmp_path)
+    table = DeltaTable(str(tmp_path))
+    table.restore(2)
+    table.delete("key = 'k1'")
+    with pytest.raises(DamagedArrangement, match=r"\(RESTORE\), version \d+ \(DELETE\)"):
+        PersistedArrangement(tmp_path)
+
+
 # -- creating and opening ---------------------------------------------------------------
 
 

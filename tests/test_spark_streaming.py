@@ -596,3 +596,35 @@ def test_a_query_whose_arrangement_another_writer_appended_to_is_refused(spark, 
     with pytest.raises(InvalidArgument, match=r"another writer appended to the arrangement \(its upper is 51\)"):
         run_stream(Upsert(), spark.readStream.schema(schema).parquet(str(source)), **options)
     assert PersistedArrangement(tmp_path / "arr").updates() == before
+
+
+def test_a_stream_into_a_restored_arrangement_is_refused_until_it_starts_on_a_new_checkpoint(spark, tmp_path):
+    """A Delta RESTORE rolls the arrangement back under a query, whose state is
+    ahead: its next micro-batch is refused and nothing is published; on a new
+    checkpoint the query continues the restored arrangement."""
+    source, arrangement = tmp_path / "in", tmp_path / "arr"
+    source.mkdir()
+    files = [[("k", "a", 0, 0)], [("j", "b", 4, 0)], [("k", "d", 6, 0)], [("m", "e", 7, 0)], [("k", "c", 9, 0)]]
+    write_files(source, files[:-1])
+
+    def run(checkpoint, abandon_waiting=False):
+        frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+        return run_stream(
+            Upsert(), frame, into=arrangement, checkpoint=checkpoint, order="order", delay=0,
+            trigger={"availableNow": True}, progress=None, abandon_waiting=abandon_waiting,
+        )
+
+    run(tmp_path / "ckpt").awaitTermination()
+    assert PersistedArrangement(arrangement).version >= 1
+    DeltaTable(str(arrangement)).restore(0)
+    restored = PersistedArrangement(arrangement)
+    kept, upper = restored.updates(), restored.upper
+    write_files(source, files)
+    with pytest.raises(Exception, match="rolled back"):
+        run(tmp_path / "ckpt").awaitTermination()
+    assert (PersistedArrangement(arrangement).updates(), PersistedArrangement(arrangement).upper) == (kept, upper)
+    run(tmp_path / "ckpt-2", abandon_waiting=True).awaitTermination()  # the restored version's waiting events
+    continued = PersistedArrangement(arrangement)
+    reference = run_local(Upsert(), [e for f in files for e in f], frontier=continued.upper)
+    assert continued.upper > upper and consolidate(continued.updates()) == consolidate(reference.updates)
+    assert delta_rs_updates(arrangement) == continued.updates() and check(arrangement) == []
