@@ -249,9 +249,30 @@ def _open_table(loc: Location, version: int | None) -> Any:
         ) from exc
 
 
+def commit_times(loc: Location) -> list[tuple[int, int]]:
+    """``(version, commit time in ms)`` of each version the log still holds, in order.
+
+    As Delta dates a commit without in-commit timestamps (and as delta-rs reads
+    ``load_as_version`` and ``restore`` by time): its log file's modification time,
+    made to increase (a time not after the one before is taken as 1 ms after it).
+    """
+    from pyarrow import fs
+
+    found = []
+    for info in loc.filesystem.get_file_info(fs.FileSelector(loc.path(LOG_DIR))):
+        stem, dot, suffix = info.base_name.partition(".")
+        if suffix == "json" and stem.isdigit() and info.mtime_ns is not None:
+            found.append((int(stem), info.mtime_ns // 1_000_000))
+    times: list[tuple[int, int]] = []
+    for version, modified in sorted(found):
+        times.append((version, max(modified, times[-1][1] + 1) if times else modified))
+    return times
+
+
 def version_at(loc: Location, moment: _dt.datetime | str) -> int:
     """The latest version committed at or before ``moment``, as Delta's
-    ``timestampAsOf`` reads: a datetime (naive: UTC) or an ISO 8601 string.
+    ``timestampAsOf`` reads: a datetime (naive: UTC) or an ISO 8601 string; a
+    version's commit time is its log file's (see :func:`commit_times`).
 
     With versions 0, 1 and 2 committed at 09:00, 10:00 and 11:00:
 
@@ -279,7 +300,7 @@ def version_at(loc: Location, moment: _dt.datetime | str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.UTC)
     at_ms = moment.timestamp() * 1000
-    commits = sorted((h["version"], h["timestamp"]) for h in _open_table(loc, None).history())
+    commits = commit_times(loc)
     before = [version for version, committed in commits if committed <= at_ms]
     if not before:
         first = _dt.datetime.fromtimestamp(commits[0][1] / 1000, _dt.UTC).isoformat() if commits else "none"
@@ -352,14 +373,14 @@ def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, An
     its last commit brought back (the newest such restore), or ``None``.
 
     A restore to one of its versions rolls the arrangement back to it: the next
-    commit continues from that version's state (upper, batches, notes). The version
-    is the one the restore names whose files are the table's now; one restored by
-    time is looked for from the latest version committed then down (over a minute),
-    as delta-rs dates a version by its log file, written just after the commit.
+    commit continues from that version's state (upper, batches, notes), provided the
+    table's files are that version's. A restore by time names the version
+    :func:`version_at` finds, as delta-rs restores it.
     """
-    history = [commit for commit in table.history() if commit["version"] <= table.version()]  # newest first
     restores = []
-    for commit in history:
+    for commit in table.history():  # newest first
+        if commit["version"] > table.version():
+            continue
         if APP_ID in commit:
             break
         if commit.get("operation") == "RESTORE":
@@ -368,21 +389,17 @@ def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, An
         return None
     named = restores[0]
     if named.get("version") is not None:
-        candidates = [int(named["version"])]
-    elif named.get("datetime") is not None:  # committed up to a minute before it, newest first
-        at = int(named["datetime"])
-        candidates = [c["version"] for c in history if at - 60_000 <= c["timestamp"] <= at]
+        version = int(named["version"])
+    elif named.get("datetime") is not None:
+        version = version_at(loc, _dt.datetime.fromtimestamp(int(named["datetime"]) / 1000, _dt.UTC))
     else:
         return None
-    for version in candidates:
-        older = _open_table(loc, version)
-        sequence = older.transaction_version(APP_ID)
-        if sequence is None:
-            return None
-        state = _read_state(loc, state_name(sequence, older.transaction_version(ATTEMPT_ID)))
-        if set(batch_files(state)) == logged:
-            return state
-    return None
+    older = _open_table(loc, version)
+    sequence = older.transaction_version(APP_ID)
+    if sequence is None:
+        return None
+    state = _read_state(loc, state_name(sequence, older.transaction_version(ATTEMPT_ID)))
+    return state if set(batch_files(state)) == logged else None
 
 
 def batch_files(state: dict[str, Any]) -> list[str]:
