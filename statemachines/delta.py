@@ -260,7 +260,7 @@ def commit_times(loc: Location) -> list[tuple[int, int]]:
 
     found = []
     for info in loc.filesystem.get_file_info(fs.FileSelector(loc.path(LOG_DIR))):
-        stem, dot, suffix = info.base_name.partition(".")
+        stem, _, suffix = info.base_name.partition(".")
         if suffix == "json" and stem.isdigit() and info.mtime_ns is not None:
             found.append((int(stem), info.mtime_ns // 1_000_000))
     times: list[tuple[int, int]] = []

@@ -554,9 +554,10 @@ class PersistedArrangement(Arrangement):
         """A named point on the write path; tests make it raise to simulate a crash."""
 
     def _push(self, batch: Batch, *, merge: bool = True) -> None:
-        """Add ``batch`` unmerged, after merging the spine's last batch into it: a batch
-        merges from the next commit on, so a merge rewrites published updates only and
-        a commit's new updates are files of their own (see :func:`delta.commit`)."""
+        """Add ``batch`` unmerged, after merging the spine's last batch into the ones
+        before it: a batch merges from the next commit on, so a merge rewrites
+        published updates only, and a commit's new updates are files of their own
+        (see :func:`delta.commit`)."""
         if merge and self._batches:
             self._batches = self._merged(self._batches[:-1], self._batches[-1])
         super()._push(batch, merge=False)
