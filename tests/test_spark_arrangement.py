@@ -8,6 +8,7 @@ from statemachines import InvalidArgument, PersistedArrangement, consolidate, ru
 from statemachines.library import Upsert
 from statemachines.persisted import check
 from statemachines.spark import read_history, read_snapshot, read_updates
+from tests.delta_reader import delta_rs_change_feed
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark
@@ -117,6 +118,10 @@ def test_compaction_on_spark_equals_compaction_in_one_process(spark, tmp_path):
     # the version before stays readable, files and all
     assert PersistedArrangement.open(tmp_path / "spark", version=before.version).updates() == before.updates()
     assert check(tmp_path / "spark") == []
+    # a compaction holds no new updates: Delta's change data feed skips it
+    feed = delta_rs_change_feed(tmp_path / "spark")
+    assert {kind for kind, _, _ in feed} == {"insert"} and max(version for _, version, _ in feed) == before.version
+    assert consolidate(update for _, _, update in feed) == before.updates()
 
 
 def test_spark_reads_the_version_committed_at_a_time(spark, tmp_path):
