@@ -423,7 +423,8 @@ def _foreign_writes(loc: Location, table: Any) -> str:
     if target is not None:
         text += (
             f"; to continue it, restore the table to version {target}, the last the arrangement "
-            f"wrote alone: deltalake.DeltaTable({loc.uri!r}).restore({target})"
+            f"wrote alone (or to an earlier version it wrote, to roll it back): "
+            f"deltalake.DeltaTable({loc.uri!r}).restore({target})"
         )
     return text
 
