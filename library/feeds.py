@@ -202,16 +202,21 @@ class ChangeFeed:
 
     def events(self, rows: Iterable[Mapping[str, Any]], columns: FeedColumns | None = None) -> list[Event | Rejected]:
         """The event (or rejection) of each row, in order (a Delta ``update_preimage``
-        row has none); ``columns`` default: the first row's."""
+        row has none); ``columns`` default: the first row that names columns (where no
+        row does, as tombstones, each row is refused with its reason)."""
         rows = iter(rows)
         ahead: list[Any] = []  # rows up to the first one that names columns (tombstones may come first)
         if columns is None:
             ahead, available = _leading(self, rows)
             if not ahead:
                 return []
-            columns = self.columns(available or [])  # no row names a column: says which are missing
+            columns = self._named() if available is None else self.columns(available)
         event = self.reader(columns)
         return [found for found in map(event, itertools.chain(ahead, rows)) if found is not None]
+
+    def _named(self) -> FeedColumns:
+        """The columns the feed names, for rows that name none (each is refused)."""
+        return FeedColumns(self.keys, self.values or (), self.sequence_by, self.delete_when)
 
     def reader(self, columns: FeedColumns) -> Any:
         """The function from one row (a mapping) to its event or rejection (``None``
@@ -384,11 +389,7 @@ def run_feed(
     rows, available = _rows_and_columns(feed, rows)
     columns = None if available is None else feed.columns(available)
     runtime = LocalRuntime(Upsert(), into=PersistedArrangement(into) if into is not None else None)
-    if columns is not None:
-        runtime.feed(feed.events(rows, columns))
-    elif rows:  # no row names a column (tombstones, rows that are no mapping): each is refused
-        named = FeedColumns(feed.keys, feed.values or (), feed.sequence_by, feed.delete_when)
-        runtime.feed(feed.events(rows, named))
+    runtime.feed(feed.events(rows, columns))  # no row naming a column (tombstones): each is refused
     result = runtime.finish()
     one, two = scd_tables(columns, scd1, scd2, start, end) if columns is not None else (None, None)
     for table in (one, two):

@@ -177,10 +177,12 @@ def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row
         (Reason.MALFORMED, "a feed row maps column names to cells"),
     ] * 2
     assert _collection(run.result) == {1: ("a", "b")}
-    only = run_feed(DEBEZIUM, [None, {"schema": {}, "payload": None}, 7])  # nothing names a column
+    unnamed = [None, {"schema": {}, "payload": None}, 7]  # nothing names a column
+    only = run_feed(DEBEZIUM, unnamed)
     assert [(r.reason, r.detail == TOMBSTONE) for r in only.result.rejected] == [
         (Reason.MISSING_FIELD, True), (Reason.MISSING_FIELD, True), (Reason.MALFORMED, False),
     ]
+    assert DEBEZIUM.events(unnamed) == only.result.rejected  # the feed's own reading says the same
 
 
 @pytest.mark.parametrize(
