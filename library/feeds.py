@@ -169,6 +169,11 @@ class ChangeFeed:
             raise InvalidArgument("give values or except_columns, not both")
         if self.values == ():
             raise InvalidArgument("values names no column; a feed needs at least one value column")
+        for role in ("keys", "sequence_by", "values", "except_columns"):
+            names = getattr(self, role) or ()
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise InvalidArgument(f"{role} names {', '.join(twice)} more than once: {list(names)}")
 
     def columns(self, available: Sequence[str]) -> FeedColumns:
         """The feed's columns, given the columns (fields of ``after`` for Debezium) a source has.

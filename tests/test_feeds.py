@@ -139,6 +139,9 @@ def test_several_delete_markers_must_all_hold():
         (dict(keys=["id"], sequence_by=["lsn"], envelope="avro"), "envelope"),
         (dict(keys=["id"], sequence_by=["lsn"], envelope="debezium", delete_when={"op": "d"}), "op says"),
         (dict(keys=["id"], sequence_by=["lsn"], delete_when="op"), "delete_when maps"),
+        (dict(keys=["id", "id"], sequence_by=["lsn"]), r"keys names id more than once"),
+        (dict(keys=["id"], sequence_by=["lsn", "lsn"]), r"sequence_by names lsn more than once"),
+        (dict(keys=["id"], sequence_by=["lsn"], values=["a", "b", "a"]), r"values names a more than once"),
     ],
 )
 def test_a_feed_declared_wrongly_is_an_error(feed, problem):
