@@ -215,13 +215,12 @@ class ChangeFeed:
             ahead, available = _leading(self, rows)
             if not ahead:
                 return []
-            columns = self._named() if available is None else self.columns(available)
+            if available is None:  # each row will be refused, saying why
+                columns = FeedColumns(self.keys, self.values or (), self.sequence_by, self.delete_when)
+            else:
+                columns = self.columns(available)
         event = self.reader(columns)
         return [found for found in map(event, itertools.chain(ahead, rows)) if found is not None]
-
-    def _named(self) -> FeedColumns:
-        """The columns the feed names, for rows that name none (each is refused)."""
-        return FeedColumns(self.keys, self.values or (), self.sequence_by, self.delete_when)
 
     def reader(self, columns: FeedColumns) -> Any:
         """The function from one row (a mapping) to its event or rejection (``None``
