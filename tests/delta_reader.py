@@ -25,3 +25,11 @@ def delta_rs_change_feed(path, start=0, end=None):
     keys, values = column_to_python(feed["key"]), column_to_python(feed["value"])
     columns = (feed[c].to_pylist() for c in ("_change_type", "_commit_version", "time", "diff"))
     return [(kind, version, ((k, v), t, d)) for k, v, kind, version, t, d in zip(keys, values, *columns, strict=True)]
+
+
+def commit_times(path):
+    """``{version: commit time in ms}`` as Delta dates a commit without in-commit
+    timestamps (and delta-rs reads a time): its log file's modification time."""
+    from pathlib import Path
+
+    return {int(f.stem): f.stat().st_mtime_ns // 10**6 for f in (Path(path) / "_delta_log").glob("*.json")}

@@ -22,7 +22,7 @@ from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.stored import merge_tables
 from tests import strategies as sst
-from tests.delta_reader import delta_rs_change_feed, delta_rs_updates
+from tests.delta_reader import commit_times, delta_rs_change_feed, delta_rs_updates
 from tests.machines import Tags
 
 SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", "oz", None])]
@@ -376,8 +376,7 @@ def test_a_delta_restore_to_one_of_its_versions_rolls_the_arrangement_back_and_i
     if by == "version":
         table.restore(target)
     else:
-        committed = {h["version"]: h["timestamp"] for h in table.history()}  # the next is 60 ms later
-        table.restore(dt.datetime.fromtimestamp((committed[target] + 30) / 1000, dt.UTC))
+        table.restore(dt.datetime.fromtimestamp((commit_times(tmp_path)[target] + 30) / 1000, dt.UTC))  # the next: 60 ms on
     arr = PersistedArrangement(tmp_path)
     updates, upper = versions[target]
     assert (arr.updates(), arr.upper) == (updates, upper) and check(tmp_path) == []
@@ -808,8 +807,7 @@ def committed_over_time(tmp_path_factory):
     for t in range(5):
         arrangement.append([((f"k{t % 2}", f"v{t}"), t, 1)], t if t else None, t + 1)
         time.sleep(0.02)
-    # as Delta dates a commit (without in-commit timestamps): its log file's time
-    commits = {int(f.stem): f.stat().st_mtime_ns // 10**6 for f in (path / "_delta_log").glob("*.json")}
+    commits = commit_times(path)
     updates = {v: PersistedArrangement.open(path, version=v).updates() for v in commits}
     return path, updates, commits
 

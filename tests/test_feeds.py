@@ -71,13 +71,13 @@ def test_a_refresh_repeated_changes_nothing(tmp_path):
 
 def test_an_scd_table_reads_at_a_commit_time_as_at_the_version_committed_then(tmp_path):
     """As Delta's timestampAsOf, over the SCD table's own commits."""
-    from deltalake import DeltaTable
+    from tests.delta_reader import commit_times
 
     rows = sorted(flat_feed(3, bad=False), key=lambda r: r["lsn"])
     for part in (rows[: len(rows) // 2], rows[len(rows) // 2 :]):
         run = run_feed(FEED, part, into=tmp_path / "arr", scd2=tmp_path / "scd2")
         time.sleep(0.01)  # commits a few milliseconds apart: each time names one version
-    commits = sorted((h["version"], h["timestamp"]) for h in DeltaTable(str(tmp_path / "scd2")).history())
+    commits = sorted(commit_times(tmp_path / "scd2").items())
     assert not run.scd2.read(commits[0][0]).equals(run.scd2.read(commits[-1][0]))
     for version, committed_ms in commits:
         moment = dt.datetime.fromtimestamp(committed_ms / 1000, dt.UTC)

@@ -8,7 +8,7 @@ from statemachines import InvalidArgument, PersistedArrangement, consolidate, ru
 from statemachines.library import Upsert
 from statemachines.persisted import check
 from statemachines.spark import read_history, read_snapshot, read_updates
-from tests.delta_reader import delta_rs_change_feed
+from tests.delta_reader import commit_times, delta_rs_change_feed
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark
@@ -128,13 +128,11 @@ def test_spark_reads_the_version_committed_at_a_time(spark, tmp_path):
     import datetime as dt
     import time
 
-    from deltalake import DeltaTable
-
     arrangement = PersistedArrangement(tmp_path / "arr")
     for t in range(3):
         arrangement.append([((f"k{t}", "v"), t, 1)], t if t else None, t + 1)
         time.sleep(0.01)  # commit times in distinct milliseconds
-    commits = {h["version"]: h["timestamp"] for h in DeltaTable(str(tmp_path / "arr")).history()}
+    commits = commit_times(tmp_path / "arr")
     version = sorted(commits)[-2]
     moment = dt.datetime.fromtimestamp(commits[version] / 1000, dt.UTC)
 
