@@ -177,12 +177,10 @@ def hot_key_task(n: int, window: int, key_chunk: int) -> None:
         "key": ["hot"] * len(events), "symbol": [kind for _, kind in events],
         "time": pa.array([t for t, _ in events], pa.int64()), "order": pa.array(range(len(events)), pa.int64()),
     })
-    step = pa.struct([("step", pa.string()), ("time", pa.int64()), ("seq", pa.int64()), ("symbol", pa.string())])
-    value = pa.struct([("kind", pa.string()), ("state", pa.string()), ("events", pa.list_(step))])
-    schema = pa.schema([
-        ("kind", pa.int8(), False), ("key", pa.string()), ("value", value), ("time", pa.int64()),
-        ("diff", pa.int64()), ("symbol", pa.string()), ("order", pa.int64()), ("reason", pa.string()),
-        ("detail", pa.string()),
+    schema = pa.schema([  # the output rows a task yields (statemachines.spark.output)
+        ("kind", pa.int8(), False), ("key", pa.string()), ("value", detector.value_type(pa.string(), pa.int64())),
+        ("time", pa.int64()), ("diff", pa.int64()), ("symbol", pa.string()), ("order", pa.int64()),
+        ("reason", pa.string()), ("detail", pa.string()),
     ])
     run = partition_runner(detector, "number", None, None, schema, key_chunk=key_chunk)
     digest = 0  # of the rows in any order: the sum of their hashes
