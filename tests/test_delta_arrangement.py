@@ -361,8 +361,8 @@ def own_history(path):
         arr.append([((f"k{t % 3}", f"v{t}"), t, 1), ((f"k{(t + 1) % 3}", "w"), t, (-1) ** t)], t or None, t + 1)
         if t == 3:
             arr.compact(2)
-    return {v: (PersistedArrangement.open(path, version=v).updates(), PersistedArrangement.open(path, version=v).upper)
-            for v in range(arr.version + 1)}
+    versions = (PersistedArrangement.open(path, version=v) for v in range(arr.version + 1))
+    return {opened.version: (opened.updates(), opened.upper) for opened in versions}
 
 
 @pytest.mark.parametrize("by", ["version", "time"])
