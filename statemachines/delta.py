@@ -360,17 +360,19 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
-        restored = _restored_state(loc, table, logged)
+        history = table.history()  # newest first; the log read once for both
+        restored = _restored_state(loc, history, table.version(), logged)
         if restored is not None:
             return attrs.evolve(snapshot, state=restored)
         if not foreign:
-            raise DamagedArrangement(_foreign_writes(loc, table), loc.uri)
+            raise DamagedArrangement(_foreign_writes(loc, history), loc.uri)
     return snapshot
 
 
-def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, Any] | None:
+def _restored_state(loc: Location, history: list[dict[str, Any]], version: int, logged: set[str]) -> dict[str, Any] | None:
     """The state of the arrangement's own version that a Delta ``RESTORE`` made since
-    its last commit brought back (the newest such restore), or ``None``.
+    its last commit up to ``version`` brought back (the newest such restore), or
+    ``None``. ``history``: the table's commits, newest first.
 
     A restore to one of its versions rolls the arrangement back to it: the next
     commit continues from that version's state (upper, batches, notes), provided the
@@ -378,8 +380,8 @@ def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, An
     :func:`version_at` finds, as delta-rs restores it.
     """
     restores = []
-    for commit in table.history():  # newest first
-        if commit["version"] > table.version():
+    for commit in history:
+        if commit["version"] > version:
             continue
         if APP_ID in commit:
             break
@@ -389,12 +391,12 @@ def _restored_state(loc: Location, table: Any, logged: set[str]) -> dict[str, An
         return None
     named = restores[0]
     if named.get("version") is not None:
-        version = int(named["version"])
+        target = int(named["version"])
     elif named.get("datetime") is not None:
-        version = version_at(loc, _dt.datetime.fromtimestamp(int(named["datetime"]) / 1000, _dt.UTC))
+        target = version_at(loc, _dt.datetime.fromtimestamp(int(named["datetime"]) / 1000, _dt.UTC))
     else:
         return None
-    older = _open_table(loc, version)
+    older = _open_table(loc, target)
     sequence = older.transaction_version(APP_ID)
     if sequence is None:
         return None
@@ -407,10 +409,10 @@ def batch_files(state: dict[str, Any]) -> list[str]:
     return [name for batch in state["batches"] for name in batch["files"]]
 
 
-def _foreign_writes(loc: Location, table: Any) -> str:
+def _foreign_writes(loc: Location, history: list[dict[str, Any]]) -> str:
     """Why a table whose files differ from its arrangement's batches cannot be read as
-    the arrangement, naming the commits another writer made and the remedy."""
-    history = table.history()
+    the arrangement, naming the commits another writer made (from the table's
+    ``history``) and the remedy."""
     ours = [h["version"] for h in history if APP_ID in h]
     foreign = sorted((h["version"], h.get("operation", "?")) for h in history if APP_ID not in h)
     after = [f for f in foreign if not ours or f[0] > max(ours)] or foreign
