@@ -32,16 +32,26 @@ columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
 
 Delta Lake's change data feed (``envelope="delta"``: the rows of
 ``DeltaTable.load_cdf()``, or of Spark's ``readChangeFeed``) is read by its
-``_change_type``; ``sequence_by`` defaults to ``_commit_version``, and within one
-commit a delete comes before an insert of the same key (an overwrite deletes every
-row and inserts the new ones in one commit)::
+``_change_type``; ``sequence_by`` defaults to ``_commit_version`` (the commit
+orders the changes: a delete or preimage row holds the old row's cells), and
+within one commit a key's deletes come before its upserts (an overwrite deletes
+every row and inserts the new ones in one commit)::
 
     _change_type       event
-    insert             upsert, after the commit's deletes
-    update_postimage   upsert
+    update_preimage    delete of the row's key: an update that kept the key
+                       upserts it again (its postimage), one that changed the key
+                       leaves the old key deleted
     delete             delete
-    update_preimage    none: the row before an update, whose postimage applies
+    insert             upsert, after the commit's deletes
+    update_postimage   upsert, after the commit's deletes
     other, null        rejected bad_operation, missing_field
+
+An update of ``id`` 1 to 7 (one commit, version 3) deletes key 1 and inserts 7;
+an update of its name only changes key 1's value::
+
+    id  name  _change_type      _commit_version    updates at time 3
+    1   Ada   update_preimage   3                  (1, Ada) -1
+    7   Ada   update_postimage  3                  (7, Ada) +1
 """
 
 from __future__ import annotations
@@ -70,6 +80,7 @@ __all__ = [
     "TOMBSTONE",
     "DELTA_CHANGES",
     "DELTA_COLUMNS",
+    "DELTA_DELETES",
     "ChangeFeed",
     "FeedColumns",
     "FeedResult",
@@ -81,8 +92,8 @@ DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
 DEBEZIUM_DELETE = "d"
 TOMBSTONE = "an empty envelope (no op, before or after): a Kafka tombstone, which Debezium writes after a delete, changes nothing"
 # Delta's change data feed: a change type's rank among a commit's changes of a key
-DELTA_CHANGES = {"delete": 0, "insert": 1, "update_postimage": 1}
-DELTA_PREIMAGE = "update_preimage"
+DELTA_CHANGES = {"delete": 0, "update_preimage": 0, "insert": 1, "update_postimage": 1}
+DELTA_DELETES = ("delete", "update_preimage")
 DELTA_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 ENVELOPES = ("flat", "debezium", "delta")
 _MISSING = object()
@@ -163,6 +174,14 @@ class ChangeFeed:
             raise InvalidArgument("a change feed needs at least one sequence column (sequence_by=[...])")
         if self.envelope == "debezium" and self.delete_when:
             raise InvalidArgument("a Debezium feed's op says what is a delete; drop delete_when")
+        if self.envelope == "delta" and self.sequence_by[0] != "_commit_version" and (
+            self.sequence_by[:2] != ("_commit_timestamp", "_commit_version")
+        ):
+            raise InvalidArgument(
+                "a Delta change feed is ordered by its commits: sequence_by begins with _commit_version "
+                "(or _commit_timestamp, _commit_version), as a delete or update_preimage row holds the "
+                f"old row's cells; got {list(self.sequence_by)}"
+            )
         if self.envelope == "delta" and self.delete_when:
             raise InvalidArgument("a Delta change feed's _change_type says what is a delete; drop delete_when")
         if self.values is not None and self.except_columns:
@@ -206,8 +225,7 @@ class ChangeFeed:
         return FeedColumns(self.keys, values, self.sequence_by, markers)
 
     def events(self, rows: Iterable[Mapping[str, Any]], columns: FeedColumns | None = None) -> list[Event | Rejected]:
-        """The event (or rejection) of each row, in order (a Delta ``update_preimage``
-        row has none); ``columns`` default: the first row that names columns (where no
+        """The event (or rejection) of each row, in order; ``columns`` default: the first row that names columns (where no
         row does, as tombstones, each row is refused with its reason)."""
         rows = iter(rows)
         ahead: list[Any] = []  # rows up to the first one that names columns (tombstones may come first)
@@ -220,17 +238,16 @@ class ChangeFeed:
             else:
                 columns = self.columns(available)
         event = self.reader(columns)
-        return [found for found in map(event, itertools.chain(ahead, rows)) if found is not None]
+        return list(map(event, itertools.chain(ahead, rows)))
 
     def reader(self, columns: FeedColumns) -> Any:
-        """The function from one row (a mapping) to its event or rejection (``None``
-        for a Delta ``update_preimage`` row)."""
+        """The function from one row (a mapping) to its event or rejection."""
         keys, values, sequence = columns.keys, columns.values, columns.sequence_by
         markers = columns.markers
         one_key, n_sequence = len(keys) == 1, len(sequence)
         debezium, delta = self.envelope == "debezium", self.envelope == "delta"
 
-        def event(row: Mapping[str, Any] | None) -> Event | Rejected | None:
+        def event(row: Mapping[str, Any] | None) -> Event | Rejected:
             if row is None:  # a null message, as Kafka's tombstones: a row of no fields
                 row = {}
             elif not isinstance(row, Mapping):
@@ -241,10 +258,8 @@ class ChangeFeed:
             delete, refusal, envelope, rank = False, None, row, None
             if delta:
                 change = row.get("_change_type")
-                if change == DELTA_PREIMAGE:
-                    return None
                 refusal = _delta_refusal(change)
-                delete, rank = change == "delete", DELTA_CHANGES.get(change)
+                delete, rank = change in DELTA_DELETES, DELTA_CHANGES.get(change)
             elif debezium:
                 envelope = _payload(row)
                 refusal = _debezium_refusal(envelope)
@@ -324,7 +339,7 @@ def _delta_refusal(change: Any) -> tuple[Reason, str] | None:
         return Reason.MISSING_FIELD, "the row has no _change_type"
     if change not in DELTA_CHANGES:
         return Reason.BAD_OPERATION, (
-            f"_change_type {change!r} is not applied (insert, update_postimage upsert; delete deletes)"
+            f"_change_type {change!r} is not applied (insert, update_postimage upsert; delete, update_preimage delete)"
         )
     return None
 

@@ -23,6 +23,7 @@ from statemachines.library.feeds import (
     DEBEZIUM_DELETE,
     DEBEZIUM_UPSERTS,
     DELTA_CHANGES,
+    DELTA_DELETES,
     TOMBSTONE,
     ChangeFeed,
     FeedColumns,
@@ -77,9 +78,8 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
     elif feed.envelope == "delta":
         columns = feed.columns(frame.columns)
         change = F.col("_change_type")
-        frame = frame.where(change.isNull() | (change != "update_preimage"))  # its postimage applies
         cell = F.col
-        delete = F.coalesce(change == "delete", F.lit(False))
+        delete = F.coalesce(change.isin(*DELTA_DELETES), F.lit(False))
         rules = [
             (change.isNull(), refusal(Reason.MISSING_FIELD, "the row has no _change_type")),
             (
@@ -87,7 +87,8 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
                 refusal(
                     Reason.BAD_OPERATION,
                     F.format_string(
-                        "_change_type '%s' is not applied (insert, update_postimage upsert; delete deletes)", change
+                        "_change_type '%s' is not applied (insert, update_postimage upsert; delete, update_preimage delete)",
+                        change,
                     ),
                 ),
             ),

@@ -107,9 +107,10 @@ def with_tombstones(rows: list[dict], envelopes: list[dict], wrapped: bool = Fal
 
 def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
     """A Delta table (``id`` unique, ``name``, ``city``) with its change data feed on,
-    changed by ``commits`` random delta-rs operations (append of new ids, update,
-    delete, merge upsert, overwrite); the table's contents at each version, keyed by
-    id (the model the feed's reader must reproduce)."""
+    changed by ``commits`` random delta-rs operations (append of new ids, update of
+    a city, update of an id to a new one, delete, merge upsert, overwrite); the
+    table's contents at each version, keyed by id (the model the feed's reader must
+    reproduce)."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
@@ -128,11 +129,14 @@ def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
     for _ in range(commits):
         present = sorted(pa.table(table.to_pyarrow_table())["id"].to_pylist())
         some = rnd.sample(present, min(len(present), rnd.randint(1, 2)))
-        operation = rnd.choice(["append", "update", "delete", "merge", "overwrite"] if present else ["append"])
+        operations = ["append", "update", "rekey", "delete", "merge", "overwrite"]
+        operation = rnd.choice(operations if present else ["append"])
         if operation == "append":
             write_deltalake(path, rows([next(ids) for _ in range(rnd.randint(1, 2))]), mode="append")
         elif operation == "update":
             table.update({"city": f"'{rnd.choice(CITIES)}'"}, predicate=f"id IN ({', '.join(map(str, some))})")
+        elif operation == "rekey":  # the preimage holds the old id, the postimage the new
+            table.update({"id": str(next(ids))}, predicate=f"id = {some[0]}")
         elif operation == "delete":
             table.delete(f"id IN ({', '.join(map(str, some))})")
         elif operation == "merge":

@@ -267,7 +267,10 @@ def test_a_delta_change_feed_gives_the_table_at_every_version(tmp_path_factory, 
     ("change", "reason", "detail"),
     [
         (None, "missing_field", "the row has no _change_type"),
-        ("upsert", "bad_operation", "_change_type 'upsert' is not applied (insert, update_postimage upsert; delete deletes)"),
+        (
+            "upsert", "bad_operation",
+            "_change_type 'upsert' is not applied (insert, update_postimage upsert; delete, update_preimage delete)",
+        ),
     ],
 )
 def test_a_delta_change_that_cannot_be_applied_is_refused(change, reason, detail):
@@ -283,6 +286,37 @@ def test_a_delta_change_that_cannot_be_applied_is_refused(change, reason, detail
 def test_a_delta_change_feed_refuses_delete_markers_of_its_own():
     with pytest.raises(InvalidArgument, match="_change_type says what is a delete"):
         ChangeFeed(keys=["id"], envelope="delta", delete_when={"op": "d"})
+
+
+def test_a_delta_update_of_the_key_deletes_the_old_key():
+    """Delta writes an update as its preimage (old cells) and postimage (new cells):
+    an update that changed the key leaves the old key deleted, one that kept it only
+    changes its value, whatever the order of the commit's rows."""
+    rows = [
+        {"id": 1, "name": "Ada", "_change_type": "insert", "_commit_version": 0},
+        {"id": 2, "name": "Bob", "_change_type": "insert", "_commit_version": 0},
+        {"id": 7, "name": "Ada", "_change_type": "update_postimage", "_commit_version": 1},
+        {"id": 1, "name": "Ada", "_change_type": "update_preimage", "_commit_version": 1},
+        {"id": 2, "name": "Bob", "_change_type": "update_preimage", "_commit_version": 1},
+        {"id": 2, "name": "Bo", "_change_type": "update_postimage", "_commit_version": 1},
+    ]
+    for order in (rows, rows[::-1]):
+        run = run_feed(DELTA, order)
+        assert run.result.rejected == []
+        assert _collection(run.result) == {7: ("Ada",), 2: ("Bo",)}
+        assert sorted(u for u in run.result.updates if u.time == 1) == sorted([
+            ((1, ("Ada",)), 1, -1), ((7, ("Ada",)), 1, 1), ((2, ("Bob",)), 1, -1), ((2, ("Bo",)), 1, 1),
+        ])
+
+
+@pytest.mark.parametrize("sequence_by", [["updated_at"], ["_commit_timestamp"], ["updated_at", "_commit_version"]])
+def test_a_delta_change_feed_is_ordered_by_its_commits(sequence_by):
+    """A delete or preimage row holds the old row's cells: ordered by a column of the
+    row, it would come before the change it undoes; such a feed is refused."""
+    with pytest.raises(InvalidArgument, match="ordered by its commits"):
+        ChangeFeed(keys=["id"], envelope="delta", sequence_by=sequence_by)
+    for ordered in (["_commit_version", "updated_at"], ["_commit_timestamp", "_commit_version"]):
+        assert ChangeFeed(keys=["id"], envelope="delta", sequence_by=ordered).sequence_by == tuple(ordered)
 
 
 @settings(max_examples=20)

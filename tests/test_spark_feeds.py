@@ -143,14 +143,15 @@ def test_a_debezium_feed_stream_equals_the_models(spark, tmp_path):
 def test_a_delta_change_feed_on_spark_equals_the_local_run(spark, tmp_path):
     """Delta's change data feed as a DataFrame (here from delta-rs; Spark with Delta
     reads it with ``readChangeFeed``), with a row of an unknown change type: the same
-    arrangement, rejections and SCD2 table as the local run."""
+    arrangement, rejections and SCD2 table as the local run; an update of an id to a
+    new one among its commits."""
     import pyarrow as pa
 
     from statemachines import PersistedArrangement
     from tests.feed_models import delta_change_feed, delta_changes
 
     feed = ChangeFeed(keys=["id"], envelope="delta")
-    versions = delta_change_feed(tmp_path / "source", seed=11, commits=8)
+    versions = delta_change_feed(tmp_path / "source", seed=12, commits=8)
     changes = delta_changes(tmp_path / "source")
     changes = changes.set_column(
         changes.schema.get_field_index("_commit_version"), "_commit_version", changes["_commit_version"].cast(pa.int64())
@@ -165,7 +166,10 @@ def test_a_delta_change_feed_on_spark_equals_the_local_run(spark, tmp_path):
     assert _scd_rows(spark, run.scd2) == sorted(
         (tuple(r.values()) for r in local.scd2.read().to_pylist()), key=lambda r: (r[0], r[-2])
     )
-    assert len(versions) == 9 and any(row["_change_type"] == "update_preimage" for row in changes.to_pylist())
+    assert len(versions) == 9
+    images = {kind: {(r["id"], r["_commit_version"]) for r in changes.to_pylist() if r["_change_type"] == kind}
+              for kind in ("update_preimage", "update_postimage")}
+    assert images["update_preimage"] - images["update_postimage"], "no update changed an id"
 
 
 def test_a_delta_change_feed_stream_keeps_the_table_at_each_final_version(spark, tmp_path):
