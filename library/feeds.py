@@ -26,7 +26,8 @@ keys and values are fields of ``after`` (of ``before`` for a delete), sequence
 columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
 
     op        row image   event
-    c, u, r   after       upsert of after's values
+    c, u, r   after       upsert of after's values; a ``u`` whose ``before``
+                          holds another key also deletes that key
     d         before      delete of before's key
     t, other  -           rejected bad_operation
 
@@ -225,8 +226,9 @@ class ChangeFeed:
         return FeedColumns(self.keys, values, self.sequence_by, markers)
 
     def events(self, rows: Iterable[Mapping[str, Any]], columns: FeedColumns | None = None) -> list[Event | Rejected]:
-        """The event (or rejection) of each row, in order; ``columns`` default: the first row that names columns (where no
-        row does, as tombstones, each row is refused with its reason)."""
+        """The events (or rejection) of each row, in order; ``columns`` default: the
+        first row that names columns (where no row does, as tombstones, each row is
+        refused with its reason)."""
         rows = iter(rows)
         ahead: list[Any] = []  # rows up to the first one that names columns (tombstones may come first)
         if columns is None:
@@ -237,11 +239,13 @@ class ChangeFeed:
                 columns = FeedColumns(self.keys, self.values or (), self.sequence_by, self.delete_when)
             else:
                 columns = self.columns(available)
-        event = self.reader(columns)
-        return list(map(event, itertools.chain(ahead, rows)))
+        changes = self.reader(columns)
+        return [found for row in itertools.chain(ahead, rows) for found in changes(row)]
 
     def reader(self, columns: FeedColumns) -> Any:
-        """The function from one row (a mapping) to its event or rejection."""
+        """The function from one row (a mapping) to its events, or its rejection: one
+        event, or two for a Debezium update that moved a row to another key (the old
+        key's delete, then the new key's upsert)."""
         keys, values, sequence = columns.keys, columns.values, columns.sequence_by
         markers = columns.markers
         one_key, n_sequence = len(keys) == 1, len(sequence)
@@ -303,7 +307,15 @@ class ChangeFeed:
                     return Rejected(found, Reason.NULL_TIME, f"sequence column {column} is null")
             return found
 
-        return event
+        def changes(row: Mapping[str, Any] | None) -> tuple[Event | Rejected, ...]:
+            found = event(row)
+            if debezium and type(found) is Event and found.symbol is not None:
+                moved = _moved_from(_payload(row or {}), keys, found.key)
+                if moved is not _MISSING:
+                    return Event(moved, None, found.time, found.order), found
+            return (found,)
+
+        return changes
 
 
 def _cell(cell: Any) -> Any:
@@ -332,6 +344,19 @@ def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
     if not isinstance(envelope.get(image), Mapping):
         return Reason.MISSING_FIELD, f"op {op!r} without {image}"
     return None
+
+
+def _moved_from(envelope: Mapping[str, Any], keys: tuple[str, ...], key: Any) -> Any:
+    """The key a Debezium update moved its row from: ``before``'s key where it holds
+    every key column, none null, and differs from ``key`` (``_MISSING`` otherwise)."""
+    before = envelope.get("before")
+    if envelope.get("op") != "u" or not isinstance(before, Mapping):
+        return _MISSING
+    cells = [before.get(c) for c in keys]
+    if any(cell is None for cell in cells):
+        return _MISSING
+    old = hashable(cells[0]) if len(keys) == 1 else tuple(map(hashable, cells))
+    return old if old != key else _MISSING
 
 
 def _delta_refusal(change: Any) -> tuple[Reason, str] | None:

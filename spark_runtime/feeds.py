@@ -118,14 +118,26 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         ranks = F.create_map(*(F.lit(part) for change_rank in DELTA_CHANGES.items() for part in change_rank))
         rest.append(ranks[F.col("_change_type")].cast("long"))
     order = F.lit(None).cast("long") if not rest else rest[0] if len(rest) == 1 else F.struct(*rest)
-    events = frame.select(
-        (keys[0] if len(keys) == 1 else F.struct(*keys)).alias("key"),
-        F.when(~delete, F.struct(*(cell(v).alias(v) for v in columns.values))).alias("symbol"),
-        sequence[0].alias("time"),
-        order.alias("order"),
-        refused.alias("refusal"),
+    key = keys[0] if len(keys) == 1 else F.struct(*keys)
+    symbol = F.when(~delete, F.struct(*(cell(v).alias(v) for v in columns.values)))
+    event = F.struct(key.alias("key"), symbol.alias("symbol"), sequence[0].alias("time"), order.alias("order"))
+    if feed.envelope != "debezium":
+        return frame.select(event.alias("e"), refused.alias("refusal")).select("e.*", "refusal"), columns
+    # an update that moved its row to another key also deletes the key it had
+    image = frame.schema["after"].dataType
+    old = [F.col("before")[k].cast(image[k].dataType).alias(k) for k in columns.keys]
+    moved = (op == "u") & F.col("before").isNotNull() & _all([c.isNotNull() for c in old]) & refused.isNull()
+    old_key = old[0] if len(old) == 1 else F.struct(*old)
+    moved = moved & ~old_key.eqNullSafe(key)
+    delete_old = F.struct(
+        old_key.alias("key"), F.when(F.lit(False), symbol).alias("symbol"), sequence[0].alias("time"), order.alias("order"),
     )
-    return events, columns
+    both = F.array(
+        F.struct(F.when(moved, delete_old).alias("e"), F.when(F.lit(False), refused).alias("refusal")),
+        F.struct(event.alias("e"), refused.alias("refusal")),
+    )
+    changes = frame.select(F.explode(F.filter(both, lambda change: change["e"].isNotNull())).alias("c"))
+    return changes.select("c.e.*", "c.refusal"), columns
 
 
 def _all(conditions: list[Any]) -> Any:

@@ -174,6 +174,40 @@ def test_debezium_envelopes_give_what_the_flat_feed_gives(tmp_path_factory, seed
     assert sorted(rest) == sorted(filter(None, map(refusal, rows)))
 
 
+def moved_keys_feed():
+    """Debezium updates of a users table keyed here by email (not the table's primary
+    key): ``(envelope, expected updates at its lsn)``."""
+    def user(email, name):
+        return {"id": 1, "email": email, "name": name}
+
+    def change(op, lsn, before, after):
+        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
+
+    return [
+        (change("c", 1, None, user("a@x", "Ada")), [(("a@x", ("Ada",)), 1)]),
+        # the row moves to another key: the old one is deleted
+        (change("u", 2, user("a@x", "Ada"), user("ada@y", "Ada")), [(("a@x", ("Ada",)), -1), (("ada@y", ("Ada",)), 1)]),
+        # the same key: its value changes
+        (change("u", 3, user("ada@y", "Ada"), user("ada@y", "Ada L")), [(("ada@y", ("Ada",)), -1), (("ada@y", ("Ada L",)), 1)]),
+        # no before (Postgres without REPLICA IDENTITY FULL), or one without the key: an upsert only
+        (change("u", 4, None, user("b@x", "Bob")), [(("b@x", ("Bob",)), 1)]),
+        (change("u", 5, user(None, "Bob"), user("b@x", "Bo")), [(("b@x", ("Bob",)), -1), (("b@x", ("Bo",)), 1)]),
+    ]
+
+
+MOVED = ChangeFeed(keys=["email"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
+
+
+def test_a_debezium_update_that_moves_a_row_to_another_key_deletes_the_old_key():
+    feed = moved_keys_feed()
+    expected = sorted((data, envelope["source"]["lsn"], diff) for envelope, changes in feed for data, diff in changes)
+    for rows in ([envelope for envelope, _ in feed], [envelope for envelope, _ in feed][::-1]):
+        run = run_feed(MOVED, rows)
+        assert run.result.rejected == []
+        assert sorted(run.result.updates) == expected
+    assert _collection(run.result) == {"ada@y": ("Ada L",), "b@x": ("Bo",)}
+
+
 def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row_names_a_column():
     run = run_feed(FEED, [[1, "x"], {"id": 1, "lsn": 1, "op": "c", "name": "a", "city": "b"}, "text"])
     assert [(r.reason, r.detail.split(";")[0]) for r in run.result.rejected] == [

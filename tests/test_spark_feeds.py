@@ -90,6 +90,19 @@ def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
 
 
+def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_path):
+    """The old key is deleted, as locally (the stream reads with the same columns)."""
+    from statemachines import PersistedArrangement
+    from tests.test_feeds import MOVED, moved_keys_feed
+
+    envelopes = [envelope for envelope, _ in moved_keys_feed()]
+    run_feed(MOVED, envelopes, into=tmp_path / "local")
+    (tmp_path / "feed.jsonl").write_text("".join(json.dumps(envelope) + "\n" for envelope in envelopes))
+    run = run_feed_batch(MOVED, spark.read.json(str(tmp_path / "feed.jsonl")), into=str(tmp_path / "batch"))
+    assert run.result.rejected.count() == 0
+    assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
+
+
 def test_a_feed_stream_keeps_its_scd_tables_micro_batch_by_micro_batch(spark, tmp_path):
     """Files in log order, each shuffled within; one file per micro-batch. The tables
     show the times the stream made final (below its frontier)."""
