@@ -313,8 +313,8 @@ def _event_columns(args: argparse.Namespace) -> list[str]:
 
 def _symbol_columns(args: argparse.Namespace) -> list[str]:
     """``--symbol``: one column, or several (``kind,amount``) making a record symbol."""
-    names = [name.strip() for name in args.symbol.split(",")]
-    if not all(names) or len(set(names)) != len(names):
+    names = _names(args.symbol, "--symbol")
+    if len(set(names)) != len(names):
         raise CliError(f"--symbol takes a column, or distinct columns separated by commas; got {args.symbol!r}")
     return names
 
@@ -444,8 +444,9 @@ def command_feed(args: argparse.Namespace) -> None:
     if args.stream and not os.path.isdir(args.input):
         raise CliError(f"--stream reads a directory of files; {args.input} is not one")
     feed = ChangeFeed(
-        keys=_names(args.keys), sequence_by=_names(args.sequence_by), values=_names(args.values) or None,
-        except_columns=_names(args.except_columns), delete_when=parse_markers(args.delete_when),
+        keys=_names(args.keys, "--keys"), sequence_by=_names(args.sequence_by, "--sequence-by"),
+        values=_names(args.values, "--values") or None, except_columns=_names(args.except_columns, "--except-columns"),
+        delete_when=parse_markers(args.delete_when),
         envelope=args.envelope,
     )
     fmt = inputs.input_format(args.input, args.format)
@@ -504,8 +505,14 @@ def _feed_stream(feed: ChangeFeed, args: argparse.Namespace, fmt: str, schema: A
     return after["events"] - before["events"], after["updates"] - before["updates"], read_rejected_reasons(spark, args.into)
 
 
-def _names(text: str | None) -> list[str]:
-    return [name.strip() for name in (text or "").split(",") if name.strip()]
+def _names(text: str | None, option: str) -> list[str]:
+    """``--keys id,region``: the column names, none empty (``id,`` is a typo, not one column)."""
+    if text is None:
+        return []
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise CliError(f"{option} takes column names separated by commas, none empty; got {text!r}")
+    return names
 
 
 def parse_markers(items: list[str]) -> dict[str, list[Any]]:

@@ -110,6 +110,8 @@ def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(fe
         (["run", "upsert", "{bad}", "--into", "{arr}", "--format", "jsonl"], "cannot read"),
         (["run", "upsert", "{missing}", "--into", "{arr}"], "no such input"),
         (["show", "{arr}"], "holds no arrangement"),
+        (["feed", "{feed}", "--into", "{arr}", "--keys", "id,", "--sequence-by", "lsn"], "--keys takes column names"),
+        (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--sequence-by", "lsn,,offset"], "--sequence-by takes"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, message):

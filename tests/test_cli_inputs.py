@@ -217,7 +217,8 @@ def test_a_pattern_file_runs_over_record_symbols_alike_on_both_runtimes(spark, t
         ('{"format": "statemachines.pattern/9"}', [], "is not a pattern"),
         (None, [], "cannot read the pattern"),
         ("", ["--param", "x=1"], "takes no --param"),
-        ("", ["--symbol", "kind,,amount"], "--symbol takes a column"),
+        ("", ["--symbol", "kind,,amount"], "--symbol takes column names separated by commas, none empty"),
+        ("", ["--symbol", "kind,kind"], "--symbol takes a column, or distinct columns"),
     ],
 )
 def test_a_pattern_file_given_wrongly_is_one_line_and_nothing_written(tmp_path, capsys, pattern_text, extra, message):
