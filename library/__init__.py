@@ -4,7 +4,7 @@ from statemachines.library.cep import Detector, Found, matches, timeouts
 from statemachines.library.expressions import Expression
 from statemachines.library.feeds import ChangeFeed, FeedResult, run_feed
 from statemachines.library.lateness import Late, UpsertWithLateness
-from statemachines.library.pattern import Contiguity, Pattern, Skip
+from statemachines.library.pattern import Contiguity, Pattern, Skip, WithinType
 from statemachines.library.rules import RuleBook, RuleDetector, ended
 from statemachines.library.upsert import Upsert
 
@@ -22,6 +22,7 @@ __all__ = [
     "Skip",
     "Upsert",
     "UpsertWithLateness",
+    "WithinType",
     "ended",
     "matches",
     "run_feed",

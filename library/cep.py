@@ -160,9 +160,17 @@ class Detector(Machine):
             self._answers, self._answers_kind = {}, kind
         self._answers.update(answers)
 
+    @property
+    def times_out(self) -> bool:
+        """Whether partial matches end when time passes (``within``)."""
+        return self.pattern.window is not None or bool(self._nfa.gaps)
+
     def deadline(self, key: Any, values: frozenset[Any]) -> Any:
-        """When the oldest partial match's window closes (``None`` without ``within``)."""
+        """When the first partial match's window (or gap) closes (``None`` without ``within``)."""
         window = self.pattern.window
+        if self._nfa.gaps:
+            ends = [end for value in values if value[0] == PARTIAL and (end := self._end(value)) is not None]
+            return min(ends) if ends else None
         if window is None:
             return None
         start = None  # the earliest start of a partial match (held ones wait); a loop is 2.7x min() over a generator
@@ -172,6 +180,16 @@ class Detector(Machine):
                 if start is None or begun < start:
                     start = begun
         return None if start is None else start + window
+
+    def _end(self, partial: Any) -> Any:
+        """When a partial match ends: its window closes, or the gap it waits in."""
+        window, events = self.pattern.window, partial[2]
+        end = None if window is None else events[0][1] + window
+        position = self._nfa.state(partial[1]).position
+        gap = self._nfa.gaps.get((position.step, position.count))
+        if gap is not None and (end is None or events[-1][1] + gap < end):
+            end = events[-1][1] + gap
+        return end
 
     def on_deadline(self, key: Any, values: frozenset[Any], time: Any) -> Emit:
         """The partial matches left when the windows closing at ``time`` have closed,
@@ -222,6 +240,12 @@ class Detector(Machine):
         notes = [f"after a match: {pattern.skip.value}" + (f" ({pattern.skip_step})" if pattern.skip_step else "")]
         if pattern.window is not None:
             notes.insert(0, f"within {pattern.window}: partial matches time out")
+        for step in nfa.steps:
+            if step.gap is not None:
+                notes.append(f"{step.name} within {step.gap} of the event before it")
+        for negation in pattern.trailing:
+            if negation.gap is not None:
+                notes.append(f"{negation.name}: the match completes {negation.gap} after its last event")
         if pattern.trailing:
             names = ", ".join(g.name for g in pattern.trailing)
             notes.append(f"accepting states complete when the window closes without {names}")
@@ -298,11 +322,13 @@ class Detector(Machine):
         return yes
 
     def expire(self, values: Iterable[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
-        """Close the windows ending at or before ``time``: matches and timeouts."""
-        window = self.pattern.window
+        """Close the windows (and gaps) ending at or before ``time``: matches and timeouts."""
+        window, gaps = self.pattern.window, self._nfa.gaps
         left, ended, timed_out = set(), [], []
         for value in values:
-            if value[0] == HELD or value[2][0][1] + window > time:
+            if value[0] == HELD or (
+                value[2][0][1] + window > time if not gaps else (end := self._end(value)) is None or end > time
+            ):
                 left.add(value)
                 continue
             if self._nfa.pending(self._nfa.state(value[1])):  # no trailing negation's event came

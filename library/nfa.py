@@ -150,6 +150,12 @@ class Nfa:
                 self.positions[i, count] = self._position(i, count)
         conts, _ = self._onwards([(entry, ())], (), ())
         self.positions[0, 0] = Position(0, 0, conts, False)  # the start: every event may begin
+        # within(d, previous_and_current): a partial match waiting at a position for the
+        # step with the gap ends d after its last event (the step before takes one event)
+        self.gaps: dict[tuple[int, int], Any] = {(i - 1, 1): s.gap for i, s in enumerate(self.steps) if s.gap is not None}
+        trailing_gaps = [g.gap for g in self.trailing if g.gap is not None]
+        if trailing_gaps:
+            self.gaps[len(self.steps) - 1, 1] = min(trailing_gaps)
         self.conditions: list[Any] = [s.condition for s in self.steps]  # step i's condition is i
         self.until: dict[int, int] = {}
         for i, s in enumerate(self.steps):

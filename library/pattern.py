@@ -49,8 +49,15 @@ quantifiers; each time it is taken its steps match once more::
     c (a b)+ d          over c a1 b1 a2 b2 d     matches c a1 b1 d, c a1 b1 a2 b2 d
 
 ``within(duration)``: the last event of a match is less than ``duration`` after its
-first (given more than once, the smallest applies). After a match, ``skip`` says
-which other partial matches to drop: see :class:`Skip`.
+first (given more than once, the smallest applies). ``within(duration,
+"previous_and_current")`` (Flink's ``WithinType.PREVIOUS_AND_CURRENT``) bounds the gap
+before one step instead: the step's event is less than ``duration`` after the event
+taken just before it, and a partial match waiting for it times out then::
+
+    a, then b within 3 of a       events a@0 a@2 b@4         matches a@2 b@4
+                                                             timeout a@0 at 3
+
+After a match, ``skip`` says which other partial matches to drop: see :class:`Skip`.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ import attrs
 from statemachines.errors import DefinitionError
 from statemachines.library.expressions import Expression
 
-__all__ = ["Contiguity", "Group", "Negation", "Pattern", "Skip", "Step"]
+__all__ = ["Contiguity", "Group", "Negation", "Pattern", "Skip", "Step", "WithinType"]
 
 # a function of the event and the partial match so far, or SQL evaluated in bulk
 Condition: TypeAlias = Callable[[Any, dict[str, tuple[Any, ...]]], bool] | Expression
@@ -102,6 +109,16 @@ class Skip(enum.StrEnum):
     SKIP_PAST_LAST_EVENT = "skip_past_last_event"
     SKIP_TO_FIRST = "skip_to_first"
     SKIP_TO_LAST = "skip_to_last"
+
+
+class WithinType(enum.StrEnum):
+    """What ``within`` bounds (Flink's ``WithinType``)."""
+
+    FIRST_AND_LAST = "first_and_last"
+    """A match's last event comes less than the duration after its first."""
+    PREVIOUS_AND_CURRENT = "previous_and_current"
+    """The current step's event comes less than the duration after the event taken
+    just before it (the previous step's, which takes one event)."""
 
 
 def _always(event: Any, matched: Any) -> bool:
@@ -194,6 +211,7 @@ class Negation:
     name: str
     kind: str  # "not_next" or "not_followed_by"
     condition: Condition = _always
+    gap: Any = None  # a trailing not_followed_by's within(d, PREVIOUS_AND_CURRENT)
 
 
 @attrs.frozen
@@ -210,6 +228,7 @@ class Step:
     greedy: bool = False
     until: Condition | None = None
     guards: tuple[Negation, ...] = ()  # negations between the previous step and this one
+    gap: Any = None  # within(d, PREVIOUS_AND_CURRENT): its event less than d after the one before
 
     @property
     def loops(self) -> bool:
@@ -387,23 +406,44 @@ class Pattern:
             raise DefinitionError(f"step {step.name!r} already has an until condition; give it one")
         return self._looping("until", lambda s: attrs.evolve(s, until=condition))
 
-    def within(self, duration: Any) -> Pattern:
+    def within(self, duration: Any, within_type: WithinType | str = WithinType.FIRST_AND_LAST) -> Pattern:
         """Every match's last event comes less than ``duration`` after its first.
 
         A pattern has one window: called again (on a later step, say), the smallest
-        applies, as in Flink.
+        applies, as in Flink. With ``within_type="previous_and_current"`` the bound is
+        on the current step instead: its event comes less than ``duration`` after the
+        event taken just before it, and a partial match waiting for it times out then
+        (a trailing ``not_followed_by``: its match completes then). As Flink checks
+        the gap only while a partial match waits at the step, the step and the one
+        before it must each take one event (no loop, no optional step, no group), and
+        the step is not the first; the gap is at most the pattern's window.
         """
+        kind = _within_type(within_type)
+        bound = self.window
+        if kind == WithinType.PREVIOUS_AND_CURRENT:
+            bound = self._pending[-1].gap if self._pending else getattr(self.steps[-1], "gap", None)
         try:
             positive = duration > duration * 0
-            window = duration if self.window is None else min(self.window, duration)
+            smallest = duration if bound is None else min(bound, duration)
         except TypeError:
             positive = False
         if not positive:
             raise DefinitionError(
                 f"within needs a positive duration of the pattern's kind, got {duration!r}"
-                + ("" if self.window is None else f" (its window is {self.window!r})")
+                + ("" if bound is None else f" (the bound so far is {bound!r})")
             )
-        return attrs.evolve(self, window=window)
+        if kind == WithinType.FIRST_AND_LAST:
+            return attrs.evolve(self, window=smallest)
+        if self._pending:
+            negation = self._pending[-1]
+            if negation.kind != "not_followed_by":
+                raise DefinitionError(
+                    f"within(..., previous_and_current) applies to a step or a trailing not_followed_by, "
+                    f"not to not_next({negation.name!r})"
+                )
+            return attrs.evolve(self, pending=(*self._pending[:-1], attrs.evolve(negation, gap=smallest)))
+        self._refuse_on_group("within(..., previous_and_current)")
+        return self._replace_last(lambda s: attrs.evolve(s, gap=smallest))
 
     # -- as data -------------------------------------------------------------------------
 
@@ -446,6 +486,11 @@ class Pattern:
 
     def _then(self, name: str | Pattern, contiguity: Contiguity) -> Pattern:
         step: Step | Group
+        if self._pending and self._pending[-1].gap is not None:
+            raise DefinitionError(
+                f"within(..., previous_and_current) on not_followed_by({self._pending[-1].name!r}) applies "
+                f"at the end of a pattern only; give it to the step after the negation"
+            )
         if isinstance(name, Pattern):
             for inner in name.names:
                 self._new_name(inner)
@@ -520,7 +565,7 @@ class Pattern:
         """This pattern, checked as a whole: what a detector runs."""
         if _may_take_nothing(self):
             raise DefinitionError("every step is optional: a pattern must take at least one event")
-        if self._pending and self.window is None:
+        if self._pending and self.window is None and self._pending[-1].gap is None:
             raise DefinitionError(
                 f"the pattern ends with the negation {self._pending[-1].name!r} but has no within(); "
                 f"a trailing negation is only decided when the window closes"
@@ -532,7 +577,29 @@ class Pattern:
             )
         if self.skip_step is not None and self.skip_step not in self.step_names:
             raise DefinitionError(f"the skip strategy names {self.skip_step!r}, which is not a step")
+        self._check_gaps()
         return attrs.evolve(self, trailing=(*self.trailing, *self._pending), pending=())
+
+    def _check_gaps(self) -> None:
+        """Refuse a ``previous_and_current`` window where Flink would not check it while
+        the partial match waits for the step (see :meth:`within`), or beyond the window."""
+        bounded: list[tuple[str, Any, Step | Group | None, Step | Group | None]] = [
+            (s.name, s.gap, s, self.steps[i - 1] if i else None)
+            for i, s in enumerate(self.steps) if getattr(s, "gap", None) is not None
+        ]
+        bounded += [(g.name, g.gap, None, self.steps[-1]) for g in self._pending if g.gap is not None]
+        for name, gap, step, before in bounded:
+            why = ""
+            if before is None:
+                why = "it is the first step: no event comes before it"
+            elif isinstance(step, Step) and (step.loops or step.optional):
+                why = "it takes no event or several (give the gap to a step that takes one)"
+            elif isinstance(before, Group) or before.loops or before.optional:
+                why = f"the step before it, {before.name!r}, may take no event or several"
+            elif self.window is not None and _larger(gap, self.window):
+                why = f"the gap {gap!r} is larger than the pattern's window {self.window!r} (as Flink refuses)"
+            if why:
+                raise DefinitionError(f"within(..., previous_and_current) on {name!r}: {why}")
 
 
 def _steps_text(steps: tuple[Step | Group, ...]) -> str:
@@ -551,7 +618,7 @@ def _group(pattern: Pattern, contiguity: Contiguity) -> Group:
             f"a group cannot end with the negation {pattern._pending[-1].name!r}: put a step after "
             f"it, or the negation after the group"
         )
-    if pattern.window is not None:
+    if pattern.window is not None or any(getattr(s, "gap", None) is not None for s in pattern.steps):
         raise DefinitionError("a group takes no within(); give the window to the whole pattern")
     if pattern.skip != Skip.NO_SKIP:
         raise DefinitionError("a group takes no skip strategy; give it to the whole pattern's begin")
@@ -570,6 +637,24 @@ def _name(name: str) -> str:
     if ":" in name:
         raise DefinitionError(f"step name {name!r} contains ':', which step names cannot (as in Flink)")
     return name
+
+
+def _larger(gap: Any, window: Any) -> bool:
+    try:
+        return bool(gap > window)
+    except TypeError:
+        raise DefinitionError(
+            f"within(..., previous_and_current) of {gap!r} and the window {window!r} are durations of different kinds"
+        ) from None
+
+
+def _within_type(within_type: WithinType | str) -> WithinType:
+    try:
+        return WithinType(within_type)
+    except ValueError:
+        raise DefinitionError(
+            f"unknown within type {within_type!r}; use one of {', '.join(WithinType)}"
+        ) from None
 
 
 def _skip(skip: Skip | str) -> Skip:

@@ -21,8 +21,9 @@ a loop's events (``strict``: ``consecutive()``, ``any``: ``allow_combinations()`
 ``null`` (every event); ``guards`` are the negations before the step and
 ``trailing`` those at the end, each ``{"name", "kind": "not_next" |
 "not_followed_by", "where"}``; ``within`` is a number, ``{"microseconds": n}`` for a
-``timedelta``, or ``null``; ``"raise_on_miss": true``, optional, is
-``Pattern.begin``'s. A group (a pattern taken as a step) is ``{"group":
+``timedelta``, or ``null``; ``"within_previous"``, optional on a step or a trailing
+negation, is its ``within(d, "previous_and_current")``, written as ``within``;
+``"raise_on_miss": true``, optional, is ``Pattern.begin``'s. A group (a pattern taken as a step) is ``{"group":
 [steps...], "contiguity", "min", "max", "optional", "inner", "guards"}``: its steps
 as above, its quantifier as a step's. Reading builds the pattern with the fluent methods, so a
 document describing a pattern they would refuse is refused with their message.
@@ -105,7 +106,7 @@ def _element(element: Step | Group) -> dict[str, Any]:
 
 
 def _step(step: Step) -> dict[str, Any]:
-    return {
+    return _with_gap(step.gap, {
         "name": step.name,
         "contiguity": step.contiguity.value,
         "where": _sql(step.condition, f"step {step.name!r}"),
@@ -116,11 +117,17 @@ def _step(step: Step) -> dict[str, Any]:
         "greedy": step.greedy,
         "until": None if step.until is None else _sql(step.until, f"until of step {step.name!r}"),
         "guards": [_negation(g) for g in step.guards],
-    }
+    })
 
 
 def _negation(negation: Negation) -> dict[str, Any]:
-    return {"name": negation.name, "kind": negation.kind, "where": _sql(negation.condition, repr(negation.name))}
+    where = _sql(negation.condition, repr(negation.name))
+    return _with_gap(negation.gap, {"name": negation.name, "kind": negation.kind, "where": where})
+
+
+def _with_gap(gap: Any, item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with its ``within_previous``, written only when there is one."""
+    return item if gap is None else {**item, "within_previous": _window(gap)}
 
 
 def _sql(condition: Any, where: str) -> str | None:
@@ -166,7 +173,8 @@ def _sequence(steps: Any, begin: Callable[[str | Pattern], Pattern]) -> Pattern:
     if not isinstance(steps, list) or not steps:
         raise DefinitionError("a pattern document needs a non-empty list of steps (a group too)")
     for step in steps:
-        _keys(step, _GROUP_KEYS if isinstance(step, dict) and "group" in step else _STEP_KEYS, "a step")
+        group = isinstance(step, dict) and "group" in step
+        _keys(step, _GROUP_KEYS if group else _STEP_KEYS, "a step", optional=None if group else {"within_previous"})
     first = steps[0]
     if first["guards"]:
         raise DefinitionError(f"the first step {_label(first)!r} cannot have negations before it")
@@ -213,16 +221,22 @@ def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
         pattern = pattern.greedy()
     if step.get("until") is not None:
         pattern = pattern.until(_text(step["until"], name))
-    return pattern
+    return _gapped(pattern, step)
+
+
+def _gapped(pattern: Pattern, item: dict[str, Any]) -> Pattern:
+    gap = item.get("within_previous")
+    return pattern if gap is None else pattern.within(_duration(gap), "previous_and_current")
 
 
 def _negated(pattern: Pattern, guard: Any) -> Pattern:
-    _keys(guard, _NEGATION_KEYS, "a negation")
+    _keys(guard, _NEGATION_KEYS, "a negation", optional={"within_previous"})
     kinds = {"not_next": pattern.not_next, "not_followed_by": pattern.not_followed_by}
     if guard["kind"] not in kinds:
         raise DefinitionError(f"negation {guard['name']!r}: kind must be one of {', '.join(kinds)}")
     pattern = kinds[guard["kind"]](guard["name"])
-    return pattern if guard["where"] is None else pattern.where(_text(guard["where"], guard["name"]))
+    pattern = pattern if guard["where"] is None else pattern.where(_text(guard["where"], guard["name"]))
+    return _gapped(pattern, guard)
 
 
 def _text(sql: Any, name: str) -> str:

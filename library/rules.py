@@ -562,7 +562,7 @@ class RuleDetector(Machine):
                 after.extend(group)
                 continue
             detector = version.detector
-            left, released = detector.expire(group, time) if version.pattern.window is not None else (group, [])
+            left, released = detector.expire(group, time) if detector.times_out else (group, [])
             found.extend(released)
             if version.valid_until is not None and version.valid_until <= time:
                 # the partial matches end; the matches they held back are reported

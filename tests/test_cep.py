@@ -275,6 +275,94 @@ def test_the_smallest_of_several_withins_applies():
     assert len(matches(run_local(Detector(pattern(10, 10)), events).updates)) == 1
 
 
+# -- within(d, previous_and_current): Flink's WithinType.PREVIOUS_AND_CURRENT --------------
+
+# Flink's NFATest: start at 1 and 2, middle at 3, foobar at 4, end at 11 and 13
+FLINK_WINDOW_EVENTS = [("start", 1), ("start", 2), ("middle", 3), ("foobar", 4), ("end", 11), ("end", 13)]
+
+
+def start_middle_end(then, within_type, window):
+    """``start`` then ``middle`` then ``end`` with the contiguity ``then``, and ``within``."""
+    pattern = getattr(Pattern.begin("start").where(kind("start")), then)("middle").where(kind("middle"))
+    return getattr(pattern, then)("end").where(kind("end")).within(window, within_type)
+
+
+def flink_found(pattern, events):
+    """Matches and timeouts as ``[(symbol, time), ...]`` lists, a timeout with its time."""
+    result = run_local(Detector(pattern), [("k", s, t) for s, t in events])
+    as_pairs = lambda found_: [(e[3], e[1]) for e in found_.events]  # noqa: E731
+    return sorted(map(as_pairs, matches(result.updates))), sorted((as_pairs(t), t.time) for t in timeouts(result.updates))
+
+
+def test_within_previous_and_current_follows_flinks_nfa_tests():
+    """Flink's NFATest ``testSimplePatternWithTimeWindowNFAWithin*`` and
+    ``testSimplePatternWithTimeoutHandlingWithin*``: the gap bounds ``end`` after
+    ``middle``; a partial match waiting for ``end`` times out 10 after ``middle``,
+    one waiting for ``middle`` (no gap there) never does."""
+    both = [[("start", 1), ("middle", 3), ("end", 11)], [("start", 2), ("middle", 3), ("end", 11)]]
+    assert flink_found(start_middle_end("followed_by", "previous_and_current", 9), FLINK_WINDOW_EVENTS)[0] == both
+    assert flink_found(start_middle_end("followed_by", "first_and_last", 10), FLINK_WINDOW_EVENTS)[0] == both[1:]
+    found_, timed_out = flink_found(start_middle_end("followed_by_any", "previous_and_current", 10), FLINK_WINDOW_EVENTS)
+    assert found_ == both
+    assert timed_out == [([("start", 1), ("middle", 3)], 13), ([("start", 2), ("middle", 3)], 13)]
+    found_, timed_out = flink_found(start_middle_end("followed_by_any", "first_and_last", 10), FLINK_WINDOW_EVENTS)
+    assert found_ == both[1:]
+    assert timed_out == [
+        ([("start", 1)], 11), ([("start", 1), ("middle", 3)], 11), ([("start", 2)], 12), ([("start", 2), ("middle", 3)], 12),
+    ]
+
+
+@pytest.mark.parametrize("within_type", ["first_and_last", "previous_and_current"])
+def test_a_trailing_negation_within_either_type_follows_flinks_pending_state_test(within_type):
+    """Flink's ``testPendingStateMatchesWithin*``: ``start`` not followed by ``middle``
+    within 5; a start whose 5 pass without a middle is a match, then."""
+    pattern = Pattern.begin("start").where(kind("start")).not_followed_by("middle").where(kind("middle"))
+    events = [("start", 1), ("middle", 4), ("start", 5), ("start", 11), ("middle", 18)]
+    result = run_local(Detector(pattern.within(5, within_type)), [("k", s, t) for s, t in events])
+    assert [([e[1] for e in m.events], m.time) for m in matches(result.updates)] == [([5], 10), ([11], 16)]
+
+
+def test_gaps_and_a_window_together():
+    """Each step's gap and the pattern's window: whichever closes first ends the
+    partial match, and a match meets both."""
+    pattern = (
+        Pattern.begin("a").where(kind("a"))
+        .followed_by("b").where(kind("b")).within(3, "previous_and_current")
+        .followed_by("c").where(kind("c")).within(2, "previous_and_current")
+        .within(6)
+    )
+    assert found(pattern, ["a", "b", "c"], [0, 2, 3]) == ([["a", "b", "c"]], [])
+    assert found(pattern, ["a", "b", "c"], [0, 3, 4]) == ([], [["a"]])  # b too late: a times out at 3
+    assert found(pattern, ["a", "b", "c"], [0, 2, 4]) == ([], [["a", "b"]])  # c too late: at 4, not 2 + 2
+    assert found(pattern, ["a", "b", "c"], [0, 2, 6]) == ([], [["a", "b"]])
+    # each gap met, but the window not: b at 2.5, c at 4.5, the window closes at 6 first? no: 4.5 < 6
+    assert found(pattern, ["a", "b", "c"], [0, 2.5, 4.4]) == ([["a", "b", "c"]], [])
+    tight = pattern.within(4)
+    assert found(tight, ["a", "b", "c"], [0, 2.5, 4.4]) == ([], [["a", "b"]])  # the window closes at 4
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Pattern.begin("a").within(3, "previous_and_current"), "the first step"),
+        (lambda: Pattern.begin("a").followed_by("b").times(2).within(3, "previous_and_current"), "takes no event or several"),
+        (lambda: Pattern.begin("a").followed_by("b").within(3, "previous_and_current").optional(), "takes no event or several"),
+        (lambda: Pattern.begin("a").one_or_more().followed_by("b").within(3, "previous_and_current"), "the step before it, 'a'"),
+        (lambda: Pattern.begin("a").optional().followed_by("b").within(3, "previous_and_current"), "the step before it, 'a'"),
+        (lambda: Pattern.begin(Pattern.begin("a")).followed_by("b").within(3, "previous_and_current"), "the step before it"),
+        (lambda: Pattern.begin("a").followed_by(Pattern.begin("b")).within(3, "previous_and_current"), "not to the group"),
+        (lambda: Pattern.begin("x").followed_by(Pattern.begin("a").followed_by("b").within(3, "previous_and_current")), "takes no within"),
+        (lambda: Pattern.begin("a").followed_by("b").within(7, "previous_and_current").within(5), "larger than the pattern's window"),
+        (lambda: Pattern.begin("a").not_next("n").within(3, "previous_and_current"), "not to not_next"),
+        (lambda: Pattern.begin("a").not_followed_by("n").within(3, "previous_and_current").followed_by("b"), "at the end of a pattern"),
+        (lambda: Pattern.begin("a").followed_by("b").within(3, "sideways"), "unknown within type"),
+    ],
+)
+def test_a_gap_where_flink_would_not_check_it_is_refused(build, message):
+    with pytest.raises(DefinitionError, match=message):
+        Detector(build())
+
+
 @pytest.mark.parametrize("most", [1, 3, None])
 def test_times_from_zero_is_an_optional_times_from_one(most):
     """Flink: ``times(0, m)`` is ``times(1, m).optional()``."""
@@ -484,14 +572,20 @@ histories = st.lists(st.tuples(alphabet, st.integers(0, 3)), max_size=9).map(
 step_kinds = st.lists(alphabet, min_size=1, max_size=3)
 
 
-def brute_force(kinds, contiguity, history, window):
-    """Every way to pick one event per step, by the definitions of the contiguities."""
+def brute_force(kinds, contiguity, history, window, most_after=None):
+    """Every way to pick one event per step, by the definitions of the contiguities
+    (``most_after``: per step, how long after the one before its event must come, or None)."""
     found_ = []
     n = len(history)
     for picks in itertools.combinations(range(n), len(kinds)):
         if any(history[i][0] != k for i, k in zip(picks, kinds, strict=True)):
             continue
         if window is not None and history[picks[-1]][1] - history[picks[0]][1] >= window:
+            continue
+        if most_after and any(
+            gap is not None and history[j][1] - history[i][1] >= gap
+            for gap, (i, j) in zip(most_after[1:], itertools.pairwise(picks), strict=True)
+        ):
             continue
         gaps = list(itertools.pairwise(picks))
         if contiguity == "next" and any(j != i + 1 for i, j in gaps):
@@ -504,11 +598,20 @@ def brute_force(kinds, contiguity, history, window):
     return sorted(found_)
 
 
-@given(step_kinds, st.sampled_from(["next", "followed_by", "followed_by_any"]), histories, st.none() | st.integers(1, 6))
-def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, contiguity, history, window):
+@settings(max_examples=400)  # about a second
+@given(
+    step_kinds, st.sampled_from(["next", "followed_by", "followed_by_any"]), histories, st.none() | st.integers(1, 6),
+    st.lists(st.none() | st.integers(1, 4), min_size=3, max_size=3),
+)
+def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, contiguity, history, window, gaps):
+    """With a window, and a gap (``within(d, "previous_and_current")``) on some steps
+    but the first, at most the window."""
+    gaps = [None] + [g if g is None or window is None else min(g, window) for g in gaps[1 : len(kinds)]]
     pattern = Pattern.begin("s0").where(kind(kinds[0]))
     for i, k in enumerate(kinds[1:], start=1):
         pattern = getattr(pattern, contiguity)(f"s{i}").where(kind(k))
+        if gaps[i] is not None:
+            pattern = pattern.within(gaps[i], "previous_and_current")
     if window is not None:
         pattern = pattern.within(window)
     result = run_local(Detector(pattern), [("k", s, t) for s, t in history])
@@ -517,7 +620,7 @@ def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, co
     for i, (_, t) in enumerate(history):
         index[(t, sum(1 for _, u in history[:i] if u == t))] = i
     got = sorted(sorted(index[e[1:3]] for e in m.events) for m in matches(result.updates))
-    assert got == brute_force(kinds, contiguity, history, window)
+    assert got == brute_force(kinds, contiguity, history, window, gaps)
 
 
 def test_state_is_bounded_by_the_window():

@@ -168,6 +168,17 @@ def test_the_detector_diagram_shows_loops_and_accepting_states():
     assert [n.label for n in drawn.nodes if n.final] == ["b #1"]
 
 
+def test_the_detector_diagram_notes_each_gap():
+    pattern = (
+        Pattern.begin("a").followed_by("b").within(3, "previous_and_current")
+        .not_followed_by("n").within(2, "previous_and_current").within(9)
+    )
+    notes = diagram(Detector(pattern)).notes
+    assert "within 9: partial matches time out" in notes
+    assert "b within 3 of the event before it" in notes
+    assert "n: the match completes 2 after its last event" in notes
+
+
 def test_the_rule_detector_diagram_holds_each_rule_versions_diagram_and_validity():
     from statemachines.library import RuleDetector
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from statemachines import DefinitionError, run_local
 from statemachines.library import Detector, Pattern
+from statemachines.library.pattern import Step
 from tests.test_expressions import Login
 
 SQL = ["kind = 'fail'", "kind = 'ok'", "amount > 5", "kind IS NULL", "amount BETWEEN 1 AND 20"]
@@ -41,7 +42,9 @@ def patterns(draw, raising: bool = False):
             pattern = pattern.where(draw(st.sampled_from(SQL)))
             if draw(st.booleans()):
                 pattern = pattern.or_where(draw(st.sampled_from(SQL)))
-        quantifier = draw(st.sampled_from(["one", "times", "range", "or_more", "one_or_more"]))
+        before = pattern.steps[-2] if len(pattern.steps) > 1 else None
+        gapped = isinstance(before, Step) and not (before.loops or before.optional) and draw(st.booleans())
+        quantifier = "one" if gapped else draw(st.sampled_from(["one", "times", "range", "or_more", "one_or_more"]))
         if quantifier == "times":
             pattern = pattern.times(draw(st.integers(1, 3)))
         elif quantifier == "range":
@@ -51,7 +54,9 @@ def patterns(draw, raising: bool = False):
             pattern = pattern.times_or_more(draw(st.integers(1, 3)))
         elif quantifier == "one_or_more":
             pattern = pattern.one_or_more()
-        if draw(st.booleans()):
+        if gapped:  # within(d, previous_and_current) between two steps of one event each
+            pattern = attempt(pattern, Pattern.within, draw(st.sampled_from([2, 5])), "previous_and_current")
+        elif draw(st.booleans()):
             pattern = attempt(pattern, Pattern.optional)
         if pattern.steps[-1].loops:
             for change in ("consecutive", "allow_combinations", "greedy"):
@@ -61,8 +66,10 @@ def patterns(draw, raising: bool = False):
                 pattern = attempt(pattern, Pattern.until, draw(st.sampled_from(SQL)))
     if draw(st.booleans()):
         pattern = attempt(pattern, negated, Pattern.not_followed_by, next(names), draw(st.sampled_from(SQL)))
+        if draw(st.booleans()):
+            pattern = attempt(pattern, Pattern.within, draw(st.sampled_from([2, 5])), "previous_and_current")
     within = draw(st.sampled_from([None, 10, 2.5, datetime.timedelta(seconds=3)]))
-    if within is not None or pattern._pending:
+    if within is not None or (pattern._pending and pattern._pending[-1].gap is None):
         pattern = pattern.within(within if within is not None else 10)
     try:
         return pattern.compiled()
@@ -116,6 +123,22 @@ def test_a_pattern_read_from_json_detects_what_the_original_detects():
     assert run_local(Detector(Pattern.from_json(pattern.to_json())), events).updates == run_local(
         Detector(pattern), events
     ).updates
+
+
+def test_a_gap_is_written_where_it_is_given():
+    """``within(d, "previous_and_current")`` on a step or a trailing negation is its
+    ``within_previous``; steps without one have none."""
+    pattern = (
+        Pattern.begin("a").where("kind = 'fail'").followed_by("b").where("kind = 'ok'")
+        .within(datetime.timedelta(seconds=2), "previous_and_current")
+        .not_followed_by("n").where("kind = 'view'").within(datetime.timedelta(seconds=1), "previous_and_current")
+    )
+    document = json.loads(pattern.to_json())
+    assert ["within_previous" in step for step in document["steps"]] == [False, True]
+    assert document["steps"][1]["within_previous"] == {"microseconds": 2_000_000}
+    assert document["trailing"][0]["within_previous"] == {"microseconds": 1_000_000}
+    assert document["within"] is None
+    assert Pattern.from_json(pattern.to_json()) == pattern.compiled()
 
 
 def test_a_pattern_with_a_function_condition_is_not_data():

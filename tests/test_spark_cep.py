@@ -87,13 +87,29 @@ def grouped():
     )
 
 
+def gapped():
+    """``a b c`` then no ``d``, ``b`` within 3 of ``a`` and the match complete 2 after
+    ``c`` (``within(d, "previous_and_current")``), under a skip strategy."""
+    return (
+        Pattern.begin("a", "skip_past_last_event").where(lambda s: s[0] == "a")
+        .followed_by_any("b").where(lambda s: s[0] == "b").within(3, "previous_and_current")
+        .followed_by("c").where(lambda s: s[0] == "c")
+        .not_followed_by("d").where(lambda s: s[0] == "d").within(2, "previous_and_current")
+        .within(20)
+    )
+
+
 @pytest.mark.parametrize(
     ("pattern", "symbols"),
-    [(tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"]), (grouped, ["s", "a", "b", "c"])],
+    [
+        (tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"]), (grouped, ["s", "a", "b", "c"]),
+        (gapped, ["a", "b", "c", "d"]),
+    ],
 )
 def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, symbols):
     """Tied matches prune each other, and matches wait for partial matches begun before
-    them (held values), in groups too: batch and stream give exactly the local result."""
+    them (held values), in groups too, and gaps end partial matches: batch and stream
+    give exactly the local result."""
     from statemachines.spark import run_batch
 
     rnd = random.Random(5)
@@ -103,6 +119,9 @@ def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, sy
     assert matches(local)
     if pattern is held:
         assert any(v[0] == "held" for (_, v), _, _ in local)  # the data exercises held matches
+    if pattern is gapped:  # the data exercises both gaps: partial matches end 3 after a, matches 2 after c
+        assert any(t.events[-1][0] == "a" and t.time == t.events[-1][1] + 3 for t in timeouts(local))
+        assert any(m.time == m.events[-1][1] + 2 for m in matches(local))
 
     batch = run_batch(detector, spark.createDataFrame(events, SCHEMA), order="order")
     batch_updates = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
