@@ -54,15 +54,25 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
                 f"a Debezium feed has columns op, before and after; this one lacks {', '.join(missing)} "
                 f"(it has {', '.join(frame.columns)})"
             )
-        image = frame.schema["after"].dataType
-        if not isinstance(image, T.StructType):
-            raise InvalidArgument(f"a Debezium feed's after is a struct, not {image.simpleString()}")
+        # the row image's fields: after's, or before's in a feed of deletes only (JSON
+        # read by Spark types an image that is null in every row as a string)
+        records = [side for side in ("after", "before") if isinstance(frame.schema[side].dataType, T.StructType)]
+        if not records:
+            raise InvalidArgument("a Debezium feed's before or after is a record (a struct); here neither is")
+        image = frame.schema[records[0]].dataType
         columns = feed.columns(image.fieldNames())
         op = F.col("op")
         delete = F.coalesce(op == F.lit(DEBEZIUM_DELETE), F.lit(False))
+        has = {side: F.col(side).isNotNull() if side in records else F.lit(False) for side in ("before", "after")}
+
+        def field(side: str, name: str) -> Any:
+            kind = frame.schema[side].dataType
+            if side in records and name in kind.fieldNames():
+                return F.col(side)[name].cast(image[name].dataType)
+            return F.lit(None).cast(image[name].dataType)
 
         def cell(name: str) -> Any:
-            return F.when(delete, F.col("before")[name]).otherwise(F.col("after")[name])
+            return F.when(delete, field("before", name)).otherwise(field("after", name))
 
         rules = [
             (op.isNull() & F.col("before").isNull() & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, TOMBSTONE)),
@@ -71,8 +81,8 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
                 ~op.isin(*DEBEZIUM_UPSERTS, DEBEZIUM_DELETE),
                 refusal(Reason.BAD_OPERATION, F.format_string("op '%s' is not applied (c, u, r upsert; d deletes)", op)),
             ),
-            (delete & F.col("before").isNull(), refusal(Reason.MISSING_FIELD, "op 'd' without before")),
-            (~delete & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
+            (delete & ~has["before"], refusal(Reason.MISSING_FIELD, "op 'd' without before")),
+            (~delete & ~has["after"], refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
         ]
         sequence = [_path(frame, path) for path in columns.sequence_by]
     elif feed.envelope == "delta":
@@ -124,9 +134,8 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
     if feed.envelope != "debezium":
         return frame.select(event.alias("e"), refused.alias("refusal")).select("e.*", "refusal"), columns
     # an update that moved its row to another key also deletes the key it had
-    image = frame.schema["after"].dataType
-    old = [F.col("before")[k].cast(image[k].dataType).alias(k) for k in columns.keys]
-    moved = (op == "u") & F.col("before").isNotNull() & _all([c.isNotNull() for c in old]) & refused.isNull()
+    old = [field("before", k).alias(k) for k in columns.keys]
+    moved = (op == "u") & has["before"] & _all([c.isNotNull() for c in old]) & refused.isNull()
     old_key = old[0] if len(old) == 1 else F.struct(*old)
     moved = moved & ~old_key.eqNullSafe(key)
     delete_old = F.struct(

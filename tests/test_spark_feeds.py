@@ -15,6 +15,8 @@ from tests.feed_models import debezium, flat_feed, last_write_wins, scd2, with_t
 
 pytest.importorskip("pyspark")
 
+from pyspark.sql import types as T  # noqa: E402
+
 from statemachines.spark import (  # noqa: E402 - after the skip
     feed_events,
     read_rejected,
@@ -101,6 +103,37 @@ def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_p
     run = run_feed_batch(MOVED, spark.read.json(str(tmp_path / "feed.jsonl")), into=str(tmp_path / "batch"))
     assert run.result.rejected.count() == 0
     assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
+
+
+@pytest.mark.parametrize("only", ["upserts", "deletes"])
+def test_a_debezium_json_feed_whose_before_or_after_is_null_in_every_row(spark, tmp_path, only):
+    """Spark reads an image that is null in every row (before in a feed of upserts
+    without REPLICA IDENTITY FULL, after in a feed of deletes, here of rows an earlier
+    feed inserted) as a string: the feed still runs, as locally, and an image that is
+    no record is refused as locally."""
+    from statemachines import PersistedArrangement
+
+    def change(op, lsn, before, after):
+        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
+
+    feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
+    inserts = [change("c", 1, None, {"id": 1, "name": "a"}), change("c", 2, None, {"id": 2, "name": "b"})]
+    if only == "upserts":
+        envelopes = [change("u", 3, None, {"id": 1, "name": "c"}), change("d", 4, "not a record", None)]
+        refused = "op 'd' without before"
+    else:
+        envelopes = [change("d", 3, {"id": 1, "name": None}, None), change("u", 4, None, "not a record")]
+        refused = "op 'u' without after"
+    for i, part in enumerate((inserts, envelopes)):
+        (tmp_path / f"{i}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in part))
+        frame = spark.read.json(str(tmp_path / f"{i}.jsonl"))
+        local = run_feed(feed, part, into=tmp_path / "local")
+        run = run_feed_batch(feed, frame, into=str(tmp_path / "batch"))
+    assert not isinstance(frame.schema["before" if only == "upserts" else "after"].dataType, T.StructType)
+    assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
+    assert PersistedArrangement(tmp_path / "local").values(1) == ({("c",)} if only == "upserts" else set())
+    assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+    assert [r.detail for r in local.result.rejected] == [refused]
 
 
 def test_a_feed_stream_keeps_its_scd_tables_micro_batch_by_micro_batch(spark, tmp_path):
