@@ -222,6 +222,13 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
             f"{', '.join(events.columns)}. Map them with key=/symbol=/time=/order=."
         )
     time_kind_of(events.schema[columns.time].dataType)
+    for role, name in (("key", columns.key), ("order", columns.order)):
+        if name and native_paths.holds_a_map(events.schema[name].dataType):
+            raise InvalidArgument(
+                f"the {role} column {name} has type {events.schema[name].dataType.simpleString()}: Spark cannot "
+                f"sort or group by a map (and a map is no {role} locally either, being unhashable); make it "
+                f"a struct, an array of entries (F.array_sort(F.map_entries(...))) or text (F.to_json(...)) first"
+            )
     order = F.col(columns.order) if columns.order else F.lit(None).cast("long")
     refusal = [F.col(columns.refusal).alias(REFUSAL)] if columns.refusal else []
     return events.select(

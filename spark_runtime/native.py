@@ -30,9 +30,25 @@ def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
     rejects the symbols that do not fit, one by one, where a cast in SQL would fail
     the job or change the value.
     """
-    if type(machine) is Upsert and holds_every(value_type, symbol_type):
-        return upsert
+    if type(machine) is Upsert and holds_every(value_type, symbol_type) and not holds_a_map(symbol_type):
+        return upsert  # (SQL cannot order maps; the generic path rejects them, unhashable, as locally)
     return None
+
+
+def holds_a_map(data_type: Any) -> bool:
+    """Whether values of ``data_type`` hold a map, which Spark can neither sort nor group.
+
+    >>> from pyspark.sql import types as T
+    >>> holds_a_map(T.ArrayType(T.MapType(T.StringType(), T.LongType()))), holds_a_map(T.LongType())
+    (True, False)
+    """
+    if isinstance(data_type, T.MapType):
+        return True
+    if isinstance(data_type, T.ArrayType):
+        return holds_a_map(data_type.elementType)
+    if isinstance(data_type, T.StructType):
+        return any(holds_a_map(f.dataType) for f in data_type.fields)
+    return False
 
 
 _INTEGRAL_WIDTH = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}

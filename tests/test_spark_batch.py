@@ -85,6 +85,25 @@ def test_missing_columns_and_bad_time_types_fail_up_front(spark, tmp_path):
     assert not (tmp_path / "arr").exists()
 
 
+def test_map_keys_fail_up_front_and_map_symbols_are_rejected_as_locally(spark, tmp_path):
+    """Spark can neither sort nor group a map: a map key or order column is refused
+    before anything runs; a map symbol, unhashable, is rejected row by row, on the
+    native path too, as the local runtime rejects a dict."""
+    keyed = spark.createDataFrame([({"x": 1}, 1, 1)], "key map<string,int>, symbol long, time long")
+    with pytest.raises(InvalidArgument, match="key column key has type map<string,int>: Spark cannot sort"):
+        run_batch(Upsert(), keyed, into=tmp_path / "arr")
+    ordered = spark.createDataFrame([("a", 1, 1, {"x": 1})], "key string, symbol long, time long, o map<string,int>")
+    with pytest.raises(InvalidArgument, match="order column o has type map"):
+        run_batch(Upsert(), ordered, order="o")
+    assert not (tmp_path / "arr").exists()
+    frame = spark.createDataFrame([("a", {"x": 1}, 1), ("b", None, 2)], "key string, symbol map<string,int>, time long")
+    local = run_local(Upsert(), [("a", {"x": 1}, 1), ("b", None, 2)])
+    for native in (True, False):
+        result = run_batch(Upsert(), frame, native=native)
+        assert [(r.key, r.reason) for r in result.rejected.collect()] == [(r.event.key, r.reason.value) for r in local.rejected]
+        assert result.updates.count() == len(local.updates) == 0
+
+
 def test_timestamps_and_struct_keys_stay_typed(spark, tmp_path):
     frame = spark.sql(
         "select named_struct('region', 'eu', 'id', 7) as key, 'on' as symbol, "
