@@ -31,6 +31,11 @@ columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
     d         before      delete of before's key
     t, other  -           rejected bad_operation
 
+A value Debezium did not send (PostgreSQL's unchanged TOASTed columns, without
+``REPLICA IDENTITY FULL``) arrives as its placeholder, ``__debezium_unavailable_value``
+(base64-encoded for a bytes column): such a row is rejected (``missing_field``)
+rather than storing the placeholder as the value.
+
 Delta Lake's change data feed (``envelope="delta"``: the rows of
 ``DeltaTable.load_cdf()``, or of Spark's ``readChangeFeed``) is read by its
 ``_change_type``; ``sequence_by`` defaults to ``_commit_version`` (the commit
@@ -79,6 +84,8 @@ __all__ = [
     "DEBEZIUM_DELETE",
     "DEBEZIUM_UPSERTS",
     "TOMBSTONE",
+    "UNAVAILABLE",
+    "UNAVAILABLE_FORMS",
     "DELTA_CHANGES",
     "DELTA_COLUMNS",
     "DELTA_DELETES",
@@ -87,10 +94,14 @@ __all__ = [
     "FeedResult",
     "run_feed",
     "scd_tables",
+    "unavailable_detail",
 ]
 
 DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
 DEBEZIUM_DELETE = "d"
+# Debezium's unavailable.value.placeholder default, and its base64 form (a bytes column in JSON)
+UNAVAILABLE = "__debezium_unavailable_value"
+UNAVAILABLE_FORMS = (UNAVAILABLE, "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")
 TOMBSTONE = "an empty envelope (no op, before or after): a Kafka tombstone, which Debezium writes after a delete, changes nothing"
 # Delta's change data feed: a change type's rank among a commit's changes of a key
 DELTA_CHANGES = {"delete": 0, "update_preimage": 0, "insert": 1, "update_postimage": 1}
@@ -297,6 +308,10 @@ class ChangeFeed:
                     delete = delete and mark in marks
             if missing:
                 return Rejected(found, Reason.MISSING_FIELD, f"the row has no field(s) {', '.join(missing)}")
+            if debezium and not delete:
+                unsent = [c for c, cell in zip(values, value_cells, strict=True) if isinstance(cell, str) and cell in UNAVAILABLE_FORMS]
+                if unsent:
+                    return Rejected(found, Reason.MISSING_FIELD, unavailable_detail(', '.join(unsent)))
             if delete:
                 found = found._replace(symbol=None)
             for column, cell in zip(keys, key_cells, strict=True):
@@ -344,6 +359,16 @@ def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
     if not isinstance(envelope.get(image), Mapping):
         return Reason.MISSING_FIELD, f"op {op!r} without {image}"
     return None
+
+
+def unavailable_detail(columns: str) -> str:
+    """Why a Debezium row whose ``columns`` (names, comma-separated) hold the
+    unavailable-value placeholder is refused."""
+    return (
+        f"column(s) {columns} hold Debezium's placeholder for a value it did not send "
+        f"({UNAVAILABLE}: an unchanged TOASTed column); set REPLICA IDENTITY FULL on the source "
+        f"table, or leave the column(s) out with except_columns"
+    )
 
 
 def _moved_from(envelope: Mapping[str, Any], keys: tuple[str, ...], key: Any) -> Any:

@@ -25,10 +25,12 @@ from statemachines.library.feeds import (
     DELTA_CHANGES,
     DELTA_DELETES,
     TOMBSTONE,
+    UNAVAILABLE_FORMS,
     ChangeFeed,
     FeedColumns,
     FeedResult,
     scd_tables,
+    unavailable_detail,
 )
 from statemachines.scd import END_AT, START_AT, ScdTable
 from statemachines.spark.batch import refusal, require_frame, run_batch
@@ -84,6 +86,13 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
             (delete & ~has["before"], refusal(Reason.MISSING_FIELD, "op 'd' without before")),
             (~delete & ~has["after"], refusal(Reason.MISSING_FIELD, F.format_string("op '%s' without after", op))),
         ]
+        texts = [v for v in columns.values if isinstance(image[v].dataType, T.StringType)]
+        unsent = [F.when(field("after", v).isin(*UNAVAILABLE_FORMS), F.lit(v)) for v in texts]
+        if unsent:
+            names = F.concat_ws(", ", *unsent)
+            rules.append(
+                (~delete & (names != ""), refusal(Reason.MISSING_FIELD, F.format_string(unavailable_detail("%s"), names)))
+            )
         sequence = [_path(frame, path) for path in columns.sequence_by]
     elif feed.envelope == "delta":
         columns = feed.columns(frame.columns)

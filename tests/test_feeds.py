@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, Reason, collection_at
 from statemachines.library import ChangeFeed, run_feed
-from statemachines.library.feeds import TOMBSTONE
+from statemachines.library.feeds import TOMBSTONE, UNAVAILABLE_FORMS
 from statemachines.scd import ScdTable
 from tests.feed_models import debezium, flat_feed, last_write_wins, refusal, scd2, with_tombstones
 
@@ -206,6 +206,38 @@ def test_a_debezium_update_that_moves_a_row_to_another_key_deletes_the_old_key()
         assert run.result.rejected == []
         assert sorted(run.result.updates) == expected
     assert _collection(run.result) == {"ada@y": ("Ada L",), "b@x": ("Bo",)}
+
+
+def toasted_feed():
+    """Debezium changes of a table whose ``bio`` (text) and ``photo`` (bytes, base64 in
+    JSON) are TOASTed: an update that leaves them unchanged sends placeholders."""
+    def change(op, lsn, after, before=None):
+        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
+
+    return [
+        change("c", 1, {"id": 1, "name": "Ada", "bio": "long text", "photo": "AAEC"}),
+        change("u", 2, {"id": 1, "name": "Ada L", "bio": UNAVAILABLE_FORMS[0], "photo": "AAEC"}),
+        change("u", 3, {"id": 1, "name": "Ada M", "bio": "new text", "photo": UNAVAILABLE_FORMS[1]}),
+        change("u", 4, {"id": 1, "name": "Ada N", "bio": "newer", "photo": "AAED"}),
+        change("d", 5, None, {"id": 1, "name": None, "bio": UNAVAILABLE_FORMS[0], "photo": None}),
+    ]
+
+
+TOASTED = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "bio", "photo"], envelope="debezium")
+
+
+def test_a_debezium_value_it_did_not_send_is_refused_not_stored():
+    """PostgreSQL's unchanged TOASTed columns arrive as Debezium's placeholder: the
+    row is rejected, naming them, and the placeholder is never a value; a delete,
+    which reads only the key, applies."""
+    run = run_feed(TOASTED, toasted_feed())
+    assert [(r.event.time, r.reason, r.detail.split(" hold ")[0]) for r in run.result.rejected] == [
+        (2, Reason.MISSING_FIELD, "column(s) bio"), (3, Reason.MISSING_FIELD, "column(s) photo"),
+    ]
+    assert "REPLICA IDENTITY FULL" in run.result.rejected[0].detail
+    values = {v for (_, v), _, _ in run.result.updates}
+    assert values == {("Ada", "long text", "AAEC"), ("Ada N", "newer", "AAED")}
+    assert _collection(run.result) == {}
 
 
 def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row_names_a_column():

@@ -105,6 +105,19 @@ def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_p
     assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
 
 
+def test_a_debezium_value_it_did_not_send_is_refused_on_spark_as_locally(spark, tmp_path):
+    from statemachines import PersistedArrangement
+    from tests.test_feeds import TOASTED, toasted_feed
+
+    envelopes = toasted_feed()
+    local = run_feed(TOASTED, envelopes, into=tmp_path / "local")
+    (tmp_path / "feed.jsonl").write_text("".join(json.dumps(envelope) + "\n" for envelope in envelopes))
+    run = run_feed_batch(TOASTED, spark.read.json(str(tmp_path / "feed.jsonl")), into=str(tmp_path / "batch"))
+    assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
+    assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+    assert len(local.result.rejected) == 2
+
+
 @pytest.mark.parametrize("only", ["upserts", "deletes"])
 def test_a_debezium_json_feed_whose_before_or_after_is_null_in_every_row(spark, tmp_path, only):
     """Spark reads an image that is null in every row (before in a feed of upserts
