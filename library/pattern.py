@@ -65,7 +65,7 @@ from __future__ import annotations
 import enum
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import attrs
 
@@ -74,6 +74,7 @@ from statemachines.library.expressions import Expression
 
 __all__ = ["Contiguity", "Group", "Negation", "Pattern", "Skip", "Step", "WithinType"]
 
+EnumT = TypeVar("EnumT", bound=enum.StrEnum)
 # a function of the event and the partial match so far, or SQL evaluated in bulk
 Condition: TypeAlias = Callable[[Any, dict[str, tuple[Any, ...]]], bool] | Expression
 
@@ -290,7 +291,7 @@ class Pattern:
         completes it is rejected as ``transition_failed`` (a match released when a
         window closes stops the run).
         """
-        strategy = _skip(skip)
+        strategy = _member(Skip, skip, "skip strategy")
         if (strategy in (Skip.SKIP_TO_FIRST, Skip.SKIP_TO_LAST)) != (step is not None):
             raise DefinitionError(
                 f"{strategy.value} {'needs' if step is None else 'takes no'} a step name "
@@ -418,7 +419,7 @@ class Pattern:
         before it must each take one event (no loop, no optional step, no group), and
         the step is not the first; the gap is at most the pattern's window.
         """
-        kind = _within_type(within_type)
+        kind = _member(WithinType, within_type, "within type")
         bound = self.window
         if kind == WithinType.PREVIOUS_AND_CURRENT:
             bound = self._pending[-1].gap if self._pending else getattr(self.steps[-1], "gap", None)
@@ -648,17 +649,9 @@ def _larger(gap: Any, window: Any) -> bool:
         ) from None
 
 
-def _within_type(within_type: WithinType | str) -> WithinType:
+def _member(kind: type[EnumT], value: Any, what: str) -> EnumT:
+    """``value`` as a member of the enum ``kind``, or a refusal naming the members."""
     try:
-        return WithinType(within_type)
+        return kind(value)
     except ValueError:
-        raise DefinitionError(
-            f"unknown within type {within_type!r}; use one of {', '.join(WithinType)}"
-        ) from None
-
-
-def _skip(skip: Skip | str) -> Skip:
-    try:
-        return Skip(skip)
-    except ValueError:
-        raise DefinitionError(f"unknown skip strategy {skip!r}; use one of {', '.join(Skip)}") from None
+        raise DefinitionError(f"unknown {what} {value!r}; use one of {', '.join(kind)}") from None
