@@ -58,18 +58,18 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
             )
         # the row image's fields: after's, or before's in a feed of deletes only (JSON
         # read by Spark types an image that is null in every row as a string)
-        records = [side for side in ("after", "before") if isinstance(frame.schema[side].dataType, T.StructType)]
+        images = {side: frame.schema[side].dataType for side in ("after", "before")}
+        records = [side for side, kind in images.items() if isinstance(kind, T.StructType)]
         if not records:
             raise InvalidArgument("a Debezium feed's before or after is a record (a struct); here neither is")
-        image = frame.schema[records[0]].dataType
+        image = images[records[0]]
         columns = feed.columns(image.fieldNames())
         op = F.col("op")
         delete = F.coalesce(op == F.lit(DEBEZIUM_DELETE), F.lit(False))
         has = {side: F.col(side).isNotNull() if side in records else F.lit(False) for side in ("before", "after")}
 
         def field(side: str, name: str) -> Any:
-            kind = frame.schema[side].dataType
-            if side in records and name in kind.fieldNames():
+            if side in records and name in images[side].fieldNames():
                 return F.col(side)[name].cast(image[name].dataType)
             return F.lit(None).cast(image[name].dataType)
 
