@@ -92,6 +92,11 @@ def debezium(row: dict, wrapped: bool = False) -> dict:
     return {"schema": {"type": "struct", "optional": False}, "payload": envelope} if wrapped else envelope
 
 
+def debezium_envelope(op: str, lsn: int, before: dict | None, after: dict | None) -> dict:
+    """A Debezium envelope written by hand: ``op``, the row images, ``source.lsn``."""
+    return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
+
+
 def with_tombstones(rows: list[dict], envelopes: list[dict], wrapped: bool = False) -> list[dict | None]:
     """``envelopes`` with a Kafka tombstone after each delete, and one first, as a
     topic read into JSON holds them: ``None`` (a null message), or a null payload

@@ -16,7 +16,15 @@ from statemachines import InvalidArgument, Reason, collection_at
 from statemachines.library import ChangeFeed, run_feed
 from statemachines.library.feeds import TOMBSTONE, UNAVAILABLE_FORMS
 from statemachines.scd import ScdTable
-from tests.feed_models import debezium, flat_feed, last_write_wins, refusal, scd2, with_tombstones
+from tests.feed_models import (
+    debezium,
+    debezium_envelope,
+    flat_feed,
+    last_write_wins,
+    refusal,
+    scd2,
+    with_tombstones,
+)
 
 FEED = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
 DEBEZIUM = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
@@ -180,18 +188,15 @@ def moved_keys_feed():
     def user(email, name):
         return {"id": 1, "email": email, "name": name}
 
-    def change(op, lsn, before, after):
-        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
-
     return [
-        (change("c", 1, None, user("a@x", "Ada")), [(("a@x", ("Ada",)), 1)]),
+        (debezium_envelope("c", 1, None, user("a@x", "Ada")), [(("a@x", ("Ada",)), 1)]),
         # the row moves to another key: the old one is deleted
-        (change("u", 2, user("a@x", "Ada"), user("ada@y", "Ada")), [(("a@x", ("Ada",)), -1), (("ada@y", ("Ada",)), 1)]),
+        (debezium_envelope("u", 2, user("a@x", "Ada"), user("ada@y", "Ada")), [(("a@x", ("Ada",)), -1), (("ada@y", ("Ada",)), 1)]),
         # the same key: its value changes
-        (change("u", 3, user("ada@y", "Ada"), user("ada@y", "Ada L")), [(("ada@y", ("Ada",)), -1), (("ada@y", ("Ada L",)), 1)]),
+        (debezium_envelope("u", 3, user("ada@y", "Ada"), user("ada@y", "Ada L")), [(("ada@y", ("Ada",)), -1), (("ada@y", ("Ada L",)), 1)]),
         # no before (Postgres without REPLICA IDENTITY FULL), or one without the key: an upsert only
-        (change("u", 4, None, user("b@x", "Bob")), [(("b@x", ("Bob",)), 1)]),
-        (change("u", 5, user(None, "Bob"), user("b@x", "Bo")), [(("b@x", ("Bob",)), -1), (("b@x", ("Bo",)), 1)]),
+        (debezium_envelope("u", 4, None, user("b@x", "Bob")), [(("b@x", ("Bob",)), 1)]),
+        (debezium_envelope("u", 5, user(None, "Bob"), user("b@x", "Bo")), [(("b@x", ("Bob",)), -1), (("b@x", ("Bo",)), 1)]),
     ]
 
 
@@ -211,15 +216,12 @@ def test_a_debezium_update_that_moves_a_row_to_another_key_deletes_the_old_key()
 def toasted_feed():
     """Debezium changes of a table whose ``bio`` (text) and ``photo`` (bytes, base64 in
     JSON) are TOASTed: an update that leaves them unchanged sends placeholders."""
-    def change(op, lsn, after, before=None):
-        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
-
     return [
-        change("c", 1, {"id": 1, "name": "Ada", "bio": "long text", "photo": "AAEC"}),
-        change("u", 2, {"id": 1, "name": "Ada L", "bio": UNAVAILABLE_FORMS[0], "photo": "AAEC"}),
-        change("u", 3, {"id": 1, "name": "Ada M", "bio": "new text", "photo": UNAVAILABLE_FORMS[1]}),
-        change("u", 4, {"id": 1, "name": "Ada N", "bio": "newer", "photo": "AAED"}),
-        change("d", 5, None, {"id": 1, "name": None, "bio": UNAVAILABLE_FORMS[0], "photo": None}),
+        debezium_envelope("c", 1, None, {"id": 1, "name": "Ada", "bio": "long text", "photo": "AAEC"}),
+        debezium_envelope("u", 2, None, {"id": 1, "name": "Ada L", "bio": UNAVAILABLE_FORMS[0], "photo": "AAEC"}),
+        debezium_envelope("u", 3, None, {"id": 1, "name": "Ada M", "bio": "new text", "photo": UNAVAILABLE_FORMS[1]}),
+        debezium_envelope("u", 4, None, {"id": 1, "name": "Ada N", "bio": "newer", "photo": "AAED"}),
+        debezium_envelope("d", 5, {"id": 1, "name": None, "bio": UNAVAILABLE_FORMS[0], "photo": None}, None),
     ]
 
 

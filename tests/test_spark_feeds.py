@@ -11,7 +11,14 @@ import pytest
 from statemachines.library import ChangeFeed, run_feed
 from statemachines.persisted import read_state
 from statemachines.scd import ScdTable
-from tests.feed_models import debezium, flat_feed, last_write_wins, scd2, with_tombstones
+from tests.feed_models import (
+    debezium,
+    debezium_envelope,
+    flat_feed,
+    last_write_wins,
+    scd2,
+    with_tombstones,
+)
 
 pytest.importorskip("pyspark")
 
@@ -126,16 +133,13 @@ def test_a_debezium_json_feed_whose_before_or_after_is_null_in_every_row(spark, 
     no record is refused as locally."""
     from statemachines import PersistedArrangement
 
-    def change(op, lsn, before, after):
-        return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
-
     feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
-    inserts = [change("c", 1, None, {"id": 1, "name": "a"}), change("c", 2, None, {"id": 2, "name": "b"})]
+    inserts = [debezium_envelope("c", 1, None, {"id": 1, "name": "a"}), debezium_envelope("c", 2, None, {"id": 2, "name": "b"})]
     if only == "upserts":
-        envelopes = [change("u", 3, None, {"id": 1, "name": "c"}), change("d", 4, "not a record", None)]
+        envelopes = [debezium_envelope("u", 3, None, {"id": 1, "name": "c"}), debezium_envelope("d", 4, "not a record", None)]
         refused = "op 'd' without before"
     else:
-        envelopes = [change("d", 3, {"id": 1, "name": None}, None), change("u", 4, None, "not a record")]
+        envelopes = [debezium_envelope("d", 3, {"id": 1, "name": None}, None), debezium_envelope("u", 4, None, "not a record")]
         refused = "op 'u' without after"
     for i, part in enumerate((inserts, envelopes)):
         (tmp_path / f"{i}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in part))
