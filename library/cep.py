@@ -246,7 +246,9 @@ class Detector(Machine):
         for negation in pattern.trailing:
             if negation.gap is not None:
                 notes.append(f"{negation.name}: the match completes {negation.gap} after its last event")
-        if pattern.trailing:
+        if nfa.next_decides:
+            notes.append(f"accepting states complete at the next event, unless it is {pattern.trailing[0].name}")
+        elif pattern.trailing:
             names = ", ".join(g.name for g in pattern.trailing)
             notes.append(f"accepting states complete when the window closes without {names}")
         return Diagram(f"Detector({' -> '.join(s.name for s in nfa.steps)})", tuple(nodes), tuple(edges), tuple(notes))
@@ -300,6 +302,8 @@ class Detector(Machine):
                     completed.append((MATCH, "", events) + tag)
                 if after is not None:
                     kept.add((PARTIAL, after, events) + tag)
+            if outcome.completes:
+                completed.append((MATCH, "", taken) + tag)
             stay = outcome.stay
             if stay is not None:
                 kept.add(value if stay == state.text else (PARTIAL, stay, taken) + tag)
@@ -323,7 +327,8 @@ class Detector(Machine):
 
     def expire(self, values: Iterable[Any], time: Any) -> tuple[frozenset[Any], list[Any]]:
         """Close the windows (and gaps) ending at or before ``time``: matches and timeouts."""
-        window, gaps = self.pattern.window, self._nfa.gaps
+        nfa = self._nfa
+        window, gaps = self.pattern.window, nfa.gaps
         left, ended, timed_out = set(), [], []
         for value in values:
             if value[0] == HELD or (
@@ -331,7 +336,8 @@ class Detector(Machine):
             ):
                 left.add(value)
                 continue
-            if self._nfa.pending(self._nfa.state(value[1])):  # no trailing negation's event came
+            # no trailing not_followed_by's event came (a trailing not_next waits for an event)
+            if nfa.pending(nfa.state(value[1])) and not nfa.next_decides:
                 ended.append((MATCH, "", value[2]) + self.tag)
             else:
                 timed_out.append((TIMEOUT, value[1], value[2]) + self.tag)

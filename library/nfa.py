@@ -80,11 +80,14 @@ class Outcome:
 
     ``takes``: ``(step name, state after or None if nothing is left to wait for,
     completes a match)`` per continuation that takes the event; ``stay``: the state
-    of the partial match that lets the event pass, or None if it cannot.
+    of the partial match that lets the event pass, or None if it cannot;
+    ``completes``: the partial match is a match, completed by this event without
+    taking it (a trailing ``not_next`` the event does not meet).
     """
 
     takes: tuple[tuple[str, str | None, bool], ...]
     stay: str | None
+    completes: bool = False
 
 
 class State:
@@ -141,6 +144,8 @@ class Nfa:
         self.steps: list[Step] = []
         self.times: list[str] = []  # per step: which time of its groups it is ("2", "1.3", "2, 4, …"; "" outside)
         self.trailing = pattern.trailing
+        # a trailing not_next: the event after the match decides it
+        self.next_decides = any(g.kind == "not_next" for g in self.trailing)
         self._leave: list[_Junction] = []  # per step: where a partial match goes on from it
         entry, done = self._lay_out(pattern.steps, None)
         done.end = True
@@ -304,8 +309,8 @@ class Nfa:
         return state
 
     def pending(self, state: State) -> bool:
-        """A partial match that completes when its window closes, unless a trailing
-        negation's event comes first."""
+        """A partial match that completes when its window closes (at the next event,
+        for a trailing ``not_next``), unless a trailing negation's event comes first."""
         return bool(state.text is not None and state.position.accepting and self.trailing and ACCEPT not in state.blocked)
 
     def outcome(self, state: State, yes: int) -> Outcome:
@@ -345,9 +350,13 @@ class Nfa:
         if start:
             return Outcome(tuple(taken), None)
         pending = self.pending(state)
+        completes = False
         if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
             newly.add(ACCEPT)
             pending = False
+        elif pending and self.next_decides:  # the event after the match does not meet the not_next
+            newly.add(ACCEPT)
+            pending, completes = False, True
         surviving = [
             c for c in live
             if c.contiguity == Contiguity.ANY or (c.contiguity == Contiguity.RELAXED and not said[c.target])
@@ -357,7 +366,7 @@ class Nfa:
             lost = {c.target for c in live if c not in surviving}
             left = blocked | newly | lost
             stay = state_text(position, not self.minds_skips(position, left), left)
-        return Outcome(tuple(taken), stay)
+        return Outcome(tuple(taken), stay, completes)
 
     def minds_skips(self, position: Position, blocked: frozenset[int]) -> bool:
         """Whether a partial match here acts differently once an event has passed it by:

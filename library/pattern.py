@@ -315,7 +315,12 @@ class Pattern:
         return self._then(name, Contiguity.ANY)
 
     def not_next(self, name: str) -> Pattern:
-        """The event right after the previous step must not meet this step's condition."""
+        """The event right after the previous step must not meet this step's condition.
+
+        At the end of a pattern, as in Flink, a match completes at the key's next event
+        (without it) unless that event meets the condition; a window that closes first
+        times the partial match out.
+        """
         return self._negate(name, "not_next")
 
     def not_followed_by(self, name: str) -> Pattern:
@@ -566,15 +571,11 @@ class Pattern:
         """This pattern, checked as a whole: what a detector runs."""
         if _may_take_nothing(self):
             raise DefinitionError("every step is optional: a pattern must take at least one event")
-        if self._pending and self.window is None and self._pending[-1].gap is None:
+        last = self._pending[-1] if self._pending else None
+        if last is not None and last.kind == "not_followed_by" and self.window is None and last.gap is None:
             raise DefinitionError(
-                f"the pattern ends with the negation {self._pending[-1].name!r} but has no within(); "
-                f"a trailing negation is only decided when the window closes"
-            )
-        if self._pending and self._pending[-1].kind == "not_next":
-            raise DefinitionError(
-                f"the pattern ends with not_next({self._pending[-1].name!r}); end it with "
-                f"not_followed_by(...) and within(), or add a step after it"
+                f"the pattern ends with the negation {last.name!r} but has no within(); "
+                f"a trailing not_followed_by is only decided when the window closes"
             )
         if self.skip_step is not None and self.skip_step not in self.step_names:
             raise DefinitionError(f"the skip strategy names {self.skip_step!r}, which is not a step")

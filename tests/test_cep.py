@@ -149,6 +149,64 @@ def test_not_next_and_not_followed_by():
     assert found(never, ["a1", "c", "x", "a2", "b"])[0] == [["a2", "b"]]
 
 
+def test_trailing_not_next_completes_at_the_next_event_unless_it_meets_it():
+    """As Flink's compiler builds it (the not_next state ignores into the final state):
+    the match completes at the key's next event, without taking it; a window that
+    closes first times the partial match out; an event it meets discards it."""
+    pattern = Pattern.begin("a").where(kind("a")).not_next("x").where(kind("x")).within(3)
+    events = [("k", s, t) for s, t in [("a1", 0), ("c", 1), ("a2", 2), ("x", 3), ("a3", 4), ("c", 7), ("a4", 9)]]
+    result = run_local(Detector(pattern), events)
+    assert [([e[3] for e in m.events], m.time) for m in matches(result.updates)] == [(["a1"], 1)]
+    assert [([e[3] for e in m.events], m.time) for m in timeouts(result.updates)] == [(["a3"], 7), (["a4"], 12)]
+    loop = Pattern.begin("a").where(kind("a")).followed_by("b").where(kind("b")).one_or_more().not_next("x").where(kind("x"))
+    assert found(loop, ["a", "b1", "b2", "c", "b3", "x"])[0] == [["a", "b1"], ["a", "b1", "b2"]]
+
+
+# Each pattern over one sequence, with the matches Flink's runtime reports (events in order)
+FLINK_SEQUENCE = [
+    "-", "a1", "b1", "b2", "-", "a2", "-", "b3", "c1", "-", "a3", "-", "-", "c2", "b4", "b5", "-", "b6", "-", "c3",
+    "-", "b7", "-",
+]
+
+
+def a_then():
+    return Pattern.begin("1").where(kind("a"))
+
+
+FLINK_RUNS = [
+    (lambda: a_then().next("2").where(kind("b")), ["a1 b1"]),
+    (lambda: a_then().followed_by("2").where(kind("b")), ["a1 b1", "a2 b3", "a3 b4"]),
+    (lambda: a_then().followed_by("2").where(kind("b")).followed_by("3").where(kind("a")), ["a1 b1 a2", "a2 b3 a3"]),
+    (lambda: a_then().not_next("2").where(kind("b")), ["a2", "a3"]),
+    (lambda: a_then().not_next("2").where(kind("b")).next("3").where(kind("a")).optional(), ["a1", "a2", "a3"]),
+    (lambda: a_then().not_followed_by("2").where(kind("b")).followed_by("3").where(kind("c")), ["a3 c2"]),
+    (lambda: a_then().next("2").where(kind("b")).one_or_more().consecutive(), ["a1 b1", "a1 b1 b2"]),
+    (
+        lambda: a_then().followed_by("2").where(kind("b")).times(2, 4).greedy(),
+        ["a1 b1 b2", "a1 b1 b2 b3", "a1 b1 b2 b3 b4", "a2 b3 b4", "a2 b3 b4 b5", "a3 b4 b5", "a2 b3 b4 b5 b6",
+         "a3 b4 b5 b6", "a3 b4 b5 b6 b7"],
+    ),
+    (
+        lambda: a_then().followed_by("2").where(kind("b")).one_or_more().consecutive(),
+        ["a1 b1", "a1 b1 b2", "a2 b3", "a3 b4", "a3 b4 b5"],
+    ),
+    (
+        lambda: a_then().followed_by("2").where(kind("b")).one_or_more().greedy().until(kind("c")),
+        ["a1 b1", "a1 b1 b2", "a1 b1 b2 b3", "a2 b3", "a3 b4", "a3 b4 b5", "a3 b4 b5 b6"],
+    ),
+    (
+        lambda: Pattern.begin("1", "skip_past_last_event").where(kind("a"))
+        .followed_by("2").where(kind("b")).one_or_more().until(kind("c")),
+        ["a1 b1", "a2 b3", "a3 b4"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "expected"), FLINK_RUNS)
+def test_matches_and_their_order_are_those_flinks_runtime_reports(build, expected):
+    assert [" ".join(m) for m in found(build(), FLINK_SEQUENCE)[0]] == expected
+
+
 def test_trailing_not_followed_by_completes_when_the_window_closes():
     pattern = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).within(3)
     result = run_local(Detector(pattern), [("k", s, t) for t, s in enumerate(["a1", "c", "x", "a2", "c"])])
@@ -545,7 +603,6 @@ def test_tied_matches_prune_each_other_the_same_way_under_every_hash_seed():
     ("build", "message"),
     [
         (lambda: Pattern.begin("a").not_followed_by("x"), "has no within"),
-        (lambda: Pattern.begin("a").not_next("x").within(5), "ends with not_next"),
         (lambda: Pattern.begin("a").optional(), "every step is optional"),
         (lambda: Pattern.begin("a").followed_by("a"), "used twice"),
         (lambda: Pattern.begin("a").greedy(), "applies to a looping step"),
@@ -600,9 +657,11 @@ histories = st.lists(st.tuples(alphabet, st.integers(0, 3)), max_size=9).map(
 step_kinds = st.lists(alphabet, min_size=1, max_size=3)
 
 
-def brute_force(kinds, contiguity, history, window, most_after=None):
+def brute_force(kinds, contiguity, history, window, most_after=None, not_next=None):
     """Every way to pick one event per step, by the definitions of the contiguities
-    (``most_after``: per step, how long after the one before its event must come, or None)."""
+    (``most_after``: per step, how long after the one before its event must come, or
+    None), each with the time it completes: its last event's, or with a trailing
+    ``not_next`` the next event's, which must come within the window and not be it."""
     found_ = []
     n = len(history)
     for picks in itertools.combinations(range(n), len(kinds)):
@@ -622,24 +681,32 @@ def brute_force(kinds, contiguity, history, window, most_after=None):
             history[m][0] == kinds[g + 1] for g, (i, j) in enumerate(gaps) for m in range(i + 1, j)
         ):
             continue
-        found_.append(sorted(picks))
+        last = picks[-1]
+        if not_next is None:
+            found_.append((list(picks), history[last][1]))
+        elif last + 1 < n and history[last + 1][0] != not_next and (
+            window is None or history[last + 1][1] - history[picks[0]][1] < window
+        ):
+            found_.append((list(picks), history[last + 1][1]))
     return sorted(found_)
 
 
 @settings(max_examples=400)  # about a second
 @given(
     step_kinds, st.sampled_from(["next", "followed_by", "followed_by_any"]), histories, st.none() | st.integers(1, 6),
-    st.lists(st.none() | st.integers(1, 4), min_size=3, max_size=3),
+    st.lists(st.none() | st.integers(1, 4), min_size=3, max_size=3), st.none() | alphabet,
 )
-def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, contiguity, history, window, gaps):
-    """With a window, and a gap (``within(d, "previous_and_current")``) on some steps
-    but the first, at most the window."""
+def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, contiguity, history, window, gaps, not_next):
+    """With a window, a gap (``within(d, "previous_and_current")``) on some steps
+    but the first, at most the window, and a trailing ``not_next``."""
     gaps = [None] + [g if g is None or window is None else min(g, window) for g in gaps[1 : len(kinds)]]
     pattern = Pattern.begin("s0").where(kind(kinds[0]))
     for i, k in enumerate(kinds[1:], start=1):
         pattern = getattr(pattern, contiguity)(f"s{i}").where(kind(k))
         if gaps[i] is not None:
             pattern = pattern.within(gaps[i], "previous_and_current")
+    if not_next is not None:
+        pattern = pattern.not_next("n").where(kind(not_next))
     if window is not None:
         pattern = pattern.within(window)
     result = run_local(Detector(pattern), [("k", s, t) for s, t in history])
@@ -647,8 +714,8 @@ def test_single_event_steps_match_exactly_the_brute_force_subsequences(kinds, co
     index = {}
     for i, (_, t) in enumerate(history):
         index[(t, sum(1 for _, u in history[:i] if u == t))] = i
-    got = sorted(sorted(index[e[1:3]] for e in m.events) for m in matches(result.updates))
-    assert got == brute_force(kinds, contiguity, history, window, gaps)
+    got = sorted((sorted(index[e[1:3]] for e in m.events), m.time) for m in matches(result.updates))
+    assert got == brute_force(kinds, contiguity, history, window, gaps, not_next)
 
 
 def test_state_is_bounded_by_the_window():

@@ -65,11 +65,12 @@ def patterns(draw, raising: bool = False):
             if draw(st.booleans()):
                 pattern = attempt(pattern, Pattern.until, draw(st.sampled_from(SQL)))
     if draw(st.booleans()):
-        pattern = attempt(pattern, negated, Pattern.not_followed_by, next(names), draw(st.sampled_from(SQL)))
+        trailing = draw(st.sampled_from([Pattern.not_followed_by, Pattern.not_next]))
+        pattern = attempt(pattern, negated, trailing, next(names), draw(st.sampled_from(SQL)))
         if draw(st.booleans()):
             pattern = attempt(pattern, Pattern.within, draw(st.sampled_from([2, 5])), "previous_and_current")
     within = draw(st.sampled_from([None, 10, 2.5, datetime.timedelta(seconds=3)]))
-    if within is not None or (pattern._pending and pattern._pending[-1].gap is None):
+    if within is not None or (pattern._pending and pattern._pending[-1].kind == "not_followed_by" and pattern._pending[-1].gap is None):
         pattern = pattern.within(within if within is not None else 10)
     try:
         return pattern.compiled()

@@ -99,11 +99,20 @@ def gapped():
     )
 
 
+def trailing():
+    """``a b+`` then not ``c`` next: a match completes at the key's next event."""
+    return (
+        Pattern.begin("a", "skip_to_next").where(lambda s: s[0] == "a")
+        .followed_by("b").where(lambda s: s[0] == "b").one_or_more()
+        .not_next("c").where(lambda s: s[0] == "c").within(6)
+    )
+
+
 @pytest.mark.parametrize(
     ("pattern", "symbols"),
     [
         (tied, ["a", "b", "c", "d"]), (held, ["a", "b", "b!", "c"]), (grouped, ["s", "a", "b", "c"]),
-        (gapped, ["a", "b", "c", "d"]),
+        (gapped, ["a", "b", "c", "d"]), (trailing, ["a", "b", "c", "d"]),
     ],
 )
 def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, symbols):
@@ -122,6 +131,8 @@ def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, sy
     if pattern is gapped:  # the data exercises both gaps: partial matches end 3 after a, matches 2 after c
         assert any(t.events[-1][0] == "a" and t.time == t.events[-1][1] + 3 for t in timeouts(local))
         assert any(m.time == m.events[-1][1] + 2 for m in matches(local))
+    if pattern is trailing:  # matches complete at a later event; partial matches time out waiting for one
+        assert any(m.time > m.events[-1][1] for m in matches(local)) and timeouts(local)
 
     batch = run_batch(detector, spark.createDataFrame(events, SCHEMA), order="order")
     batch_updates = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
