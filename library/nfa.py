@@ -47,7 +47,7 @@ __all__ = [
     "state_text",
 ]
 
-ACCEPT = -1  # the "continuation" a trailing negation blocks
+ACCEPT = -1  # the "continuation" a trailing not_next blocks once it has decided the match
 # what evaluating expression conditions raises on events they cannot read (Arrow's
 # errors are also ValueError, TypeError, KeyError, IndexError or NotImplementedError)
 EVALUATION_ERRORS = (ArithmeticError, NotImplementedError, TypeError, ValueError, KeyError, IndexError)
@@ -269,7 +269,7 @@ class Nfa:
         step = self.steps[i]
         conts = []
         if step.max is None or count < step.max:
-            conts.append(Cont(i, min(count + 1, cap(step)), step.inner, (), True))
+            conts.append(Cont(i, min(count + 1, cap(step)), step.inner, self._loop_guards(i), True))
         accepting = False
         if count >= step.min:
             # Flink's compiler: leaving a greedy step is "and not the step's own condition"
@@ -277,6 +277,18 @@ class Nfa:
             onwards, accepting = self._onwards([(self._leave[i], ())], (), over)
             conts += onwards
         return Position(i, count, tuple(conts), accepting)
+
+    def _loop_guards(self, i: int) -> tuple[Negation, ...]:
+        """The ``not_followed_by`` negations right after loop step ``i`` (outside
+        groups): as in Flink's compiler, their events end the partial match from the
+        loop's first event on, not only once it leaves the loop."""
+        if self.times[i]:
+            return ()
+        onwards, _ = self._onwards([(self._leave[i], ())], (), ())
+        guards = [g for cont in onwards for g in cont.guards]
+        if i == len(self.steps) - 1:
+            guards += self.trailing
+        return tuple({id(g): g for g in guards if g.kind == "not_followed_by"}.values())
 
     # -- states -----------------------------------------------------------------------------
 
@@ -325,10 +337,17 @@ class Nfa:
 
     def _decide(self, state: State, said: dict[int, bool]) -> Outcome:
         position, fresh, blocked, start = state.position, state.fresh, state.blocked, state.text is None
-        newly: set[int] = set()
+        newly: set[int] = set()  # continuations this event closes: until inside a loop
+        negated = False  # the event meets a negation of the partial match: it ends (below)
         for cont in position.conts if not start else ():
-            if cont.target not in blocked and self._stops(cont, said, fresh):
-                newly.add(cont.target)
+            if cont.target in blocked:
+                continue
+            negated = negated or self._negated(cont, said, fresh)
+            if cont.loop and cont.target in self.until and said[self.until[cont.target]]:
+                newly.add(cont.target)  # the loop can neither take nor skip it
+        pending = not start and self.pending(state)
+        if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
+            negated = True
         live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
         takes = [
             c for c in live
@@ -349,12 +368,12 @@ class Nfa:
             taken.append((self.steps[cont.target].name, text, completes))
         if start:
             return Outcome(tuple(taken), None)
-        pending = self.pending(state)
+        if negated:
+            # as Flink's NFA discards a partial match one of whose paths reaches a
+            # negation's stop state: every way on ends, but matches this event completes
+            return Outcome(tuple((name, None, True) for name, _, completes in taken if completes), None)
         completes = False
-        if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
-            newly.add(ACCEPT)
-            pending = False
-        elif pending and self.next_decides:  # the event after the match does not meet the not_next
+        if pending and self.next_decides:  # the event after the match does not meet the not_next
             newly.add(ACCEPT)
             pending, completes = False, True
         surviving = [
@@ -382,13 +401,10 @@ class Nfa:
             and any(g.kind == "not_next" for g in self.trailing)
         )
 
-    def _stops(self, cont: Cont, said: dict[int, bool], fresh: bool) -> bool:
-        """Whether this event closes ``cont`` for good: a negation it meets, or ``until``
-        inside a loop (the loop can neither take nor skip it)."""
-        for guard in cont.guards:
-            if (guard.kind == "not_followed_by" or fresh) and said[self.guard[id(guard)]]:
-                return True
-        return cont.loop and cont.target in self.until and said[self.until[cont.target]]
+    def _negated(self, cont: Cont, said: dict[int, bool], fresh: bool) -> bool:
+        """Whether this event meets a negation on the way to ``cont`` (a ``not_next``
+        only while it is the event right after the partial match's last)."""
+        return any((g.kind == "not_followed_by" or fresh) and said[self.guard[id(g)]] for g in cont.guards)
 
     # -- asking the conditions ----------------------------------------------------------------
 

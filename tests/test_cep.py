@@ -207,6 +207,90 @@ def test_matches_and_their_order_are_those_flinks_runtime_reports(build, expecte
     assert [" ".join(m) for m in found(build(), FLINK_SEQUENCE)[0]] == expected
 
 
+def one_letter(letter):
+    return lambda symbol: symbol[0] == letter
+
+
+def negated_after_loop(then, loop, combinations=False, negation="not_followed_by"):
+    """``a`` then ``b`` (``followed_by`` or ``followed_by_any``) looping, a negation of
+    ``c``, then ``d``."""
+    b = getattr(Pattern.begin("a").where(one_letter("a")), then)("b").where(one_letter("b"))
+    b = b.one_or_more() if loop == "+" else b.times(loop)
+    b = b.allow_combinations() if combinations else b
+    return getattr(b, negation)("n").where(one_letter("c")).followed_by("d").where(one_letter("d"))
+
+
+def negated_before_loop(then, combinations, optional):
+    """``a``, no ``c``, then ``b+`` (``b*`` if ``optional``) then ``d``."""
+    b = getattr(Pattern.begin("a").where(one_letter("a")).not_followed_by("n").where(one_letter("c")), then)("b")
+    b = b.where(one_letter("b")).one_or_more()
+    b = b.optional() if optional else b
+    return (b.allow_combinations() if combinations else b).followed_by("d").where(one_letter("d"))
+
+
+AFTER = ["a1", "b1", "b2", "b3", "c1", "b4", "b5", "b6", "d1"]
+BEFORE = ["a1", "b1", "c1", "b4", "b5", "b6", "d1"]
+B1_THEN = ["a1 b1 b4 b5 b6 d1", "a1 b1 b4 b5 d1", "a1 b1 b4 d1", "a1 b1 d1"]
+# (pattern, events, the matches Flink's negation tests expect, in any order)
+FLINK_NEGATIONS = [
+    (lambda: negated_after_loop("followed_by_any", 2), ["a1", "b1", "c1", "b2", "d1"], []),
+    (lambda: negated_after_loop("followed_by_any", 2), ["a1", "d1", "e1", "b1", "b2", "c1", "d2"], []),
+    (lambda: negated_after_loop("followed_by", "+", negation="not_next"), ["a1", "b1", "c1", "b2", "d1"], []),
+    (lambda: negated_after_loop("followed_by_any", "+", negation="not_next"), ["a1", "b1", "c1", "b2", "d1"], ["a1 b2 d1"]),
+    (lambda: negated_after_loop("followed_by", "+"), AFTER, []),
+    (lambda: negated_after_loop("followed_by", "+", combinations=True), AFTER, []),
+    (
+        lambda: negated_after_loop("followed_by_any", "+"), AFTER,
+        ["a1 b4 b5 b6 d1", "a1 b4 b5 d1", "a1 b4 d1", "a1 b5 b6 d1", "a1 b5 d1", "a1 b6 d1"],
+    ),
+    (
+        lambda: negated_after_loop("followed_by_any", "+", combinations=True), AFTER,
+        ["a1 b4 b5 b6 d1", "a1 b4 b5 d1", "a1 b4 b6 d1", "a1 b4 d1", "a1 b5 b6 d1", "a1 b5 d1", "a1 b6 d1"],
+    ),
+    *(
+        (
+            lambda then=then, combinations=combinations, optional=optional: negated_before_loop(then, combinations, optional),
+            BEFORE,
+            B1_THEN + (["a1 b1 b4 b6 d1", "a1 b1 b5 b6 d1", "a1 b1 b5 d1", "a1 b1 b6 d1"] if combinations else []),
+        )
+        for then in ("followed_by", "followed_by_any") for combinations in (False, True) for optional in (False, True)
+    ),
+    (
+        lambda: Pattern.begin("s").where(one_letter("a")).not_next("n").where(one_letter("b"))
+        .followed_by_any("m").where(one_letter("c")).followed_by("e").where(one_letter("d")),
+        ["a1", "c1", "b1", "c2", "d1"], ["a1 c1 d1", "a1 c2 d1"],
+    ),
+    (
+        lambda: Pattern.begin("s").where(one_letter("a")).followed_by_any("m").where(one_letter("c"))
+        .followed_by_any("e").where(one_letter("d")).not_next("n").where(one_letter("b")),
+        ["a1", "c1", "c2", "d1", "b1"], [],
+    ),
+    (
+        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
+        .followed_by_any("e").where(one_letter("c")).optional(),
+        ["a1", "c1", "b1", "c2"], ["a1 c1", "a1"],
+    ),
+    (
+        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
+        .followed_by_any("m").where(one_letter("c")).times(2).optional().followed_by("e").where(one_letter("d")),
+        ["a1", "d1", "e1", "b1", "c1", "c2", "d2"], ["a1 d1"],
+    ),
+    (
+        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
+        .followed_by("m").where(one_letter("c")).followed_by("e").where(one_letter("d")),
+        ["a1", "b1", "c1", "a2", "c2", "d1"], ["a2 c2 d1"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "symbols", "expected"), FLINK_NEGATIONS)
+def test_negations_end_partial_matches_as_flinks_negation_tests_expect(build, symbols, expected):
+    """An event meeting a negation ends the partial match, every way on (a loop that
+    could take more events too), and a ``not_followed_by`` after a loop holds from the
+    loop's first event, as Flink's compiler and NFA do."""
+    assert sorted(" ".join(m) for m in found(build(), symbols)[0]) == sorted(expected)
+
+
 def test_trailing_not_followed_by_completes_when_the_window_closes():
     pattern = Pattern.begin("a").where(kind("a")).not_followed_by("x").where(kind("x")).within(3)
     result = run_local(Detector(pattern), [("k", s, t) for t, s in enumerate(["a1", "c", "x", "a2", "c"])])
