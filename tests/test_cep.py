@@ -540,6 +540,103 @@ def test_times_from_zero_is_an_optional_times_from_one(most):
     assert step.times(0, most) == step.times(1, most).optional()
 
 
+class Priced(NamedTuple):
+    """An event of Flink's CEP tests: a name and a price, and a label to show it by."""
+
+    name: str
+    price: float
+    label: str
+
+
+def named(name):
+    return lambda e: e.name == name
+
+
+def priced(*rows):
+    return [Priced(*row) for row in rows]
+
+
+START, A1, A2, A3, BREAK, END = priced(("c", 1, "c"), ("a", 2, "a1"), ("a", 3, "a2"), ("a", 4, "a3"), ("a", 5, "x"), ("b", 5, "b"))
+AT_FIVE = lambda e: e.price == 5  # noqa: E731
+
+
+def c_then_a(then="followed_by", times=None, *changes):
+    """``c``, then ``a`` (``then``: its contiguity) one or more times (or ``times``
+    or more), with ``changes`` (method names) applied to that step."""
+    a = getattr(Pattern.begin("start").where(named("c")), then)("middle").where(named("a"))
+    a = a.one_or_more() if times is None else a.times_or_more(times)
+    for change in changes:
+        a = getattr(a, change)()
+    return a
+
+
+def sum_of_middle_is(total):
+    return lambda e, matched: sum(m.price for m in matched.get("middle", ())) == total
+
+
+# (pattern, events, the matches Flink's until, times-or-more and greedy tests expect)
+FLINK_QUANTIFIERS = [
+    (
+        lambda: c_then_a().until(AT_FIVE).followed_by("end").where(AT_FIVE),
+        [START, A1, A2, BREAK, *priced(("a", 6, "a4"))], ["c a1 a2 x", "c a1 x"],
+    ),
+    (
+        lambda: c_then_a("followed_by", None, "allow_combinations").until(AT_FIVE).followed_by("end").where(AT_FIVE),
+        [START, A1, A2, A3, BREAK], ["c a1 a2 a3 x", "c a1 a2 x", "c a1 a3 x", "c a1 x"],
+    ),
+    (
+        lambda: c_then_a("followed_by", None, "optional", "consecutive").until(AT_FIVE).followed_by("end").where(AT_FIVE),
+        [START, A1, A2, BREAK], ["c a1 a2 x", "c a1 x", "c x"],
+    ),
+    (
+        lambda: c_then_a("followed_by_any", None, "optional").until(AT_FIVE),
+        [START, A1, A2, BREAK, *priced(("a", 6, "a3"))], ["c a1 a2", "c a1", "c a2", "c a3", "c"],
+    ),
+    (
+        lambda: Pattern.begin("start").where(named("c")).followed_by("middle").one_or_more().optional()
+        .until(sum_of_middle_is(6)),
+        [START, A1, A2, *priced(("d", 1, "d")), BREAK], ["c a1 a2 d", "c a1 a2", "c a1", "c"],
+    ),
+    (
+        lambda: c_then_a("followed_by", 2, "allow_combinations").followed_by("end").where(named("b")),
+        [START, A1, A2, A3, END], ["c a1 a2 a3 b", "c a1 a2 b", "c a1 a3 b"],
+    ),
+    (
+        lambda: c_then_a("followed_by_any", 2, "allow_combinations").followed_by("end").where(named("b")),
+        [START, *priced(("f", 1, "f")), A1, *priced(("f", 1, "f")), A2, A3, END],
+        ["c a1 a2 a3 b", "c a1 a2 b", "c a1 a3 b", "c a2 a3 b"],
+    ),
+    (
+        lambda: c_then_a("followed_by_any", 2, "consecutive", "optional").followed_by("end").where(named("b")),
+        [START, *priced(("f", 1, "f")), A1, *priced(("f", 1, "f")), A2, A3, END], ["c a2 a3 b", "c b"],
+    ),
+    (
+        lambda: c_then_a("next", 2, "consecutive", "optional").followed_by("end").where(named("b")),
+        [START, A1, A2, A3, END], ["c a1 a2 a3 b", "c a1 a2 b", "c b"],
+    ),
+    (
+        lambda: c_then_a("followed_by", None, "optional", "greedy").followed_by("end").where(named("b")),
+        [START, *priced(("x", 0, "x")), A1, *priced(("x", 0, "x")), A2, A3, END], ["c a1 a2 a3 b"],
+    ),
+    (
+        lambda: c_then_a("followed_by", None, "optional", "greedy").followed_by("d").where(named("d"))
+        .optional().followed_by("end").where(named("b")),
+        [START, A1, A2, *priced(("d", 1, "d")), END], ["c a1 a2 b", "c a1 a2 d b"],
+    ),
+    (
+        lambda: c_then_a("followed_by", None, "greedy").until(lambda e: e.price > 3).followed_by("end").where(named("b")),
+        [START, *priced(("a", 9, "a0")), A1, A2, *priced(("a", 3, "a3")), END], [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("build", "events", "expected"), FLINK_QUANTIFIERS)
+def test_loops_find_what_flinks_until_times_or_more_and_greedy_tests_expect(build, events, expected):
+    result = run_local(Detector(build()), [("k", e, t) for t, e in enumerate(events)])
+    assert not result.rejected
+    assert sorted(" ".join(e[3].label for e in m.events) for m in matches(result.updates)) == sorted(expected)
+
+
 def test_until_is_never_taken_even_as_a_loops_first_event():
     assert found(Pattern.begin("a").where(kind("b")).one_or_more().until(kind("b")), ["b"])[0] == []
     # an event meeting both the loop's condition and until ends the loop; it is not taken
