@@ -342,12 +342,11 @@ class Nfa:
         for cont in position.conts if not start else ():
             if cont.target in blocked:
                 continue
-            negated = negated or self._negated(cont, said, fresh)
+            negated = negated or self._negated(cont.guards, said, fresh)
             if cont.loop and cont.target in self.until and said[self.until[cont.target]]:
                 newly.add(cont.target)  # the loop can neither take nor skip it
-        pending = not start and self.pending(state)
-        if pending and any(said[self.guard[id(g)]] for g in self.trailing if g.kind == "not_followed_by" or fresh):
-            negated = True
+        pending = self.pending(state)
+        negated = negated or (pending and self._negated(self.trailing, said, fresh))
         live = [c for c in position.conts if c.target not in blocked and c.target not in newly]
         takes = [
             c for c in live
@@ -401,10 +400,10 @@ class Nfa:
             and any(g.kind == "not_next" for g in self.trailing)
         )
 
-    def _negated(self, cont: Cont, said: dict[int, bool], fresh: bool) -> bool:
-        """Whether this event meets a negation on the way to ``cont`` (a ``not_next``
-        only while it is the event right after the partial match's last)."""
-        return any((g.kind == "not_followed_by" or fresh) and said[self.guard[id(g)]] for g in cont.guards)
+    def _negated(self, guards: tuple[Negation, ...], said: dict[int, bool], fresh: bool) -> bool:
+        """Whether this event meets one of ``guards`` (a ``not_next`` only while it is
+        the event right after the partial match's last)."""
+        return any((g.kind == "not_followed_by" or fresh) and said[self.guard[id(g)]] for g in guards)
 
     # -- asking the conditions ----------------------------------------------------------------
 

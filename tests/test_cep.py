@@ -207,25 +207,21 @@ def test_matches_and_their_order_are_those_flinks_runtime_reports(build, expecte
     assert [" ".join(m) for m in found(build(), FLINK_SEQUENCE)[0]] == expected
 
 
-def one_letter(letter):
-    return lambda symbol: symbol[0] == letter
-
-
 def negated_after_loop(then, loop, combinations=False, negation="not_followed_by"):
     """``a`` then ``b`` (``followed_by`` or ``followed_by_any``) looping, a negation of
     ``c``, then ``d``."""
-    b = getattr(Pattern.begin("a").where(one_letter("a")), then)("b").where(one_letter("b"))
+    b = getattr(Pattern.begin("a").where(kind("a")), then)("b").where(kind("b"))
     b = b.one_or_more() if loop == "+" else b.times(loop)
     b = b.allow_combinations() if combinations else b
-    return getattr(b, negation)("n").where(one_letter("c")).followed_by("d").where(one_letter("d"))
+    return getattr(b, negation)("n").where(kind("c")).followed_by("d").where(kind("d"))
 
 
 def negated_before_loop(then, combinations, optional):
     """``a``, no ``c``, then ``b+`` (``b*`` if ``optional``) then ``d``."""
-    b = getattr(Pattern.begin("a").where(one_letter("a")).not_followed_by("n").where(one_letter("c")), then)("b")
-    b = b.where(one_letter("b")).one_or_more()
+    b = getattr(Pattern.begin("a").where(kind("a")).not_followed_by("n").where(kind("c")), then)("b")
+    b = b.where(kind("b")).one_or_more()
     b = b.optional() if optional else b
-    return (b.allow_combinations() if combinations else b).followed_by("d").where(one_letter("d"))
+    return (b.allow_combinations() if combinations else b).followed_by("d").where(kind("d"))
 
 
 AFTER = ["a1", "b1", "b2", "b3", "c1", "b4", "b5", "b6", "d1"]
@@ -256,28 +252,28 @@ FLINK_NEGATIONS = [
         for then in ("followed_by", "followed_by_any") for combinations in (False, True) for optional in (False, True)
     ),
     (
-        lambda: Pattern.begin("s").where(one_letter("a")).not_next("n").where(one_letter("b"))
-        .followed_by_any("m").where(one_letter("c")).followed_by("e").where(one_letter("d")),
+        lambda: Pattern.begin("s").where(kind("a")).not_next("n").where(kind("b"))
+        .followed_by_any("m").where(kind("c")).followed_by("e").where(kind("d")),
         ["a1", "c1", "b1", "c2", "d1"], ["a1 c1 d1", "a1 c2 d1"],
     ),
     (
-        lambda: Pattern.begin("s").where(one_letter("a")).followed_by_any("m").where(one_letter("c"))
-        .followed_by_any("e").where(one_letter("d")).not_next("n").where(one_letter("b")),
+        lambda: Pattern.begin("s").where(kind("a")).followed_by_any("m").where(kind("c"))
+        .followed_by_any("e").where(kind("d")).not_next("n").where(kind("b")),
         ["a1", "c1", "c2", "d1", "b1"], [],
     ),
     (
-        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
-        .followed_by_any("e").where(one_letter("c")).optional(),
+        lambda: Pattern.begin("s").where(kind("a")).not_followed_by("n").where(kind("b"))
+        .followed_by_any("e").where(kind("c")).optional(),
         ["a1", "c1", "b1", "c2"], ["a1 c1", "a1"],
     ),
     (
-        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
-        .followed_by_any("m").where(one_letter("c")).times(2).optional().followed_by("e").where(one_letter("d")),
+        lambda: Pattern.begin("s").where(kind("a")).not_followed_by("n").where(kind("b"))
+        .followed_by_any("m").where(kind("c")).times(2).optional().followed_by("e").where(kind("d")),
         ["a1", "d1", "e1", "b1", "c1", "c2", "d2"], ["a1 d1"],
     ),
     (
-        lambda: Pattern.begin("s").where(one_letter("a")).not_followed_by("n").where(one_letter("b"))
-        .followed_by("m").where(one_letter("c")).followed_by("e").where(one_letter("d")),
+        lambda: Pattern.begin("s").where(kind("a")).not_followed_by("n").where(kind("b"))
+        .followed_by("m").where(kind("c")).followed_by("e").where(kind("d")),
         ["a1", "b1", "c1", "a2", "c2", "d1"], ["a2 c2 d1"],
     ),
 ]
