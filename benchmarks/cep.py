@@ -12,7 +12,8 @@ Approaches, measured warm and interleaved (A B C A B C ...), each checked agains
 
 - hand-written: a plain-Python detector for this one pattern, the floor;
 - ``run_local(Detector(...))``;
-- ``run_batch`` on a local Spark session (Parquet in, the output written as Parquet);
+- ``run_batch`` on a local Spark session (Parquet in; its tasks write the output as
+  Parquet files in a scratch folder that the result reads);
 - ``run_batch`` into an arrangement (its tasks write the output files themselves),
   checked against ``run_local`` into an arrangement: timeouts after its upper wait.
 
@@ -208,18 +209,21 @@ def spark_batch(detector: Detector, events, work: str):
     pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)
     spark = local_session()
 
-    def run():
-        shutil.rmtree(f"{work}/out", ignore_errors=True)
-        result = run_batch(detector, spark.read.parquet(source))
-        result.updates.write.parquet(f"{work}/out")
-        result.unpersist()
+    held = []  # the last run's result, whose files check() reads
+
+    def run():  # the run writes its output as Parquet files (scratch) that its frames read
+        for result in held:
+            result.unpersist()
+        held[:] = [run_batch(detector, spark.read.parquet(source))]
+        if held[0].scratch is None:
+            raise SystemExit("run_batch cached its output instead of writing it as files")
 
     def run_into():
         shutil.rmtree(f"{work}/arr", ignore_errors=True)
         run_batch(detector, spark.read.parquet(source), into=f"{work}/arr")
 
     def check(into=False):
-        out = read_updates(spark, f"{work}/arr") if into else spark.read.parquet(f"{work}/out")
+        out = read_updates(spark, f"{work}/arr") if into else held[0].updates
         found = out.where("value.kind != 'partial'").collect()
         per_time = out.where("value.kind = 'partial'").groupBy("time").sum("diff").collect()
 

@@ -8,7 +8,7 @@ Events are records ``Login(kind, amount)`` (a NamedTuple locally, a struct on Sp
 ``kind = 'ok' AND amount > 10`` within 10, its conditions given once as SQL text
 (evaluated for a batch of events at once) and once as Python functions (per event).
 Measured warm and interleaved (A B A B ...) in one process, run_local and run_batch
-(Parquet in, output written as Parquet), every output checked against run_local
+(Parquet in, output written as Parquet by its tasks), every output checked against run_local
 with functions.
 """
 
@@ -21,7 +21,7 @@ import shutil
 import statistics
 import sys
 import tempfile
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -83,18 +83,19 @@ def spark_runs(detectors: dict[str, Detector], events, work: str):
     pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
     spark = local_session()
 
+    held: dict[str, Any] = {}  # each approach's last result, whose files digest() reads
+
     def runner(name: str, detector: Detector):
-        def run():
-            shutil.rmtree(f"{work}/{name}", ignore_errors=True)
-            result = run_batch(detector, spark.read.parquet(source))
-            result.updates.write.parquet(f"{work}/{name}")
-            result.unpersist()
+        def run():  # the run writes its output as Parquet files (scratch) that its frames read
+            if name in held:
+                held.pop(name).unpersist()
+            held[name] = run_batch(detector, spark.read.parquet(source))
             return name
 
         return run
 
     def digest(name: str):
-        found = spark.read.parquet(f"{work}/{name}").where("value.kind != 'partial'").collect()
+        found = held[name].updates.where("value.kind != 'partial'").collect()
         return findings_digest([((r.key, plain(r.value)), r.time, r.diff) for r in found])
 
     return {name: (runner(name, d), digest) for name, d in detectors.items()}

@@ -5,7 +5,7 @@ Usage:
 
 Events are cep_expressions' logins; rule ``i`` is the fraud pattern with SQL
 conditions, ``2 + i % 3`` failures then a success above ``10 * (i % 7)`` within 10.
-Per rule count: run_local and run_batch (Parquet in, output written as Parquet)
+Per rule count: run_local and run_batch (Parquet in, output written as Parquet by its tasks)
 timed warm and interleaved (A B A B ...) in one process, run_batch's findings
 checked against run_local's; and, untimed, the peak resident memory of a fresh
 process running run_local, and the most partial matches alive at once.
@@ -19,6 +19,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -94,15 +95,16 @@ def main() -> None:
             approaches = {"local": (lambda d=detector: run_local(d, events).updates, digest)}
             if spark is not None:
 
-                def run(d=detector, out=f"{work}/out-{count}"):
-                    shutil.rmtree(out, ignore_errors=True)
-                    result = run_batch(d, spark.read.parquet(source))
-                    result.updates.write.parquet(out)
-                    result.unpersist()
-                    return out
+                held: list[Any] = []  # the last result, whose files read() reads
 
-                def read(out):
-                    rows = spark.read.parquet(out).where("value.kind != 'partial'").collect()
+                def run(d=detector, held=held):  # its tasks write the output as Parquet files (scratch)
+                    for result in held:
+                        result.unpersist()
+                    held[:] = [run_batch(d, spark.read.parquet(source))]
+                    return held[0]
+
+                def read(result):
+                    rows = result.updates.where("value.kind != 'partial'").collect()
                     return digest([((r.key, r.value), r.time, r.diff) for r in rows])
 
                 approaches["batch"] = (run, read)

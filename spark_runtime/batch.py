@@ -9,7 +9,9 @@ are read from it and shipped beside its events (feedback), events below its ``up
 are late, and one job writes the updates (published atomically as one new batch) and
 the rejected rows (kept in the arrangement: ``read_rejected``); on the generic path
 the Python tasks write both themselves and the job only collects the files' names.
-The result's frames read those files.
+The result's frames read those files. Without ``into`` the tasks write their rows
+into a scratch folder the same way (a temporary one in a local session), else the
+output is cached.
 
     events (key, symbol, time, order)  ->  updates (key, value, time, diff)
                                        ->  rejected (key, symbol, time, order, reason, detail)
@@ -17,9 +19,13 @@ The result's frames read those files.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import html
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -44,6 +50,7 @@ from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.output import (
     EVENT_ROW,
+    FILE_OF,
     REFUSAL,
     REJECTED,
     REJECTED_COLUMNS,
@@ -63,7 +70,7 @@ from statemachines.spark.output import (
     writing_files,
 )
 from statemachines.spark.progress import StageProgress
-from statemachines.spark.shipping import ship_code
+from statemachines.spark.shipping import is_local, ship_code
 from statemachines.spark.tabulated import runs_tabulated, tabulated_runner
 from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time, time_kind
@@ -97,8 +104,10 @@ class BatchResult:
         lower, upper: the times the run covered (``upper`` is ``None`` without an
             arrangement: the input was complete).
         published: True if a new batch was published into the arrangement.
-        output: the cached rows both frames read, without ``into`` (release it with
-            :meth:`unpersist`); with ``into`` they read the written files.
+        output: the cached rows both frames read, when the run cached them (release
+            it with :meth:`unpersist`).
+        scratch: the folder of the files both frames read, when the run's tasks
+            wrote them into a scratch folder (:meth:`unpersist` deletes it).
     """
 
     updates: Any
@@ -107,15 +116,22 @@ class BatchResult:
     upper: Any = None
     published: bool = False
     output: Any = attrs.field(default=None, repr=False)
+    scratch: str | None = None
 
     def unpersist(self) -> None:
-        """Release the cached output that ``updates`` and ``rejected`` read.
+        """Release the cached output, or delete the scratch files, that ``updates``
+        and ``rejected`` read: they cannot be read afterwards (a published batch
+        stays in its arrangement).
 
         Unpersisting ``updates`` itself releases nothing: it is a view of the cache.
         Returns once the cache is gone, so a run that follows has its memory.
         """
         if self.output is not None:
             self.output.unpersist(blocking=True)
+        if self.scratch is not None:
+            loc = delta.location(self.scratch)
+            with contextlib.suppress(FileNotFoundError):
+                loc.filesystem.delete_dir(loc.root)
 
     def counts(self) -> tuple[int, dict[str, int]]:
         """How many updates, and how many rejected rows by reason (two Spark jobs)."""
@@ -390,6 +406,7 @@ def run_batch(
     progress: Any = False,
     refusal: str | None = None,
     abandon_waiting: bool = False,
+    scratch: str | os.PathLike[str] | None = None,
 ) -> BatchResult:
     """Run ``machine`` over the DataFrame ``events`` on Spark.
 
@@ -413,10 +430,20 @@ def run_batch(
         abandon_waiting: append to an arrangement whose streaming query holds events
             not yet final (without it, that is refused: the append moves the
             arrangement's upper past them, and the query could never apply them).
+        scratch: without ``into``, a folder (path or URI) that every executor and
+            this process reach, where the run's Python tasks write its output as
+            Parquet files for the result to read, instead of Spark caching it (the
+            rows then make no trip back through Spark: faster, and no memory held).
+            Each run writes a folder of its own inside; ``result.unpersist()``
+            deletes it. Default: a temporary folder (deleted when this process
+            exits) in a classic local session, whose tasks run on this machine;
+            elsewhere the output is cached. Used by a machine's generic Python path
+            without a ``refusal`` column; a native or waterline path caches.
 
     Returns:
         A :class:`BatchResult`. With ``into``, its DataFrames read the files the run
-        wrote; without, one cached output (``result.unpersist()`` releases it).
+        wrote; without, the scratch files or one cached output
+        (``result.unpersist()`` releases either).
 
     Raises:
         InvalidArgument: missing columns, a time column of the wrong type, a
@@ -424,16 +451,19 @@ def run_batch(
     """
     columns = EventColumns(key, symbol, time, order, refusal)
     if not progress:
-        return _run_batch(machine, events, columns, into, value_type, native, abandon_waiting=abandon_waiting)
+        return _run_batch(
+            machine, events, columns, into, value_type, native, abandon_waiting=abandon_waiting, scratch=scratch
+        )
 
     if isinstance(progress, StageProgress):
         return _run_batch(
-            machine, events, columns, into, value_type, native, progress.counter, abandon_waiting=abandon_waiting
+            machine, events, columns, into, value_type, native, progress.counter,
+            abandon_waiting=abandon_waiting, scratch=scratch,
         )
     result, _, counts = run_batch_drawn(
         machine, events, label=f"run_batch {machine.spec.name}", key=key, symbol=symbol,
         time=time, order=order, into=into, value_type=value_type, native=native, refusal=refusal,
-        abandon_waiting=abandon_waiting,
+        abandon_waiting=abandon_waiting, scratch=scratch,
     )
     print(result.summary(counts), file=sys.stderr)
     return result
@@ -469,13 +499,20 @@ def _run_batch(
     counter: Any = None,
     *,
     abandon_waiting: bool = False,
+    scratch: Any = None,
 ) -> BatchResult:
     require_frame(events, "run_batch")
     prepared = prepare_events(events, columns)
     ship_code(prepared.sparkSession, machine)
     if into is None:
-        output = process_events(machine, prepared, value_type=value_type, native=native, counter=counter)
-        return _result(output)
+        folder = None if columns.refusal else _scratch_folder(prepared.sparkSession, scratch)
+        output, files_only = _output(
+            machine, prepared, lower=None, upto=None, into=None, value_type=value_type, native=native,
+            counter=counter, notes=None, task_files=folder and (folder, "rejected"),
+        )
+        if files_only:
+            return _scratch_result(output, folder)
+        return _result(output if output.is_cached else output.persist())  # a waterline caches its own
     into = open_arrangement(into)
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
@@ -505,7 +542,7 @@ def _run_batch(
     name = batch_name()
     output, files_only = _output(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
-        counter=counter, notes=notes, task_files=name,
+        counter=counter, notes=notes, task_files=(into, name),
     )
     if files_only:  # the tasks write every row: the job only collects the files' names
         parts = gather_files(into, name, output.select("kind", "detail", "diff").toArrow())
@@ -548,7 +585,6 @@ def _publish(
     arrangement (the writer's note ``rejected`` names them;
     :func:`~statemachines.spark.streaming.read_rejected` reads them); the result's
     frames read what was written."""
-    spark = output.sparkSession
     upto = upto_of()
     n_updates, n_rejected = parts.counts.get(UPDATE, 0), parts.counts.get(REJECTED, 0)
     if n_rejected:
@@ -559,17 +595,49 @@ def _publish(
     if not (new_batch and n_updates):
         drop_parts(into, parts)
 
-    def written(relative: list[str], columns: tuple[str, ...], rows: int) -> Any:
-        schema = T.StructType([output.schema[c] for c in columns])
-        if not rows:
-            return spark.createDataFrame([], schema)
-        return spark.read.schema(schema).parquet(*(os.path.join(into, r) for r in relative)).select(*columns)
-
     frames = (
-        written(parts.update_files, UPDATE_COLUMNS, n_updates),
-        written([aside(parts.name, REJECTED)], REJECTED_COLUMNS, n_rejected),
+        _read_files(output, into, parts.update_files if n_updates else [], UPDATE_COLUMNS),
+        _read_files(output, into, [aside(parts.name, REJECTED)] if n_rejected else [], REJECTED_COLUMNS),
     )
     return BatchResult(*frames, lower, upto, published=new_batch)
+
+
+def _read_files(output: Any, root: str, relative: list[str], columns: tuple[str, ...]) -> Any:
+    """A frame of ``columns`` (typed as in ``output``) reading the Parquet files or
+    folders ``relative`` to ``root``; an empty frame for none."""
+    spark = output.sparkSession
+    schema = T.StructType([output.schema[c] for c in columns])
+    if not relative:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*(os.path.join(root, r) for r in relative)).select(*columns)
+
+
+_LOCAL_SCRATCH: list[str] = []  # this process's temporary scratch folder, once made
+
+
+def _scratch_folder(spark: Any, scratch: Any) -> str | None:
+    """A new folder for one run's task-written output inside ``scratch`` (or inside
+    this process's temporary folder, in a classic local session), or ``None``: cache."""
+    if scratch is None:
+        if not is_local(spark):
+            return None
+        if not _LOCAL_SCRATCH:
+            _LOCAL_SCRATCH.append(tempfile.mkdtemp(prefix="statemachines-batch-"))
+            atexit.register(shutil.rmtree, _LOCAL_SCRATCH[0], ignore_errors=True)
+        scratch = _LOCAL_SCRATCH[0]
+    return delta.location(scratch).uri_of(f"run-{uuid.uuid4().hex}")
+
+
+def _scratch_result(output: Any, folder: str) -> BatchResult:
+    """Run the job whose tasks write their rows as files in ``folder``: a result
+    reading them."""
+    named = output.select("kind", "detail").toArrow().to_pylist()
+    files = {kind: [row["detail"] for row in named if row["kind"] == FILE_OF[kind]] for kind in FILE_OF}
+    return BatchResult(
+        _read_files(output, folder, files[UPDATE], UPDATE_COLUMNS),
+        _read_files(output, folder, files[REJECTED], REJECTED_COLUMNS),
+        scratch=folder,
+    )
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:
@@ -621,12 +689,12 @@ def process_events(
 
 def _output(
     machine: Machine, prepared: Any, *, lower: Any, upto: Any, into: str | None, value_type: Any, native: bool,
-    counter: Any, notes: dict[str, Any] | None, task_files: str | None = None,
+    counter: Any, notes: dict[str, Any] | None, task_files: tuple[str, str] | None = None,
 ) -> tuple[Any, bool]:
-    """:func:`process_events`' rows, uncached. With ``task_files`` (a batch folder's
-    name) the generic path's tasks write their rows as files (see
-    :func:`~statemachines.spark.output.writing_files`); the second value says whether
-    the output is only the rows naming them."""
+    """:func:`process_events`' rows, uncached. With ``task_files`` (a folder, and a
+    batch folder's name in it) the generic path's tasks write their rows as files
+    there (see :func:`~statemachines.spark.output.writing_files`); the second value
+    says whether the output is only the rows naming them."""
     prepared, refused = split_refused(prepared)
     if refused is not None:
         output, _ = _output(
@@ -648,9 +716,8 @@ def _output(
             notes,
         )
         return output, False
-    files = (into, task_files) if into and task_files else None
-    output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, files)
-    return output, files is not None
+    output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, task_files)
+    return output, task_files is not None
 
 
 def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_type: Any) -> tuple[Any, Any]:

@@ -172,10 +172,9 @@ def write_keyed(rows: Any, path: str, relative: str) -> None:
 
 
 def _make_parent(loc: Any, relative: str) -> None:
-    """Create the folder the arrangement's file ``relative`` goes in."""
+    """Create the folder the file ``relative`` goes in (the root itself included)."""
     parent = relative.rpartition("/")[0]
-    if parent:
-        loc.filesystem.create_dir(loc.path(parent))
+    loc.filesystem.create_dir(loc.path(parent) if parent else loc.root)
 
 
 def count_rows(loc: Any, relative: str) -> int:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statemachines import InvalidArgument, Machine, PersistedArrangement, consolidate, run_local
+from statemachines import (
+    InvalidArgument,
+    Machine,
+    PersistedArrangement,
+    Reason,
+    consolidate,
+    run_local,
+)
 from statemachines.intake import INT64_MAX
 from statemachines.library import Upsert
 from statemachines.spark import read_updates, run_batch
@@ -159,24 +167,63 @@ def test_progress_prints_the_summary(spark, capsys):
     assert result.summary().startswith("1 update out, 1 rejected (1 null_key)")
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
-def test_unpersist_releases_the_cached_output_and_a_rerun_computes_again(spark, native):
-    def cached():
-        return {rdd.name() for rdd in spark.sparkContext._jsc.getPersistentRDDs().values()}
+def persistent_rdds(spark):
+    return {rdd.id() for rdd in spark.sparkContext._jsc.getPersistentRDDs().values()}
 
-    before = cached()
+
+def test_a_native_run_caches_its_output_and_unpersist_releases_it(spark):
+    before = persistent_rdds(spark)
     frame = spark.createDataFrame([("k", "a", 1, None), ("k", "b", 2, None)], SCHEMA)
-    result = run_batch(Upsert(), frame, native=native)
+    result = run_batch(Upsert(), frame, native=True)
     expected = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
-    assert len(cached() - before) == 1  # one cached output behind both frames
+    assert result.scratch is None
+    assert len(persistent_rdds(spark) - before) == 1  # one cached output behind both frames
     result.updates.unpersist()  # a view of the cache: releases nothing
-    assert len(cached() - before) == 1
+    assert len(persistent_rdds(spark) - before) == 1
     result.unpersist()
-    assert cached() == before
-    again = run_batch(Upsert(), frame, native=native)
+    assert persistent_rdds(spark) == before
+    again = run_batch(Upsert(), frame, native=True)
     assert consolidate(((r.key, r.value), r.time, r.diff) for r in again.updates.collect()) == expected
     again.unpersist()
-    assert cached() == before
+    assert persistent_rdds(spark) == before
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["temporary", "given"])
+def test_a_generic_run_reads_what_its_tasks_wrote_into_scratch_and_unpersist_deletes_it(spark, tmp_path, given):
+    events = [("k", "a", 1, 0), (None, "b", 1, 0), ("k", "c", None, 0), ("j", "d", 2, 0), ("k", "e", 3, 1)]
+    before = persistent_rdds(spark)
+    result = run_batch(Upsert(), spark.createDataFrame(events, SCHEMA), order="order", native=False,
+                       scratch=tmp_path if given else None)
+    assert persistent_rdds(spark) == before  # nothing cached: the rows went to files
+    folder = result.scratch
+    assert folder is not None and os.path.isdir(folder)
+    assert (os.path.dirname(folder) == str(tmp_path)) == given
+    reference = run_local(Upsert(), events)
+    assert collected(result) == (
+        reference.updates, sorted(((r.event.key, r.event.time, r.reason.value) for r in reference.rejected), key=repr)
+    )
+    result.unpersist()
+    assert not os.path.exists(folder)
+    if given:
+        assert os.path.isdir(tmp_path)  # only the run's own folder goes
+    with pytest.raises(Exception, match="(?i)not exist|not found|FileNotFound"):
+        result.updates.collect()
+
+
+def test_a_run_with_a_refusal_column_caches_its_output(spark):
+    from pyspark.sql import functions as F
+
+    from statemachines.spark.batch import refusal as refused
+
+    frame = spark.createDataFrame([("k", "a", 1, 0), ("j", "b", 2, 0)], SCHEMA)
+    frame = frame.withColumn("why", F.when(F.col("key") == "j", refused(Reason.MALFORMED, "unreadable")))
+    result = run_batch(Upsert(), frame, native=False, order="order", refusal="why")
+    assert result.scratch is None and result.output.is_cached
+    assert [(r.key, r.reason, r.detail) for r in result.rejected.collect()] == [("j", "malformed_event", "unreadable")]
+    assert consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect()) == run_local(
+        Upsert(), [("k", "a", 1, 0)]
+    ).updates
+    result.unpersist()
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["generic", "native"])
