@@ -96,10 +96,16 @@ def write_files(files: list[list], source: str, schema: dict[str, pa.DataType]) 
         os.utime(path, (1_700_000_000 + i,) * 2)
 
 
+def rows_of(result) -> tuple[list, list]:
+    """A batch result's updates and rejected rows, as JSON lists."""
+    updates = [[r.key, r.value, r.time, r.diff] for r in result.updates.collect()]
+    return updates, [[r.key, r.time, r.reason] for r in result.rejected.collect()]
+
+
 def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) -> dict:
     """One run: its updates, rejected rows and (streaming) the micro-batch reports."""
     reports: list = []
-    rules = None
+    rules, scratch = None, None
     schema, symbol = SCHEMA, "string"
     if isinstance(machine, RuleDetector):
         _, arriving, events = rules_case(events)
@@ -111,8 +117,12 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
     if mode == "batch":
         frame = spark.createDataFrame([tuple(e) for e in events], schema)
         result = run_batch(machine, frame, order="order", value_type="string")
-        updates = [[r.key, r.value, r.time, r.diff] for r in result.updates.collect()]
-        rejected = [[r.key, r.time, r.reason] for r in result.rejected.collect()]
+        updates, rejected = rows_of(result)
+        # again with the output written by the tasks into a folder they and this driver share
+        shared = run_batch(machine, frame, order="order", value_type="string", scratch=os.path.join(workdir, "scratch"))
+        scratch = {"updates": rows_of(shared)[0], "rejected": rows_of(shared)[1], "folder": shared.scratch}
+        shared.unpersist()
+        scratch["left"] = os.path.exists(scratch["folder"] or "")
     else:
         source = os.path.join(workdir, "in")
         half = len(events) // 2
@@ -135,6 +145,7 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
     return {
         "updates": updates,
         "rejected": rejected,
+        "scratch": scratch,
         "reports": [[r.batch_id, r.events, r.updates, r.rejected] for r in reports],
         "rules_rejected": [[*r.row, r.reason.value] for r in read_rejected_rules(into)] if rules else [],
     }

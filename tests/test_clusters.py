@@ -135,6 +135,11 @@ def check(result: dict, run: str) -> None:
         _, arriving, _ = rules_case(make_events())
         assert result["rules_rejected"] == [[*arriving[1][1], "late"]]
         assert any(value[0] == "retired" for (_, value), _, _ in updates)
+    if mode == "batch":  # run again with a shared scratch folder: the tasks wrote the rows, now deleted
+        scratch = result["scratch"]
+        assert scratch["folder"] and not scratch["left"]
+        assert consolidate(((d[0], as_json(d[1])), d[2], d[3]) for d in scratch["updates"]) == updates
+        assert sorted(scratch["rejected"], key=repr) == rejected
     if mode == "stream":  # reports reach the driver, with the counts of the published batches
         reports = result["reports"]
         assert [r[0] for r in reports] == list(range(len(reports)))
