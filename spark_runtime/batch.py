@@ -129,9 +129,7 @@ class BatchResult:
         if self.output is not None:
             self.output.unpersist(blocking=True)
         if self.scratch is not None:
-            loc = delta.location(self.scratch)
-            with contextlib.suppress(FileNotFoundError):
-                loc.filesystem.delete_dir(loc.root)
+            _delete_folder(self.scratch)
 
     def counts(self) -> tuple[int, dict[str, int]]:
         """How many updates, and how many rejected rows by reason (two Spark jobs)."""
@@ -508,7 +506,7 @@ def _run_batch(
         folder = None if columns.refusal else _scratch_folder(prepared.sparkSession, scratch)
         output, files_only = _output(
             machine, prepared, lower=None, upto=None, into=None, value_type=value_type, native=native,
-            counter=counter, notes=None, task_files=folder and (folder, "rejected"),
+            counter=counter, notes=None, task_files=(folder, "rejected") if folder else None,
         )
         if files_only:
             return _scratch_result(output, folder)
@@ -630,14 +628,24 @@ def _scratch_folder(spark: Any, scratch: Any) -> str | None:
 
 def _scratch_result(output: Any, folder: str) -> BatchResult:
     """Run the job whose tasks write their rows as files in ``folder``: a result
-    reading them."""
-    named = output.select("kind", "detail").toArrow().to_pylist()
+    reading them. A job that fails leaves no folder."""
+    try:
+        named = output.select("kind", "detail").toArrow().to_pylist()
+    except BaseException:
+        _delete_folder(folder)
+        raise
     files = {kind: [row["detail"] for row in named if row["kind"] == FILE_OF[kind]] for kind in FILE_OF}
     return BatchResult(
         _read_files(output, folder, files[UPDATE], UPDATE_COLUMNS),
         _read_files(output, folder, files[REJECTED], REJECTED_COLUMNS),
         scratch=folder,
     )
+
+
+def _delete_folder(uri: str) -> None:
+    loc = delta.location(uri)
+    with contextlib.suppress(FileNotFoundError):
+        loc.filesystem.delete_dir(loc.root)
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:

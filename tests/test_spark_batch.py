@@ -210,6 +210,24 @@ def test_a_generic_run_reads_what_its_tasks_wrote_into_scratch_and_unpersist_del
         result.updates.collect()
 
 
+class Crash(BaseException):
+    """Not an error a transition may raise: it ends the task (and so the job)."""
+
+
+class CrashesOnBad(Machine):
+    def transition(self, key, values, symbol, time):
+        if symbol == "bad":
+            raise Crash("the task ends here")
+        return {symbol}
+
+
+def test_a_run_that_fails_leaves_no_scratch_folder(spark, tmp_path):
+    events = [(f"k{i}", "ok", i, 0) for i in range(40)] + [("k7", "bad", 99, 0)]
+    with pytest.raises(Exception, match="the task ends here"):
+        run_batch(CrashesOnBad(), spark.createDataFrame(events, SCHEMA), scratch=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_run_with_a_refusal_column_caches_its_output(spark):
     from pyspark.sql import functions as F
 
