@@ -120,7 +120,7 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
         updates, rejected = rows_of(result)
         # again with the output written by the tasks into a folder they and this driver share
         shared = run_batch(machine, frame, order="order", value_type="string", scratch=os.path.join(workdir, "scratch"))
-        scratch = {"updates": rows_of(shared)[0], "rejected": rows_of(shared)[1], "folder": shared.scratch}
+        scratch = dict(zip(("updates", "rejected"), rows_of(shared), strict=True), folder=shared.scratch)
         shared.unpersist()
         scratch["left"] = os.path.exists(scratch["folder"] or "")
     else:
