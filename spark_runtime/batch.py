@@ -20,7 +20,7 @@ output is cached.
 from __future__ import annotations
 
 import atexit
-import contextlib
+import functools
 import html
 import os
 import shutil
@@ -50,7 +50,6 @@ from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.output import (
     EVENT_ROW,
-    FILE_OF,
     REFUSAL,
     REJECTED,
     REJECTED_COLUMNS,
@@ -61,6 +60,7 @@ from statemachines.spark.output import (
     Parts,
     aside,
     batch_name,
+    drop,
     drop_parts,
     gather_files,
     move_aside,
@@ -504,13 +504,14 @@ def _run_batch(
     ship_code(prepared.sparkSession, machine)
     if into is None:
         folder = None if columns.refusal else _scratch_folder(prepared.sparkSession, scratch)
+        name = batch_name()
         output, files_only = _output(
             machine, prepared, lower=None, upto=None, into=None, value_type=value_type, native=native,
-            counter=counter, notes=None, task_files=(folder, "rejected") if folder else None,
+            counter=counter, notes=None, task_files=(folder, name) if folder else None,
         )
         if files_only:
-            return _scratch_result(output, folder)
-        return _result(output if output.is_cached else output.persist())  # a waterline caches its own
+            return _scratch_result(output, folder, name)
+        return _result(_cached(output))
     into = open_arrangement(into)
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
@@ -610,7 +611,12 @@ def _read_files(output: Any, root: str, relative: list[str], columns: tuple[str,
     return spark.read.schema(schema).parquet(*(os.path.join(root, r) for r in relative)).select(*columns)
 
 
-_LOCAL_SCRATCH: list[str] = []  # this process's temporary scratch folder, once made
+@functools.cache
+def _local_scratch() -> str:
+    """This process's temporary scratch folder, deleted when it exits."""
+    folder = tempfile.mkdtemp(prefix="statemachines-batch-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _scratch_folder(spark: Any, scratch: Any) -> str | None:
@@ -619,33 +625,36 @@ def _scratch_folder(spark: Any, scratch: Any) -> str | None:
     if scratch is None:
         if not is_local(spark):
             return None
-        if not _LOCAL_SCRATCH:
-            _LOCAL_SCRATCH.append(tempfile.mkdtemp(prefix="statemachines-batch-"))
-            atexit.register(shutil.rmtree, _LOCAL_SCRATCH[0], ignore_errors=True)
-        scratch = _LOCAL_SCRATCH[0]
+        scratch = _local_scratch()
     return delta.location(scratch).uri_of(f"run-{uuid.uuid4().hex}")
 
 
-def _scratch_result(output: Any, folder: str) -> BatchResult:
-    """Run the job whose tasks write their rows as files in ``folder``: a result
-    reading them. A job that fails leaves no folder."""
+def _scratch_result(output: Any, folder: str, name: str) -> BatchResult:
+    """Run the job whose tasks write their rows as files in ``folder`` (the batch
+    folder ``name`` in it gathers the rejected ones): a result reading them. A job
+    that fails leaves no folder."""
     try:
-        named = output.select("kind", "detail").toArrow().to_pylist()
+        parts = gather_files(folder, name, output.select("kind", "detail", "diff").toArrow())
     except BaseException:
         _delete_folder(folder)
         raise
-    files = {kind: [row["detail"] for row in named if row["kind"] == FILE_OF[kind]] for kind in FILE_OF}
+    rejected = [f"{name}/kind={REJECTED}"] if parts.counts.get(REJECTED) else []
     return BatchResult(
-        _read_files(output, folder, files[UPDATE], UPDATE_COLUMNS),
-        _read_files(output, folder, files[REJECTED], REJECTED_COLUMNS),
+        _read_files(output, folder, parts.update_files, UPDATE_COLUMNS),
+        _read_files(output, folder, rejected, REJECTED_COLUMNS),
         scratch=folder,
     )
 
 
-def _delete_folder(uri: str) -> None:
-    loc = delta.location(uri)
-    with contextlib.suppress(FileNotFoundError):
-        loc.filesystem.delete_dir(loc.root)
+def _delete_folder(folder: str) -> None:
+    """Delete a run's scratch ``folder`` (if it is there)."""
+    parent, _, name = folder.rpartition("/")
+    drop(parent, name)
+
+
+def _cached(output: Any) -> Any:
+    """``output``, persisted unless it is already (a waterline's settling caches its own)."""
+    return output if output.is_cached else output.persist()
 
 
 def open_arrangement(path: str | os.PathLike[str]) -> str:
@@ -692,7 +701,7 @@ def process_events(
         machine, prepared, lower=lower, upto=upto, into=into, value_type=value_type, native=native,
         counter=counter, notes=notes,
     )
-    return output.persist() if cache and not output.is_cached else output  # settling caches its own
+    return _cached(output) if cache else output
 
 
 def _output(

@@ -353,7 +353,8 @@ def move_aside(into: str, name: str, kind: int) -> str | None:
 
 
 def drop(into: str, relative: str) -> None:
-    """Delete a directory of the arrangement that no version names any more (if it is there)."""
+    """Delete the directory ``relative`` of ``into`` (if it is there): one of an
+    arrangement that no version names any more, or a run's scratch folder."""
     loc = location(into)
     if loc.filesystem.get_file_info(loc.path(relative)).type != fs.FileType.NotFound:
         loc.filesystem.delete_dir(loc.path(relative))

@@ -248,10 +248,7 @@ def test_a_run_with_a_refusal_column_caches_its_output(spark):
 def test_a_run_into_an_arrangement_keeps_its_rejected_rows_there_and_caches_nothing(spark, tmp_path, native):
     from statemachines.spark import read_rejected
 
-    def cached():
-        return set(spark.sparkContext._jsc.getPersistentRDDs().keys())
-
-    before = cached()
+    before = persistent_rdds(spark)
     runs = [
         [("k", "a", 1, None), (None, "b", 1, None), ("k", "c", None, None)],
         [("k", "d", 5, None), ("k", "late", 0, None), ("j", "e", 6, None)],
@@ -259,7 +256,7 @@ def test_a_run_into_an_arrangement_keeps_its_rejected_rows_there_and_caches_noth
     seen = []
     for rows in runs:
         result = run_batch(Upsert(), spark.createDataFrame(rows, SCHEMA), order="order", into=tmp_path / "arr", native=native)
-        assert cached() == before  # the result's frames read the written files
+        assert persistent_rdds(spark) == before  # the result's frames read the written files
         seen += [(r.key, r.time, r.reason) for r in result.rejected.collect()]
         updates = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
         assert updates == PersistedArrangement(tmp_path / "arr").updates()[-len(updates):]
