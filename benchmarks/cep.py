@@ -198,6 +198,26 @@ def persisted_run(detector: Detector, events, work: str) -> list:
     return run_local(detector, events, into=PersistedArrangement(target)).updates
 
 
+class BatchRuns:
+    """``run_batch(detector)`` over the Parquet events at ``source``, run again and
+    again: each run first deletes the output files of the one before (its tasks write
+    them into a scratch folder that its result reads); ``last`` is the latest result."""
+
+    def __init__(self, spark: Any, detector: Any, source: str) -> None:
+        self.spark, self.detector, self.source = spark, detector, source
+        self.last: Any = None
+
+    def __call__(self) -> Any:
+        from statemachines.spark import run_batch
+
+        if self.last is not None:
+            self.last.unpersist()
+        self.last = run_batch(self.detector, self.spark.read.parquet(self.source))
+        if self.last.scratch is None:
+            raise SystemExit("run_batch cached its output instead of writing it as files")
+        return self.last
+
+
 def spark_batch(detector: Detector, events, work: str):
     """``(run, digest of its findings, peak partials)``: run_batch over Parquet."""
     import pyarrow as pa
@@ -209,21 +229,14 @@ def spark_batch(detector: Detector, events, work: str):
     pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)
     spark = local_session()
 
-    held = []  # the last run's result, whose files check() reads
-
-    def run():  # the run writes its output as Parquet files (scratch) that its frames read
-        for result in held:
-            result.unpersist()
-        held[:] = [run_batch(detector, spark.read.parquet(source))]
-        if held[0].scratch is None:
-            raise SystemExit("run_batch cached its output instead of writing it as files")
+    run = BatchRuns(spark, detector, source)
 
     def run_into():
         shutil.rmtree(f"{work}/arr", ignore_errors=True)
         run_batch(detector, spark.read.parquet(source), into=f"{work}/arr")
 
     def check(into=False):
-        out = read_updates(spark, f"{work}/arr") if into else held[0].updates
+        out = read_updates(spark, f"{work}/arr") if into else run.last.updates
         found = out.where("value.kind != 'partial'").collect()
         per_time = out.where("value.kind = 'partial'").groupBy("time").sum("diff").collect()
 

@@ -21,13 +21,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import findings_digest, interleaved  # noqa: E402
+from cep import BatchRuns, findings_digest, interleaved  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
 from statemachines.library import Detector, Pattern  # noqa: E402
@@ -76,29 +76,18 @@ def spark_runs(detectors: dict[str, Detector], events, work: str):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statemachines.spark import local_session, run_batch
+    from statemachines.spark import local_session
 
     source = f"{work}/logins.parquet"
     symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
     pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
     spark = local_session()
 
-    held: dict[str, Any] = {}  # each approach's last result, whose files digest() reads
-
-    def runner(name: str, detector: Detector):
-        def run():  # the run writes its output as Parquet files (scratch) that its frames read
-            if name in held:
-                held.pop(name).unpersist()
-            held[name] = run_batch(detector, spark.read.parquet(source))
-            return name
-
-        return run
-
-    def digest(name: str):
-        found = held[name].updates.where("value.kind != 'partial'").collect()
+    def digest(result):
+        found = result.updates.where("value.kind != 'partial'").collect()
         return findings_digest([((r.key, plain(r.value)), r.time, r.diff) for r in found])
 
-    return {name: (runner(name, d), digest) for name, d in detectors.items()}
+    return {name: (BatchRuns(spark, d, source), digest) for name, d in detectors.items()}
 
 
 def main() -> None:

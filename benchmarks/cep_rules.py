@@ -19,13 +19,12 @@ import shutil
 import statistics
 import sys
 import tempfile
-from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import child_peak_mb, interleaved, peak_partials  # noqa: E402
+from cep import BatchRuns, child_peak_mb, interleaved, peak_partials  # noqa: E402
 from cep_expressions import logins, plain  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
@@ -74,7 +73,7 @@ def main() -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from statemachines.spark import local_session, run_batch
+        from statemachines.spark import local_session
 
         source = f"{work}/logins.parquet"
         symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
@@ -95,19 +94,11 @@ def main() -> None:
             approaches = {"local": (lambda d=detector: run_local(d, events).updates, digest)}
             if spark is not None:
 
-                held: list[Any] = []  # the last result, whose files read() reads
-
-                def run(d=detector, held=held):  # its tasks write the output as Parquet files (scratch)
-                    for result in held:
-                        result.unpersist()
-                    held[:] = [run_batch(d, spark.read.parquet(source))]
-                    return held[0]
-
                 def read(result):
                     rows = result.updates.where("value.kind != 'partial'").collect()
                     return digest([((r.key, r.value), r.time, r.diff) for r in rows])
 
-                approaches["batch"] = (run, read)
+                approaches["batch"] = (BatchRuns(spark, detector, source), read)
             seconds = {name: statistics.median(s) for name, s in interleaved(approaches, args.runs, expected).items()}
             batch = seconds.get("batch")
             print(f"{count:>6}{seconds['local']:>13.2f}{args.n / seconds['local']:>11,.0f}"
