@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import functools
 import html
+import itertools
 import os
 import shutil
 import sys
@@ -33,6 +34,7 @@ from typing import Any
 import attrs
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -302,13 +304,13 @@ def partition_runner(
         intake = Intake(machine, kind=kind, value_check=check)
         out = OutputRows(arrow_schema)
         no_key = object()
-        current, prior, raw = no_key, [], []
+        current, prior, raw, sound = no_key, [], [], True
         events = 0
         prepares = machine.spec.prepares_symbols
 
         def flush(until: Any = upto) -> frozenset[Any]:
             values, updates, rejected = run_key(
-                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=until
+                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=until, sound=sound
             )
             out.add(updates, rejected)
             return values
@@ -322,17 +324,27 @@ def partition_runner(
                     columns.append([()] * batch.num_rows)
                 if prepares:
                     machine.prepare_symbols([s for s in columns[2] if s is not None], batch.schema.field(2).type)
-                for key, row, symbol, time, order, priors in zip(*columns, strict=True):
+                keys, rows, symbols, times, orders, priors = columns
+                sound_batch = sound_events(intake, batch, lower)
+                for start, end in key_runs(batch.column(0)):
+                    key = keys[start]
                     if key is not current and key != current:  # one NaN key (math.nan) is one key
                         if current is not no_key:
                             flush()
-                        current, prior, raw = key, [], []
-                    if row == STATE_ROW:
-                        prior.extend(priors)
-                    else:
+                        current, prior, raw, sound = key, [], [], True
+                    sound = sound and sound_batch
+                    if rows[start] == EVENT_ROW and len(raw) + end - start < key_chunk:  # events only (sorted by kind)
+                        raw.extend(zip(keys[start:end], symbols[start:end], times[start:end], orders[start:end], strict=True))
+                        events += end - start
+                        continue
+                    for i in range(start, end):  # state rows, or a hot key: row by row
+                        if rows[i] == STATE_ROW:
+                            prior.extend(priors[i])
+                            continue
+                        time = times[i]
                         if len(raw) >= key_chunk and _before(raw[-1][2], time):  # a hot key: run a part
                             prior, raw = list(flush(time if upto is None or _before(time, upto) else upto)), []
-                        raw.append((key, symbol, time, order))
+                        raw.append((key, symbols[i], time, orders[i]))
                         events += 1
                 if len(out) >= 50_000:
                     yield out.take()
@@ -347,6 +359,29 @@ def partition_runner(
         bulk = tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)
         return lambda batches: bulk(with_kinds(batches))
     return run
+
+
+def key_runs(keys: Any) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each run of rows of one key in a batch sorted by key. A
+    key type Arrow cannot compare (nested, floats: NaN is one key) or a null key
+    gives runs of one row, which the caller joins by comparing the keys in Python."""
+    n = len(keys)
+    if n > 1 and (pa.types.is_string(keys.type) or pa.types.is_integer(keys.type) or pa.types.is_binary(keys.type)):
+        changed = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+        bounds = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
+    else:
+        bounds = list(range(n + 1))
+    return itertools.pairwise(bounds)
+
+
+def sound_events(intake: Intake, batch: Any, frontier: Any) -> bool:
+    """Whether the event rows of ``batch`` (``key, kind, symbol, time, order, ...``)
+    pass the intake in bulk (:meth:`Intake.sound_in_bulk`)."""
+    key, kind, symbol, time, order = batch.columns[:5]
+    if pc.any(pc.equal(kind, STATE_ROW)).as_py():
+        events = pc.equal(kind, EVENT_ROW)
+        key, symbol, time, order = (pc.filter(c, events) for c in (key, symbol, time, order))
+    return intake.sound_in_bulk(key, symbol, time, order, frontier)
 
 
 def _before(earlier: Any, later: Any) -> bool:

@@ -242,13 +242,16 @@ def run_key(
     *,
     frontier: Any,
     upto: Any,
+    sound: bool = False,
 ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
     """Check, order and apply one key's raw events: a runtime's per-key entry point.
 
     Runtimes that see a key's events all at once (the Spark runtime, a partition at a
     time) call this: each raw event goes through ``intake`` (events below
     ``frontier`` are late), the rest are put in ``(time, event_rank)`` order and
-    handed to :func:`step` with ``upto``.
+    handed to :func:`advance_key` with ``upto``. ``sound``: the raw events are 4-tuples
+    whose columns :meth:`Intake.sound_in_bulk` passed, so only their symbols are
+    checked (:meth:`Intake.check_symbol`).
 
     Returns:
         ``(values after, updates, rejected events)``.
@@ -257,7 +260,7 @@ def run_key(
     rejected: list[Rejected] = []
     in_order = True
     for raw in raw_events:
-        checked = intake.check(raw, frontier)
+        checked = intake.check_symbol(raw) if sound else intake.check(raw, frontier)
         if isinstance(checked, Rejected):
             rejected.append(checked)
             continue

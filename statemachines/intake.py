@@ -15,6 +15,8 @@ the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan
 (:func:`~statemachines.updates.one_nan`: NaN is one value); a decimal NaN there is
 refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
 NumPy numbers (events zipped from arrays) are taken as the Python numbers they hold.
+Typed columns can be checked in bulk (:meth:`Intake.sound_in_bulk`): a Spark task
+checks each Arrow batch so, and asks only ``validate_symbol`` per event of a batch that passes.
 An input already refused (a :class:`Rejected`, e.g. a change-feed row that cannot be
 read) passes through as it is.
 
@@ -221,6 +223,59 @@ class Intake:
                 return Rejected(event, Reason.INVALID_SYMBOL, str(exc))
         return event
 
+    def sound_in_bulk(self, keys: Any, symbols: Any, times: Any, orders: Any, frontier: Any = None) -> bool:
+        """Whether every event of these Arrow columns passes :meth:`check` as it
+        is, but for the machine's ``validate_symbol`` (see :meth:`check_symbol`):
+        keys of text, integers or bytes and none null; symbols with no float or
+        decimal anywhere in them (nothing that could hold a NaN); finite number
+        times of this run's kind, none null, none the greatest long, none below
+        ``frontier``; orders all null, or integers none null. A column of any other
+        type, or holding any such value, answers false: check its events one by one.
+
+        =====================  ==============  ======================
+        keys                   times           sound_in_bulk
+        =====================  ==============  ======================
+        ``["a", "b"]``         ``[1, 2]``      true
+        ``["a", None]``        ``[1, 2]``      false (a null key)
+        ``["a", "b"]``         ``[1, 2**63-1]`` false (the greatest long)
+        =====================  ==============  ======================
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not len(keys):
+            return True
+        if keys.null_count or not (pa.types.is_string(keys.type) or _plain_integer(keys.type) or pa.types.is_binary(keys.type)):
+            return False
+        if not _plain(symbols.type) or self.kind not in (None, "number") or times.null_count:
+            return False
+        if _plain_integer(times.type):
+            low, high = pc.min_max(times).values()
+            if high.as_py() >= INT64_MAX:
+                return False
+        elif pa.types.is_floating(times.type):
+            if not pc.all(pc.is_finite(times)).as_py():
+                return False
+            low = pc.min(times)
+        else:
+            return False
+        if frontier is not None and low.as_py() < frontier:
+            return False
+        if orders.null_count == len(orders):
+            return True
+        return not orders.null_count and _plain_integer(orders.type) and self.order_kind in (None, "number")
+
+    def check_symbol(self, raw: tuple[Any, Any, Any, Any]) -> Event | Rejected:
+        """The event ``raw`` stands for, of columns :meth:`sound_in_bulk` passed:
+        only the machine's ``validate_symbol`` is left to ask."""
+        event = _NEW(Event, raw)
+        if self._validate is not None:
+            try:
+                self._validate(event[1])
+            except (ValueError, TypeError) as exc:
+                return Rejected(event, Reason.INVALID_SYMBOL, str(exc))
+        return event
+
     def _order_problem(self, event: Event) -> Rejected | None:
         order = event.order
         kind = order_kind(order)
@@ -256,3 +311,25 @@ class Intake:
         self._time_type = type(time)
         self._zoned = kind == "datetime_tz" if kind in ("datetime", "datetime_tz") else None
         return None
+
+
+def _plain_integer(arrow_type: Any) -> bool:
+    """An Arrow integer type whose values all fit a 64-bit signed integer."""
+    import pyarrow as pa
+
+    return pa.types.is_integer(arrow_type) and not pa.types.is_uint64(arrow_type)
+
+
+def _plain(arrow_type: Any) -> bool:
+    """Whether values of ``arrow_type`` read as Python values that never hold a NaN
+    (no float, no decimal at any depth), so a symbol of it is its own ``one_nan``."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return all(_plain(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return _plain(arrow_type.value_type)
+    return (
+        pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+        or pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type) or pa.types.is_null(arrow_type)
+    )

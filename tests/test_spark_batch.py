@@ -466,6 +466,29 @@ def test_a_hot_key_run_a_part_at_a_time_gives_the_rows_of_running_it_whole(event
     assert updates[0] == updates[1]  # in the same order too
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    clean=st.lists(
+        st.tuples(st.sampled_from("abc"), st.sampled_from(["x", "y", "boom"]), st.integers(0, 9), st.sampled_from([0, 1, None])),
+        max_size=40,
+    ),
+    flawed=st.lists(st.tuples(st.sampled_from(["a", None]), st.just("x"), st.sampled_from([None, INT64_MAX, 4]), st.just(0)), max_size=2),
+    chunk_rows=st.integers(1, 9),
+    key_chunk=st.sampled_from([3, 10**9]),
+)
+def test_a_task_checking_clean_batches_in_bulk_applies_and_rejects_what_run_local_does(clean, flawed, chunk_rows, key_chunk):
+    """A task's batches cut anywhere: those with no flawed event are checked in bulk,
+    the others event by event, and a key may span both kinds; the rows are
+    run_local's, updates and rejections."""
+    events = clean + flawed
+    runner = partition_runner(Expiring(), "number", None, None, OUTPUT, key_chunk=key_chunk)
+    rows = emitted(runner, partition_rows(events, {}), chunk_rows)
+    local = run_local(Expiring(), events)
+    assert consolidate(((r[1], r[2]), r[3], r[4]) for r in rows if r[0] == UPDATE) == local.updates
+    rejected = sorted(((r[1], r[5], r[3], r[6], r[7]) for r in rows if r[0] != UPDATE), key=repr)
+    assert rejected == sorted(((*r.event, str(r.reason)) for r in local.rejected), key=repr)
+
+
 def test_a_key_with_more_events_than_a_part_runs_on_spark_as_locally(spark):
     """One key with several parts' worth of events, on Spark: the local reference."""
     from statemachines.spark.batch import KEY_CHUNK
