@@ -44,7 +44,7 @@ from statemachines import Intake, InvalidArgument, Machine, Reason, delta, run_k
 from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
-from statemachines.intake import INT64_MAX
+from statemachines.intake import INT64_MAX, plain_key_type
 from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
@@ -366,7 +366,7 @@ def key_runs(keys: Any) -> Iterator[tuple[int, int]]:
     key type Arrow cannot compare (nested, floats: NaN is one key) or a null key
     gives runs of one row, which the caller joins by comparing the keys in Python."""
     n = len(keys)
-    if n > 1 and (pa.types.is_string(keys.type) or pa.types.is_integer(keys.type) or pa.types.is_binary(keys.type)):
+    if n > 1 and plain_key_type(keys.type):
         changed = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
         bounds = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
     else:

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from statemachines.machine import Machine
 from statemachines.times import time_kind
 
-__all__ = ["INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "greatest_detail", "is_greatest", "order_kind"]
+__all__ = [
+    "INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "greatest_detail", "is_greatest", "order_kind", "plain_key_type",
+]
 
 _NEW = tuple.__new__
 _SHAPE = "an event is a (key, symbol, time) or (key, symbol, time, order) tuple"
@@ -245,7 +247,7 @@ class Intake:
 
         if not len(keys):
             return True
-        if keys.null_count or not (pa.types.is_string(keys.type) or _plain_integer(keys.type) or pa.types.is_binary(keys.type)):
+        if keys.null_count or not plain_key_type(keys.type):
             return False
         if not _plain(symbols.type) or self.kind not in (None, "number") or times.null_count:
             return False
@@ -313,6 +315,17 @@ class Intake:
         return None
 
 
+def plain_key_type(arrow_type: Any) -> bool:
+    """Whether keys of ``arrow_type`` read as text, bytes or integers: values Arrow
+    and Python compare alike (no NaN, no nesting)."""
+    import pyarrow as pa
+
+    return (
+        pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+        or pa.types.is_large_binary(arrow_type) or _plain_integer(arrow_type)
+    )
+
+
 def _plain_integer(arrow_type: Any) -> bool:
     """An Arrow integer type whose values all fit a 64-bit signed integer."""
     import pyarrow as pa
@@ -330,6 +343,6 @@ def _plain(arrow_type: Any) -> bool:
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         return _plain(arrow_type.value_type)
     return (
-        pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
-        or pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type) or pa.types.is_null(arrow_type)
+        plain_key_type(arrow_type) or pa.types.is_integer(arrow_type) or pa.types.is_boolean(arrow_type)
+        or pa.types.is_null(arrow_type)
     )

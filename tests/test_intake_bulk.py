@@ -22,6 +22,7 @@ from tests.machines import Fragile
 KEYS = {
     "text": (pa.string(), st.one_of(st.sampled_from(["a", "b"]), st.none())),
     "long": (pa.int64(), st.integers(-3, 3)),
+    "large text": (pa.large_string(), st.sampled_from(["a", "b"])),  # Spark's with useLargeVarTypes
     "double": (pa.float64(), st.sampled_from([1.0, -0.0, 0.0, math.nan])),
 }
 SYMBOLS = {
