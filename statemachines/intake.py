@@ -218,12 +218,7 @@ class Intake:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)
                 event = _NEW(Event, (same_key, same_symbol, event[2], event[3]))
-        if self._validate is not None:
-            try:
-                self._validate(event[1])
-            except (ValueError, TypeError) as exc:
-                return Rejected(event, Reason.INVALID_SYMBOL, str(exc))
-        return event
+        return self._validated(event)
 
     def sound_in_bulk(self, keys: Any, symbols: Any, times: Any, orders: Any, frontier: Any = None) -> bool:
         """Whether every event of these Arrow columns passes :meth:`check` as it
@@ -270,7 +265,10 @@ class Intake:
     def check_symbol(self, raw: tuple[Any, Any, Any, Any]) -> Event | Rejected:
         """The event ``raw`` stands for, of columns :meth:`sound_in_bulk` passed:
         only the machine's ``validate_symbol`` is left to ask."""
-        event = _NEW(Event, raw)
+        return self._validated(_NEW(Event, raw))
+
+    def _validated(self, event: Event) -> Event | Rejected:
+        """``event``, or its rejection by the machine's ``validate_symbol``."""
         if self._validate is not None:
             try:
                 self._validate(event[1])
