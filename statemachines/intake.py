@@ -229,13 +229,13 @@ class Intake:
         ``frontier``; orders all null, or integers none null. A column of any other
         type, or holding any such value, answers false: check its events one by one.
 
-        =====================  ==============  ======================
-        keys                   times           sound_in_bulk
-        =====================  ==============  ======================
-        ``["a", "b"]``         ``[1, 2]``      true
-        ``["a", None]``        ``[1, 2]``      false (a null key)
-        ``["a", "b"]``         ``[1, 2**63-1]`` false (the greatest long)
-        =====================  ==============  ======================
+        ==================  ==================  ===========================
+        keys                times               sound_in_bulk
+        ==================  ==================  ===========================
+        ``["a", "b"]``      ``[1, 2]``          true
+        ``["a", None]``     ``[1, 2]``          false (a null key)
+        ``["a", "b"]``      ``[1, 2**63-1]``    false (the greatest long)
+        ==================  ==================  ===========================
         """
         import pyarrow as pa
         import pyarrow.compute as pc
