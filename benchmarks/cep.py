@@ -21,8 +21,10 @@ With ``--into``, also ``run_local`` into an arrangement in memory and into a
 ``PersistedArrangement`` (partial matches stored as nested Arrow values), checked
 against ``run_local`` into an arrangement.
 
-Also printed: the peak number of live partial matches (from the output), and with
-``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
+Also printed: the CPU seconds of a ``run_batch`` in Spark's JVM and in its Python
+workers (Linux ``/proc``, median of the timed runs), and the bound they set on two
+cores (``run_local``'s seconds over half their sum); the peak number of live partial
+matches (from the output); and with ``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
 times the time) into a ``LocalRuntime`` window by window, its output dropped: the
 state is bounded by the window, so memory stays flat as the input grows.
 
@@ -198,6 +200,27 @@ def persisted_run(detector: Detector, events, work: str) -> list:
     return run_local(detector, events, into=PersistedArrangement(target)).updates
 
 
+def cpu_seconds(pid: int, descendants: bool = False) -> float:
+    """CPU seconds (user and system) process ``pid`` has used so far, read from
+    Linux's ``/proc``; with ``descendants``, those of every process below it instead
+    (with their reaped children), such as Spark's Python workers below its JVM."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a process that ended meanwhile
+        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]), sum(int(x) for x in fields[11:13]))
+    if not descendants:
+        return stats[pid][2] / tick
+    below = {pid}
+    while more := {p for p, (parent, _, _) in stats.items() if parent in below} - below:
+        below |= more
+    return sum(stats[p][1] for p in below - {pid}) / tick
+
+
 class BatchRuns:
     """``run_batch(detector)`` over the Parquet events at ``source``, run again and
     again: each run first deletes the output files of the one before (its tasks write
@@ -206,13 +229,17 @@ class BatchRuns:
     def __init__(self, spark: Any, detector: Any, source: str) -> None:
         self.spark, self.detector, self.source = spark, detector, source
         self.last: Any = None
+        self.jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        self.cpu: list[tuple[float, float]] = []  # (JVM, Python workers) CPU seconds of each run
 
     def __call__(self) -> Any:
         from statemachines.spark import run_batch
 
         if self.last is not None:
             self.last.unpersist()
+        jvm, workers = cpu_seconds(self.jvm), cpu_seconds(self.jvm, descendants=True)
         self.last = run_batch(self.detector, self.spark.read.parquet(self.source))
+        self.cpu.append((cpu_seconds(self.jvm) - jvm, cpu_seconds(self.jvm, descendants=True) - workers))
         if self.last.scratch is None:
             raise SystemExit("run_batch cached its output instead of writing it as files")
         return self.last
@@ -327,6 +354,9 @@ def main() -> None:
     if not args.skip_spark:
         batch = statistics.median(seconds["run_batch(Detector), 2 cores"])
         print(f"run_batch throughput / run_local: {local / batch:.2f}x")
+        jvm, workers = (statistics.median(c[i] for c in run.cpu[1:]) for i in (0, 1))
+        print(f"run_batch CPU seconds: JVM {jvm:.2f}, Python workers {workers:.2f}; two cores' bound from "
+              f"these and run_local: {local / ((jvm + workers) / 2):.2f}x")
         into = statistics.median(seconds["run_batch into an arrangement"])
         print(f"run_batch into an arrangement throughput / run_local: {local / into:.2f}x")
     if args.hot:
