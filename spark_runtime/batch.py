@@ -326,7 +326,7 @@ def partition_runner(
                     machine.prepare_symbols([s for s in columns[2] if s is not None], batch.schema.field(2).type)
                 keys, rows, symbols, times, orders, priors = columns
                 sound_batch = sound_events(intake, batch, lower)
-                for start, end in key_runs(batch.column(0)):
+                for start, end in key_runs(batch.column(0), keys):
                     key = keys[start]
                     if key is not current and key != current:  # one NaN key (math.nan) is one key
                         if current is not no_key:
@@ -361,16 +361,17 @@ def partition_runner(
     return run
 
 
-def key_runs(keys: Any) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each run of rows of one key in a batch sorted by key. A
-    key type Arrow cannot compare (nested, floats: NaN is one key) or a null key
-    gives runs of one row, which the caller joins by comparing the keys in Python."""
+def key_runs(column: Any, keys: list[Any]) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each run of rows of one key in a batch sorted by key:
+    ``column``, read as ``keys``. Text, bytes and integer keys are compared by
+    Arrow (a null key is a run of its own, which the caller joins); other keys
+    (nested, floats) in Python, where one NaN key (``math.nan``) is one key."""
     n = len(keys)
-    if n > 1 and plain_key_type(keys.type):
-        changed = pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True)
+    if n > 1 and plain_key_type(column.type):
+        changed = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, n - 1)), True)
         bounds = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
     else:
-        bounds = list(range(n + 1))
+        bounds = [0, *(i for i in range(1, n) if keys[i] is not keys[i - 1] and keys[i] != keys[i - 1]), n] if n else [0]
     return itertools.pairwise(bounds)
 
 
@@ -378,8 +379,8 @@ def sound_events(intake: Intake, batch: Any, frontier: Any) -> bool:
     """Whether the event rows of ``batch`` (``key, kind, symbol, time, order, ...``)
     pass the intake in bulk (:meth:`Intake.sound_in_bulk`)."""
     key, kind, symbol, time, order = batch.columns[:5]
-    if pc.any(pc.equal(kind, STATE_ROW)).as_py():
-        events = pc.equal(kind, EVENT_ROW)
+    events = pc.equal(kind, EVENT_ROW)
+    if not pc.all(events).as_py():  # state rows too
         key, symbol, time, order = (pc.filter(c, events) for c in (key, symbol, time, order))
     return intake.sound_in_bulk(key, symbol, time, order, frontier)
 

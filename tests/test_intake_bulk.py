@@ -98,10 +98,10 @@ def test_clean_columns_pass_and_each_flaw_alone_fails():
 def test_key_runs_cover_the_batch_and_hold_one_key_each(given_keys):
     kind, keys = given_keys
     keys = sorted(keys, key=lambda k: (k is not None, 0 if k is None or k != k else k))
-    runs = list(key_runs(pa.array(keys, KEYS[kind][0])))
+    runs = list(key_runs(pa.array(keys, KEYS[kind][0]), keys))
     assert [i for start, end in runs for i in range(start, end)] == list(range(len(keys)))
     for start, end in runs:
         assert start < end
-        assert all(keys[i] == keys[start] for i in range(start + 1, end))
-        if kind != "double" and end < len(keys) and keys[end] is not None:  # Arrow compares these: runs are whole
-            assert keys[end] != keys[end - 1]
+        assert all(keys[i] is keys[start] or keys[i] == keys[start] for i in range(start + 1, end))  # NaN: one key
+        if end < len(keys) and keys[end] is not None:  # runs are whole (null keys the caller joins)
+            assert keys[end] is not keys[end - 1] and keys[end] != keys[end - 1]
