@@ -24,9 +24,10 @@ against ``run_local`` into an arrangement.
 Also printed: the CPU seconds of a ``run_batch`` in Spark's JVM and in its Python
 workers (Linux ``/proc``, median of the timed runs), and the bound they set on two
 cores (``run_local``'s seconds over half their sum); the peak number of live partial
-matches (from the output); and with ``--grow`` the peak memory of a process streaming N, then 4N events (same users, four
-times the time) into a ``LocalRuntime`` window by window, its output dropped: the
-state is bounded by the window, so memory stays flat as the input grows.
+matches (from the output); and with ``--grow`` the peak memory of a process
+streaming N, then 4N events (same users, four times the time) into a
+``LocalRuntime`` window by window, its output dropped: the state is bounded by the
+window, so memory stays flat as the input grows.
 
 With ``--hot``, the peak memory of a fresh process running one Spark task's Python
 (``partition_runner``, in-process) over a partition holding one key with N/4 of the
@@ -200,11 +201,10 @@ def persisted_run(detector: Detector, events, work: str) -> list:
     return run_local(detector, events, into=PersistedArrangement(target)).updates
 
 
-def cpu_seconds(pid: int, descendants: bool = False) -> float:
-    """CPU seconds (user and system) process ``pid`` has used so far, read from
-    Linux's ``/proc``; with ``descendants``, those of every process below it instead
-    (with their reaped children), such as Spark's Python workers below its JVM."""
-    tick = os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds (user and system) used so far by process ``pid``, and by every
+    process below it (with their reaped children), such as Spark's Python workers
+    below its JVM: read from Linux's ``/proc``."""
     stats = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -212,13 +212,12 @@ def cpu_seconds(pid: int, descendants: bool = False) -> float:
                 fields = f.read().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue  # a process that ended meanwhile
-        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]), sum(int(x) for x in fields[11:13]))
-    if not descendants:
-        return stats[pid][2] / tick
+        stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:13]), sum(int(x) for x in fields[13:15]))
     below = {pid}
     while more := {p for p, (parent, _, _) in stats.items() if parent in below} - below:
         below |= more
-    return sum(stats[p][1] for p in below - {pid}) / tick
+    tick = os.sysconf("SC_CLK_TCK")
+    return stats[pid][1] / tick, sum(stats[p][1] + stats[p][2] for p in below - {pid}) / tick
 
 
 class BatchRuns:
@@ -237,9 +236,10 @@ class BatchRuns:
 
         if self.last is not None:
             self.last.unpersist()
-        jvm, workers = cpu_seconds(self.jvm), cpu_seconds(self.jvm, descendants=True)
+        jvm, workers = cpu_seconds(self.jvm)
         self.last = run_batch(self.detector, self.spark.read.parquet(self.source))
-        self.cpu.append((cpu_seconds(self.jvm) - jvm, cpu_seconds(self.jvm, descendants=True) - workers))
+        jvm_after, workers_after = cpu_seconds(self.jvm)
+        self.cpu.append((jvm_after - jvm, workers_after - workers))
         if self.last.scratch is None:
             raise SystemExit("run_batch cached its output instead of writing it as files")
         return self.last
