@@ -1,14 +1,15 @@
 """Benchmark: the fraud pattern over N login events of K users, against a hand-written detector.
 
 Usage:
-    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--skip-spark] [--grow] [--into] [--hot]
+    python benchmarks/cep.py [--n N] [--k K] [--window W] [--runs R] [--warmup W] [--skip-spark] [--grow] [--into] [--hot]
 
 Pattern: three ``fail`` then an ``ok`` (``begin("fail").times(3).followed_by("ok")``,
 relaxed, no skip), within W (10). Events: user ``rnd(K)``, ``fail`` / ``ok`` / ``view``
 (50/20/30 %), times spread so a user has about 10 events per window.
 
-Approaches, measured warm and interleaved (A B C A B C ...), each checked against
-``run_local``'s matches and timeouts (key, time and events of each):
+Approaches, measured warm (after ``--warmup`` untimed rounds, default 1) and
+interleaved (A B C A B C ...), each checked against ``run_local``'s matches and
+timeouts (key, time and events of each):
 
 - hand-written: a plain-Python detector for this one pattern, the floor;
 - ``run_local(Detector(...))``;
@@ -276,23 +277,24 @@ def spark_batch(detector: Detector, events, work: str):
     return spark, run, run_into, check
 
 
-def interleaved(approaches: dict, runs: int, expected) -> dict[str, list[float]]:
-    """Seconds of ``runs`` rounds of the approaches in turn (A B A B ...), after an
-    untimed round; each ``(run, digest)``'s output is checked against ``expected``
-    (or ``(run, digest, its own expected)``'s against its own) in the first and last
-    rounds."""
+def interleaved(approaches: dict, runs: int, expected, warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds of ``runs`` rounds of the approaches in turn (A B A B ...), after
+    ``warmup`` untimed rounds; each ``(run, digest)``'s output is checked against
+    ``expected`` (or ``(run, digest, its own expected)``'s against its own) in the
+    first and last rounds."""
     seconds: dict[str, list[float]] = {name: [] for name in approaches}
-    for round_ in range(runs + 1):  # round 0 warms up
+    last = warmup + runs - 1
+    for round_ in range(warmup + runs):
         for name, (run, digest, *own) in approaches.items():
             wanted = own[0] if own else expected
             gc.collect()
             started = time.perf_counter()
             out = run()
             elapsed = time.perf_counter() - started
-            if round_ in (0, runs) and digest(out) != wanted:
+            if round_ in (0, last) and digest(out) != wanted:
                 raise SystemExit(f"{name} found {digest(out)}, the reference {wanted}")
             del out
-            if round_:
+            if round_ >= warmup:
                 seconds[name].append(elapsed)
     return seconds
 
@@ -303,6 +305,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first (Spark's JVM warms over a few)")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--grow", action="store_true", help="also trace memory at N and 4N events")
     parser.add_argument("--into", action="store_true", help="also run_local into arrangements, in memory and persisted")
@@ -336,25 +339,26 @@ def main() -> None:
         approaches["run_batch(Detector), 2 cores"] = (run, lambda _: check()[0])
         approaches["run_batch into an arrangement"] = (run_into, lambda _: check(into=True)[0], expected_into)
     try:
-        seconds = interleaved(approaches, args.runs, expected)
+        seconds = interleaved(approaches, args.runs, expected, args.warmup)
         if not args.skip_spark and check()[1] != peak:
             raise SystemExit("Spark's output holds a different peak of partial matches")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"N={args.n:,} events, K={args.k:,} users, within {args.window}; {os.cpu_count()} cores; "
-          f"median of {args.runs} interleaved runs, each checked against run_local")
+          f"median of {args.runs} interleaved runs after {args.warmup} untimed, each checked against run_local")
     print(f"{expected[0]:,} matches, {expected[1]:,} timeouts; peak live partial matches {peak:,}")
-    print(f"{'approach':<40}{'seconds':>9}{'events/s':>12}{'vs floor':>10}")
+    print(f"{'approach':<40}{'seconds':>9}{'events/s':>12}{'vs floor':>10}  each run's seconds")
     floor = statistics.median(seconds["hand-written detector (floor)"])
     local = statistics.median(seconds["run_local(Detector)"])
     for name, times in seconds.items():
         median = statistics.median(times)
-        print(f"{name:<40}{median:>9.2f}{args.n / median:>12,.0f}{floor / median:>9.2f}x")
+        each = " ".join(f"{s:.2f}" for s in times)
+        print(f"{name:<40}{median:>9.2f}{args.n / median:>12,.0f}{floor / median:>9.2f}x  {each}")
     if not args.skip_spark:
         batch = statistics.median(seconds["run_batch(Detector), 2 cores"])
         print(f"run_batch throughput / run_local: {local / batch:.2f}x")
-        jvm, workers = (statistics.median(c[i] for c in run.cpu[1:]) for i in (0, 1))
+        jvm, workers = (statistics.median(c[i] for c in run.cpu[args.warmup:]) for i in (0, 1))
         print(f"run_batch CPU seconds: JVM {jvm:.2f}, Python workers {workers:.2f}; two cores' bound from "
               f"these and run_local: {local / ((jvm + workers) / 2):.2f}x")
         into = statistics.median(seconds["run_batch into an arrangement"])
