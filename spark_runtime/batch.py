@@ -328,7 +328,7 @@ def partition_runner(
                 sound_batch = sound_events(intake, batch, lower)
                 for start, end in key_runs(batch.column(0), keys):
                     key = keys[start]
-                    if key is not current and key != current:  # one NaN key (math.nan) is one key
+                    if not _same_key(key, current):
                         if current is not no_key:
                             flush()
                         current, prior, raw, sound = key, [], [], True
@@ -371,8 +371,13 @@ def key_runs(column: Any, keys: list[Any]) -> Iterator[tuple[int, int]]:
         changed = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, n - 1)), True)
         bounds = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist(), n]
     else:
-        bounds = [0, *(i for i in range(1, n) if keys[i] is not keys[i - 1] and keys[i] != keys[i - 1]), n] if n else [0]
+        bounds = [0, *(i for i in range(1, n) if not _same_key(keys[i], keys[i - 1])), n] if n else [0]
     return itertools.pairwise(bounds)
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    """Whether two keys read from Arrow are one key: equal, or one NaN (``math.nan``)."""
+    return a is b or a == b
 
 
 def sound_events(intake: Intake, batch: Any, frontier: Any) -> bool:
