@@ -309,10 +309,11 @@ def partition_runner(
         prepares = machine.spec.prepares_symbols
 
         def flush(until: Any = upto) -> frozenset[Any]:
-            values, updates, rejected = run_key(
-                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=until, sound=sound
+            values, _, rejected = run_key(
+                machine, intake, current, frozenset(prior), raw, frontier=lower, upto=until, sound=sound,
+                columns=out.columns,
             )
-            out.add(updates, rejected)
+            out.add(rejected=rejected)
             return values
 
         # The rows read and the updates made stay alive until their batch is written:

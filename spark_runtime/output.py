@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from pyarrow import fs
 from pyspark.sql import types as T
 
-from statemachines import InvalidArgument
+from statemachines import InvalidArgument, UpdateColumns
 from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import parquet_files, set_aside
 from statemachines.spark.session import scoped_conf
@@ -81,19 +81,30 @@ def output_schema(prepared: Any, value_type: Any) -> Any:
 
 
 class OutputRows:
-    """Output rows gathered for one Arrow record batch: updates first, then rejections."""
+    """Output rows gathered for one Arrow record batch: updates first, then rejections.
+
+    A partition runner hands :attr:`columns` to :func:`~statemachines.core.run_key`,
+    which adds its updates there directly.
+    """
 
     def __init__(self, schema: Any) -> None:
         self.schema = schema
-        self.updates: list[Any] = []  # ((key, value), time, diff)
+        self.columns = UpdateColumns()
         self.rejected: list[Any] = []  # Rejected
         self.tables: list[Any] = []  # updates as tables of key, value, time, diff
 
     def __len__(self) -> int:
-        return len(self.updates) + len(self.rejected) + sum(table.num_rows for table in self.tables)
+        return len(self.columns) + len(self.rejected) + sum(table.num_rows for table in self.tables)
 
     def add(self, updates: Any = (), rejected: Any = ()) -> None:
-        self.updates.extend(updates)
+        """Add updates ``((key, value), time, diff)`` and rejections."""
+        if updates:
+            pairs, times, diffs = zip(*updates, strict=True)
+            keys, values = zip(*pairs, strict=True)
+            self.columns.keys.extend(keys)
+            self.columns.values.extend(values)
+            self.columns.times.extend(times)
+            self.columns.diffs.extend(diffs)
         self.rejected.extend(rejected)
 
     def add_table(self, updates: Any) -> None:
@@ -104,31 +115,31 @@ class OutputRows:
     def take_updates(self) -> Any:
         """The updates gathered so far, as one table ``key, value, time, diff`` of the
         schema's types; the rejections stay for :meth:`take`."""
-        updates, self.updates = self.updates, []
         tables, self.tables = self.tables, []
         schema = pa.schema([self.schema.field(name) for name in UPDATE_COLUMNS])
-        pairs, times, diffs = zip(*updates, strict=True) if updates else ((), (), ())
-        keys, values = zip(*pairs, strict=True) if updates else ((), ())
-        given = pa.Table.from_arrays(checked_arrays((keys, values, times, diffs), schema), schema=schema)
+        given = pa.Table.from_arrays(checked_arrays(self.columns.take(), schema), schema=schema)
         return pa.concat_tables([*(table.select(list(UPDATE_COLUMNS)).cast(schema) for table in tables), given])
 
     def take(self) -> Any:
         """The rows gathered so far as a record batch, updates first; starts afresh."""
         if self.tables:
             raise ValueError("updates added as tables are taken with take_updates")
-        updates, rejected = self.updates, self.rejected
-        self.updates, self.rejected = [], []
-        u, r = len(updates), len(rejected)
-        pairs, times, diffs = zip(*updates, strict=True) if u else ((), (), ())
-        keys, values = zip(*pairs, strict=True) if u else ((), ())
+        keys, values, times, diffs = self.columns.take()
+        rejected, self.rejected = self.rejected, []
+        u, r = len(values), len(rejected)
         events = [x.event for x in rejected]
         r_keys, symbols, r_times, orders = zip(*events, strict=True) if r else ((), (), (), ())
+        if r:
+            keys.extend(r_keys)
+            values.extend([None] * r)
+            times.extend(r_times)
+            diffs.extend([None] * r)  # type: ignore[list-item]
         columns = (
             [UPDATE] * u + [REJECTED] * r,
-            [*keys, *r_keys],
-            [*values, *[None] * r],
-            [*times, *r_times],
-            [*diffs, *[None] * r],
+            keys,
+            values,
+            times,
+            diffs,
             [None] * u + [*symbols],
             [None] * u + [*orders],
             [None] * u + [str(x.reason) for x in rejected],

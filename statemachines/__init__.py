@@ -7,7 +7,7 @@ lazily.
 
 from statemachines import cdc, linear
 from statemachines.arrangement import Arrangement, Batch, HistoryRow, ReadHandle
-from statemachines.core import advance_key, apply_transition, run_key
+from statemachines.core import UpdateColumns, advance_key, apply_transition, run_key
 from statemachines.diagram import Diagram, diagram, explore
 from statemachines.errors import (
     DefinitionError,
@@ -65,6 +65,7 @@ __all__ = [
     "StateMachinesError",
     "Transition",
     "Update",
+    "UpdateColumns",
     "advance_key",
     "apply_transition",
     "cdc",

@@ -19,7 +19,7 @@ from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.updates import Update, total_order_key
 
-__all__ = ["OwnTypeCheck", "ValueCheck", "advance_key", "apply_transition", "run_key"]
+__all__ = ["OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "run_key"]
 
 ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
@@ -50,6 +50,46 @@ class OwnTypeCheck:
     def stores(self, event: Event) -> bool:
         """Whether ``event``'s symbol and time store as the input's types."""
         return self.symbol(event[1]) is None and self.time(event[2]) is None
+
+
+@attrs.define
+class UpdateColumns:
+    """Updates gathered as four columns, for a runtime that writes them as a table:
+    no :class:`~statemachines.updates.Update` per row, and a key's changes at one
+    time in no particular order (a table has none)::
+
+        keys  values  times  diffs
+        k     x       1      +1
+        k     x       3      -1        x left and y arrived at time 3:
+        k     y       3      +1        either row may come first
+    """
+
+    keys: list[Any] = attrs.Factory(list)
+    values: list[Any] = attrs.Factory(list)
+    times: list[Any] = attrs.Factory(list)
+    diffs: list[int] = attrs.Factory(list)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def add(self, time: Any, gone: Any, arrived: Any) -> None:
+        """Values that left (``-1``) and arrived (``+1``) at ``time``; their key comes
+        with :meth:`fill_keys`."""
+        self.values.extend(gone)
+        self.values.extend(arrived)
+        self.diffs.extend([-1] * len(gone))
+        self.diffs.extend([1] * (len(self.values) - len(self.diffs)))
+        self.times.extend([time] * (len(self.values) - len(self.times)))
+
+    def fill_keys(self, key: Any) -> None:
+        """Give ``key`` to the values added since the last call."""
+        self.keys.extend([key] * (len(self.values) - len(self.keys)))
+
+    def take(self) -> tuple[list[Any], list[Any], list[Any], list[int]]:
+        """``(keys, values, times, diffs)`` gathered so far; starts afresh."""
+        taken = self.keys, self.values, self.times, self.diffs
+        self.keys, self.values, self.times, self.diffs = [], [], [], []
+        return taken
 
 
 _NEW = tuple.__new__
@@ -119,6 +159,7 @@ def advance_key(
     events: list[Event],
     upto: Any,
     check: ValueCheck | None = None,
+    columns: UpdateColumns | None = None,
 ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
     """Run one key forward over its final events and the deadlines before ``upto``.
 
@@ -141,6 +182,8 @@ def advance_key(
             input is complete, so every deadline fires.
         check: the runtime's test that its output can store a new value; an event
             whose new value fails it is rejected (see :func:`apply_transition`).
+        columns: where the updates go instead, for a runtime that writes a table
+            (the updates returned are then none).
 
     Returns:
         ``(values after, updates, rejected events)``; the updates are in ``(time,
@@ -180,23 +223,32 @@ def advance_key(
                     found.extend(new)
                 position += 1
             i += 1
-        start = len(updates)
-        if after != values:
-            for v in values - after:
-                updates.append(_NEW(Update, ((key, v), now, -1)))
-            for v in after - values:
+        if columns is not None:
+            if after != values:
+                columns.add(now, values - after, (*(after - values), *found))
+                values = after
+            elif found:
+                columns.add(now, (), found)
+        else:
+            start = len(updates)
+            if after != values:
+                for v in values - after:
+                    updates.append(_NEW(Update, ((key, v), now, -1)))
+                for v in after - values:
+                    updates.append(_NEW(Update, ((key, v), now, 1)))
+                values = after
+            for v in found:
                 updates.append(_NEW(Update, ((key, v), now, 1)))
-            values = after
-        for v in found:
-            updates.append(_NEW(Update, ((key, v), now, 1)))
-        if len(updates) - start > 1:
-            _order_by_value(updates, start)
+            if len(updates) - start > 1:
+                _order_by_value(updates, start)
         due = wake(key, values) if wake is not None and values else None
         if due is not None and due <= now:
             raise MachineError(
                 f"{spec.name}.deadline returned {due!r} for key {key!r} after a change "
                 f"at time {now!r}; a deadline must lie strictly after the change that sets it"
             )
+    if columns is not None:
+        columns.fill_keys(key)
     return values, updates, rejected
 
 
@@ -243,6 +295,7 @@ def run_key(
     frontier: Any,
     upto: Any,
     sound: bool = False,
+    columns: UpdateColumns | None = None,
 ) -> tuple[frozenset[Any], list[Update], list[Rejected]]:
     """Check, order and apply one key's raw events: a runtime's per-key entry point.
 
@@ -251,7 +304,7 @@ def run_key(
     ``frontier`` are late), the rest are put in ``(time, event_rank)`` order and
     handed to :func:`advance_key` with ``upto``. ``sound``: the raw events are 4-tuples
     whose columns :meth:`Intake.sound_in_bulk` passed, so only their symbols are
-    checked (:meth:`Intake.check_symbol`).
+    checked (:meth:`Intake.check_symbol`). ``columns``: as for :func:`advance_key`.
 
     Returns:
         ``(values after, updates, rejected events)``.
@@ -273,5 +326,5 @@ def run_key(
         events.append(checked)
     if not in_order:
         events.sort(key=_time_then_rank)
-    after, updates, failed = advance_key(machine, key, values, events, upto, intake.value_check)
+    after, updates, failed = advance_key(machine, key, values, events, upto, intake.value_check, columns)
     return after, updates, rejected + failed if failed else rejected

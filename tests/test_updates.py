@@ -9,6 +9,7 @@ from statemachines import (
     Event,
     Machine,
     Update,
+    UpdateColumns,
     collection_at,
     consolidate,
     format_table,
@@ -17,8 +18,10 @@ from statemachines import (
     sort_updates,
 )
 from statemachines.core import advance_key
+from statemachines.library import Detector, Pattern
 from statemachines.updates import sort_key_runs, total_order_key
 from tests import strategies as sst
+from tests.machines import Session, Tags
 
 
 @given(sst.update_batches)
@@ -76,3 +79,29 @@ def test_the_step_emits_a_keys_changes_at_one_time_in_value_order():
     for time in (1, 2, 3):
         at = [u for u in updates if u.time == time]
         assert at == sorted(at, key=lambda u: total_order_key(u.data[1])) and len(at) > 1
+
+
+
+FLOOD = Detector(  # partial matches, matches and timeouts
+    Pattern.begin("add").where(lambda s: s[0] == "add").times(2)
+    .followed_by("del").where(lambda s: s[0] == "del").within(4)
+)
+
+
+@given(
+    st.sampled_from([Tags(), Session(), FLOOD]),
+    st.lists(st.tuples(sst.tag_symbols, sst.times), max_size=30),
+    st.none() | st.integers(1, 6),
+)
+def test_the_step_into_columns_gives_the_updates_it_returns(machine, symbols, beyond):
+    """Updates gathered as columns are those the step returns, in a table's rows; each
+    key's rows carry it."""
+    events = sorted((Event("k", s, t, i) for i, (s, t) in enumerate(symbols)), key=lambda e: (e.time, e.order))
+    upto = None if beyond is None else max((e.time for e in events), default=0) + beyond  # the events are final
+    columns, expected = UpdateColumns(), []
+    for key in ("j", "k"):
+        after, updates, rejected = advance_key(machine, key, frozenset(), events, upto)
+        assert advance_key(machine, key, frozenset(), events, upto, columns=columns) == (after, [], rejected)
+        expected += [(key, value, time, diff) for (_, value), time, diff in updates]
+    assert sorted(zip(*columns.take(), strict=True), key=repr) == sorted(expected, key=repr)
+    assert len(columns) == 0
