@@ -13,7 +13,7 @@ timeouts (key, time and events of each):
 
 - hand-written: a plain-Python detector for this one pattern, the floor;
 - ``run_local(Detector(...))``;
-- ``run_batch`` on a local Spark session (Parquet in; its tasks write the output as
+- ``run_batch`` on a local Spark session (Parquet in, four files; its tasks write the output as
   Parquet files in a scratch folder that the result reads);
 - ``run_batch`` into an arrangement (its tasks write the output files themselves),
   checked against ``run_local`` into an arrangement: timeouts after its upper wait.
@@ -246,15 +246,30 @@ class BatchRuns:
         return self.last
 
 
+SOURCE_FILES = 4
+
+
+def write_source(table: Any, folder: str, files: int = SOURCE_FILES) -> str:
+    """``table`` as a Parquet dataset of ``files`` files in ``folder``, as a Spark job
+    with that many tasks writes one: Spark reads such a dataset with one task per file
+    (a single small file is read by one task, on one core, however many there are)."""
+    import pyarrow.parquet as pq
+
+    os.makedirs(folder, exist_ok=True)
+    step = -(-table.num_rows // files)
+    for i in range(files):
+        pq.write_table(table.slice(i * step, step), f"{folder}/part-{i:05d}.parquet")
+    return folder
+
+
 def spark_batch(detector: Detector, events, work: str):
     """``(run, digest of its findings, peak partials)``: run_batch over Parquet."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from statemachines.spark import local_session, read_updates, run_batch
 
-    source = f"{work}/logins.parquet"
-    pq.write_table(pa.table({c: [e[i] for e in events] for i, c in enumerate(("key", "symbol", "time"))}), source)
+    columns = ("key", "symbol", "time")
+    source = write_source(pa.table({c: [e[i] for e in events] for i, c in enumerate(columns)}), f"{work}/logins")
     spark = local_session()
 
     run = BatchRuns(spark, detector, source)

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import BatchRuns, findings_digest, interleaved  # noqa: E402
+from cep import BatchRuns, findings_digest, interleaved, write_source  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
 from statemachines.library import Detector, Pattern  # noqa: E402
@@ -74,13 +74,12 @@ def local_digest(updates):
 
 def spark_runs(detectors: dict[str, Detector], events, work: str):
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from statemachines.spark import local_session
 
-    source = f"{work}/logins.parquet"
     symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
-    pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
+    table = pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]})
+    source = write_source(table, f"{work}/logins")
     spark = local_session()
 
     def digest(result):

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import BatchRuns, child_peak_mb, interleaved, peak_partials  # noqa: E402
+from cep import BatchRuns, child_peak_mb, interleaved, peak_partials, write_source  # noqa: E402
 from cep_expressions import logins, plain  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
@@ -71,13 +71,12 @@ def main() -> None:
     spark = None
     if not args.skip_spark:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         from statemachines.spark import local_session
 
-        source = f"{work}/logins.parquet"
         symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
-        pq.write_table(pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]}), source)
+        table = pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]})
+        source = write_source(table, f"{work}/logins")
         spark = local_session()
 
     print(f"N={args.n:,} events, K={args.k:,} users; {os.cpu_count()} cores; "
