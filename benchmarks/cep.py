@@ -13,8 +13,8 @@ timeouts (key, time and events of each):
 
 - hand-written: a plain-Python detector for this one pattern, the floor;
 - ``run_local(Detector(...))``;
-- ``run_batch`` on a local Spark session (Parquet in, four files; its tasks write the output as
-  Parquet files in a scratch folder that the result reads);
+- ``run_batch`` on a local Spark session (Parquet in, four files; its tasks write the
+  output as Parquet files in a scratch folder that the result reads);
 - ``run_batch`` into an arrangement (its tasks write the output files themselves),
   checked against ``run_local`` into an arrangement: timeouts after its upper wait.
 

@@ -81,7 +81,6 @@ def test_the_step_emits_a_keys_changes_at_one_time_in_value_order():
         assert at == sorted(at, key=lambda u: total_order_key(u.data[1])) and len(at) > 1
 
 
-
 FLOOD = Detector(  # partial matches, matches and timeouts
     Pattern.begin("add").where(lambda s: s[0] == "add").times(2)
     .followed_by("del").where(lambda s: s[0] == "del").within(4)
