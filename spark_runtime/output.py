@@ -98,13 +98,7 @@ class OutputRows:
 
     def add(self, updates: Any = (), rejected: Any = ()) -> None:
         """Add updates ``((key, value), time, diff)`` and rejections."""
-        if updates:
-            pairs, times, diffs = zip(*updates, strict=True)
-            keys, values = zip(*pairs, strict=True)
-            self.columns.keys.extend(keys)
-            self.columns.values.extend(values)
-            self.columns.times.extend(times)
-            self.columns.diffs.extend(diffs)
+        self.columns.add_updates(updates)
         self.rejected.extend(rejected)
 
     def add_table(self, updates: Any) -> None:

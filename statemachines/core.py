@@ -85,6 +85,16 @@ class UpdateColumns:
         """Give ``key`` to the values added since the last call."""
         self.keys.extend([key] * (len(self.values) - len(self.keys)))
 
+    def add_updates(self, updates: Any) -> None:
+        """Add updates ``((key, value), time, diff)``."""
+        if updates:
+            pairs, times, diffs = zip(*updates, strict=True)
+            keys, values = zip(*pairs, strict=True)
+            self.keys.extend(keys)
+            self.values.extend(values)
+            self.times.extend(times)
+            self.diffs.extend(diffs)
+
     def take(self) -> tuple[list[Any], list[Any], list[Any], list[int]]:
         """``(keys, values, times, diffs)`` gathered so far; starts afresh."""
         taken = self.keys, self.values, self.times, self.diffs
@@ -224,11 +234,9 @@ def advance_key(
                 position += 1
             i += 1
         if columns is not None:
-            if after != values:
+            if after != values or found:
                 columns.add(now, values - after, (*(after - values), *found))
                 values = after
-            elif found:
-                columns.add(now, (), found)
         else:
             start = len(updates)
             if after != values:
