@@ -72,14 +72,19 @@ def local_digest(updates):
     return findings_digest([((k, plain(v)), t, d) for (k, v), t, d in updates])
 
 
-def spark_runs(detectors: dict[str, Detector], events, work: str):
+def write_logins(events, work: str) -> str:
+    """The logins as a Parquet dataset under ``work`` (``symbol`` a struct): its folder."""
     import pyarrow as pa
-
-    from statemachines.spark import local_session
 
     symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
     table = pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]})
-    source = write_source(table, f"{work}/logins")
+    return write_source(table, f"{work}/logins")
+
+
+def spark_runs(detectors: dict[str, Detector], events, work: str):
+    from statemachines.spark import local_session
+
+    source = write_logins(events, work)
     spark = local_session()
 
     def digest(result):

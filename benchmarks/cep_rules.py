@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from cep import BatchRuns, child_peak_mb, interleaved, peak_partials, write_source  # noqa: E402
-from cep_expressions import logins, plain  # noqa: E402
+from cep import BatchRuns, child_peak_mb, interleaved, peak_partials  # noqa: E402
+from cep_expressions import logins, plain, write_logins  # noqa: E402
 
 from statemachines import run_local  # noqa: E402
 from statemachines.library import Pattern, RuleDetector, matches, timeouts  # noqa: E402
@@ -70,13 +70,9 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="bench-cep-rules-")
     spark = None
     if not args.skip_spark:
-        import pyarrow as pa
-
         from statemachines.spark import local_session
 
-        symbol = pa.array([e[1] for e in events], pa.struct([("kind", pa.string()), ("amount", pa.int64())]))
-        table = pa.table({"key": [e[0] for e in events], "symbol": symbol, "time": [e[2] for e in events]})
-        source = write_source(table, f"{work}/logins")
+        source = write_logins(events, work)
         spark = local_session()
 
     print(f"N={args.n:,} events, K={args.k:,} users; {os.cpu_count()} cores; "
