@@ -8,6 +8,9 @@ import pytest
 from hypothesis import settings
 
 from tests import background
+from tests.servers import JVM_OPTIONS
+
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)  # every Spark driver the tests start
 
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
