@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from statemachines.errors import MachineError
+from statemachines.errors import InvalidArgument, MachineError
 from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
@@ -187,7 +187,8 @@ def advance_key(
         key: the key.
         values: the key's current values (empty for a key never seen); findings
             among them (``is_finding``) are reported, not held, and are left out.
-        events: the key's events, sorted by ``(time, event_rank)``; all are final.
+        events: the key's events, sorted by ``(time, event_rank)``; all are final
+            (below ``upto``).
         upto: the frontier: deadlines at times ``< upto`` fire. ``None`` means the
             input is complete, so every deadline fires.
         check: the runtime's test that its output can store a new value; an event
@@ -201,9 +202,14 @@ def advance_key(
         ``+1``.
 
     Raises:
+        InvalidArgument: the last event is not below ``upto``.
         MachineError: a deadline did not lie after the time of the change that set
             it, or ``on_deadline`` raised.
     """
+    if upto is not None and events and not events[-1][2] < upto:
+        raise InvalidArgument(
+            f"advance_key takes final events only (below upto={upto!r}); the last is at time {events[-1][2]!r}"
+        )
     spec = machine.spec
     if spec.emits_findings and values:
         values = frozenset(v for v in values if not machine.is_finding(v))

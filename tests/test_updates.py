@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from statemachines import (
     Event,
+    InvalidArgument,
     Machine,
     Update,
     UpdateColumns,
@@ -104,3 +106,16 @@ def test_the_step_into_columns_gives_the_updates_it_returns(machine, symbols, be
         expected += [(key, value, time, diff) for (_, value), time, diff in updates]
     assert sorted(zip(*columns.take(), strict=True), key=repr) == sorted(expected, key=repr)
     assert len(columns) == 0
+
+
+@given(
+    st.sampled_from([Tags(), Session(), FLOOD]),
+    st.lists(st.tuples(sst.tag_symbols, sst.times), min_size=1, max_size=10),
+    st.integers(0, 3),
+)
+def test_the_step_refuses_events_that_are_not_below_upto(machine, symbols, below):
+    """An event at or after the frontier is not final: the step says so, naming its time."""
+    events = sorted((Event("k", s, t, i) for i, (s, t) in enumerate(symbols)), key=lambda e: (e.time, e.order))
+    last = events[-1].time
+    with pytest.raises(InvalidArgument, match=f"the last is at time {last!r}"):
+        advance_key(machine, "k", frozenset(), events, last - below)
