@@ -73,6 +73,7 @@ def free_port() -> int:
 
 
 def server_env(directory: Path) -> dict[str, str]:
+    java = os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK", "PYTHONPATH"))}
     env.update(
         SPARK_HOME=str(SPARK_HOME),
@@ -82,8 +83,8 @@ def server_env(directory: Path) -> dict[str, str]:
         SPARK_WORKER_DIR=str(directory / "work"),
         PYSPARK_PYTHON=bare_python(directory),
         PYSPARK_DRIVER_PYTHON=bare_python(directory),
-        SPARK_SUBMIT_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS),
-        SPARK_DAEMON_JAVA_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS),
+        SPARK_SUBMIT_OPTS=java,
+        SPARK_DAEMON_JAVA_OPTS=java,
     )
     return env
 

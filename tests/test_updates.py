@@ -85,6 +85,11 @@ def test_the_step_emits_a_keys_changes_at_one_time_in_value_order():
         assert at == sorted(at, key=lambda u: total_order_key(u.data[1])) and len(at) > 1
 
 
+def key_events(symbols):
+    """Events of key ``k`` from ``(symbol, time)`` pairs, in order of time, then of arrival."""
+    return sorted((Event("k", s, t, i) for i, (s, t) in enumerate(symbols)), key=lambda e: (e.time, e.order))
+
+
 FLOOD = Detector(  # partial matches, matches and timeouts
     Pattern.begin("add").where(lambda s: s[0] == "add").times(2)
     .followed_by("del").where(lambda s: s[0] == "del").within(4)
@@ -99,7 +104,7 @@ FLOOD = Detector(  # partial matches, matches and timeouts
 def test_the_step_into_columns_gives_the_updates_it_returns(machine, symbols, beyond):
     """Updates gathered as columns are those the step returns, in a table's rows; each
     key's rows carry it."""
-    events = sorted((Event("k", s, t, i) for i, (s, t) in enumerate(symbols)), key=lambda e: (e.time, e.order))
+    events = key_events(symbols)
     upto = None if beyond is None else max((e.time for e in events), default=0) + beyond  # the events are final
     columns, expected = UpdateColumns(), []
     for key in ("j", "k"):
@@ -117,7 +122,7 @@ def test_the_step_into_columns_gives_the_updates_it_returns(machine, symbols, be
 )
 def test_the_step_refuses_events_that_are_not_below_upto(machine, symbols, below):
     """An event at or after the frontier is not final: the step says so, naming its time."""
-    events = sorted((Event("k", s, t, i) for i, (s, t) in enumerate(symbols)), key=lambda e: (e.time, e.order))
+    events = key_events(symbols)
     last = events[-1].time
     with pytest.raises(InvalidArgument, match=re.escape(f"the last is at time {last!r}")):
         advance_key(machine, "k", frozenset(), events, last - below)
