@@ -248,7 +248,7 @@ class _FileOut:
             _make_parent(self.loc, self.relative)
             self.writer = pq.ParquetWriter(
                 self.loc.path(self.relative), rows.schema, filesystem=self.loc.filesystem,
-                use_dictionary=WRITE_OPTIONS["use_dictionary"],
+                use_dictionary=WRITE_OPTIONS["use_dictionary"], write_statistics=WRITE_OPTIONS["write_statistics"],
             )
         self.writer.write_batch(rows, row_group_size=WRITE_OPTIONS["row_group_size"])
         self.rows += n
