@@ -122,7 +122,7 @@ class OutputRows:
         rejected, self.rejected = self.rejected, []
         u, r = len(values), len(rejected)
         events = [x.event for x in rejected]
-        r_keys, symbols, r_times, orders = zip(*events, strict=True) if r else ((), (), (), ())
+        r_keys, symbols, r_times, orders = ([e[i] for e in events] for i in range(4))  # not zip(*events): slow
         if r:
             keys.extend(r_keys)
             values.extend([None] * r)
@@ -134,8 +134,8 @@ class OutputRows:
             values,
             times,
             diffs,
-            [None] * u + [*symbols],
-            [None] * u + [*orders],
+            [None] * u + symbols,
+            [None] * u + orders,
             [None] * u + [str(x.reason) for x in rejected],
             [None] * u + [x.detail for x in rejected],
         )
