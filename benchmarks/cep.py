@@ -7,9 +7,9 @@ Pattern: three ``fail`` then an ``ok`` (``begin("fail").times(3).followed_by("ok
 relaxed, no skip), within W (10). Events: user ``rnd(K)``, ``fail`` / ``ok`` / ``view``
 (50/20/30 %), times spread so a user has about 10 events per window.
 
-Approaches, measured warm (after ``--warmup`` untimed rounds, default 1) and
-interleaved (A B C A B C ...), each checked against ``run_local``'s matches and
-timeouts (key, time and events of each):
+Approaches, measured warm (after ``--warmup`` untimed rounds, default 4: Spark's JVM
+compiles for about that long) and interleaved (A B C A B C ...), each checked against
+``run_local``'s matches and timeouts (key, time and events of each):
 
 - hand-written: a plain-Python detector for this one pattern, the floor;
 - ``run_local(Detector(...))``;
@@ -320,7 +320,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first (Spark's JVM warms over a few)")
+    parser.add_argument("--warmup", type=int, default=4, help="untimed rounds first (Spark's JVM compiles over about four)")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--grow", action="store_true", help="also trace memory at N and 4N events")
     parser.add_argument("--into", action="store_true", help="also run_local into arrangements, in memory and persisted")
