@@ -33,3 +33,31 @@ def commit_times(path):
     from pathlib import Path
 
     return {int(f.stem): f.stat().st_mtime_ns // 10**6 for f in (Path(path) / "_delta_log").glob("*.json")}
+
+
+def statistics_problems(path):
+    """What is wrong with the statistics of the table's data files, as delta-rs reads
+    its add actions: each must give its file's row count and the true minimum and
+    maximum of ``key``, ``time`` and ``diff`` (data skipping), and each row group of
+    the file must keep its keys' minimum and maximum (a point read's index)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    problems = []
+    for add in pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist():
+        data = pq.ParquetFile(f"{path}/{add['path']}")
+        rows = data.read(columns=["key", "time", "diff"])
+        if add["num_records"] != rows.num_rows:
+            problems.append((add["path"], "num_records", add["num_records"], rows.num_rows))
+        for column in ("key", "time", "diff"):
+            found = pc.min_max(rows[column]).as_py()
+            given = {"min": add[f"min.{column}"], "max": add[f"max.{column}"]}
+            if given != found:
+                problems.append((add["path"], column, given, found))
+        key = data.schema_arrow.get_field_index("key")
+        for group in range(data.metadata.num_row_groups):
+            stats = data.metadata.row_group(group).column(key).statistics
+            if stats is None or not stats.has_min_max:
+                problems.append((add["path"], f"row group {group}", "no key statistics"))
+    return problems

@@ -22,7 +22,12 @@ from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.stored import merge_tables
 from tests import strategies as sst
-from tests.delta_reader import commit_times, delta_rs_change_feed, delta_rs_updates
+from tests.delta_reader import (
+    commit_times,
+    delta_rs_change_feed,
+    delta_rs_updates,
+    statistics_problems,
+)
 from tests.machines import Tags
 
 SEED = [("frank", v, t) for t, v in enumerate(["mcsherry", "zappa", None, "oz", "oz", None])]
@@ -47,6 +52,19 @@ def test_delta_rs_reads_the_same_updates_as_the_arrangement(tmp_path_factory, ev
         assert arr.updates() == []
         return
     assert delta_rs_updates(path) == consolidate(arr.updates()) == PersistedArrangement.open(path).updates()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=20, deadline=None)
+@given(events=sst.events(sst.tag_symbols, key=sst.text_keys, max_size=80))
+def test_each_data_file_keeps_the_statistics_of_its_keys_times_and_diffs(tmp_path_factory, events):
+    """Data skipping reads a file's minimum and maximum key, time and diff from its
+    add action; a point read reads each row group's keys'."""
+    path = tmp_path_factory.mktemp("arr")
+    arr = PersistedArrangement(path)
+    for upper in (4, 9, 13):  # several commits, with merges
+        run_local(Tags(), [e for e in events if upper - 5 < e.time + 1 <= upper], into=arr, frontier=upper)
+    if arr.version is not None:
+        assert statistics_problems(path) == []
 
 
 def log_actions(path, kind):

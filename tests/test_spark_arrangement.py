@@ -8,7 +8,7 @@ from statemachines import InvalidArgument, PersistedArrangement, consolidate, ru
 from statemachines.library import Upsert
 from statemachines.persisted import check
 from statemachines.spark import read_history, read_snapshot, read_updates
-from tests.delta_reader import commit_times, delta_rs_change_feed
+from tests.delta_reader import commit_times, delta_rs_change_feed, statistics_problems
 from tests.machines import Tags
 
 pytestmark = pytest.mark.spark
@@ -86,6 +86,20 @@ def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_value
     frame = read_updates(spark, tmp_path)
     assert frame.schema["value"].dataType.simpleString() == "struct<name:string,n:bigint>"
     assert consolidate(((r.key, tuple(r.value)), r.time, r.diff) for r in frame.collect()) == whole
+
+
+def test_the_files_spark_tasks_write_keep_the_statistics_of_keys_times_and_diffs(spark, tmp_path):
+    """A task of a machine without a Spark-native path writes its data file itself."""
+    from statemachines.spark import run_batch
+
+    rnd = __import__("random").Random(7)
+    events = [(f"k{rnd.randrange(9)}", (rnd.choice(["add", "del"]), rnd.choice("xyz")), t) for t in range(40)]
+    schema = "key string, symbol struct<op:string,tag:string>, time long"
+    for lo, hi in ((0, 20), (20, 40)):
+        frame = spark.createDataFrame([e for e in events if lo <= e[2] < hi], schema)
+        assert run_batch(Tags(), frame, into=tmp_path, value_type="string").rejected.count() == 0
+    assert PersistedArrangement.open(tmp_path).updates() == run_local(Tags(), events).updates
+    assert statistics_problems(tmp_path) == []
 
 
 def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_path):
