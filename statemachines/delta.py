@@ -479,13 +479,18 @@ def _removal(loc: Location, relative: str, at: int) -> Any:
     return RemoveAction(relative, False, at, loc.filesystem.get_file_info(loc.path(relative)).size, {})
 
 
+STATISTICS_COLUMNS = ("key", "time", "diff")
+"""The columns whose minimum and maximum a data file's add action records (and the
+only ones whose Parquet statistics this project writes)."""
+
+
 def _min_max(metadata: Any) -> dict[str, Any]:
     """Delta file statistics of the plain columns (min, max, nulls) from Parquet's own."""
     low: dict[str, Any] = {}
     high: dict[str, Any] = {}
     nulls: dict[str, int] = {}
     names = metadata.schema.names
-    for column in ("key", "time", "diff"):
+    for column in STATISTICS_COLUMNS:
         if column not in names:
             continue
         index = names.index(column)
