@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, LocalRuntime, Machine, Rejected, Update
-from statemachines.columns import column_to_python, python_rows
+from statemachines.columns import column_to_python, columns_of, python_rows
 from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
@@ -480,7 +480,7 @@ def _wakes(times: Any) -> Any:
 def _events_table(types: BucketTypes, events: Iterable[Event], arrived: int | None) -> Any:
     schema = types.events()
     events = list(events)
-    columns = [[e[i] for e in events] for i in range(4)]  # zip(*events) over 500k events took 6-9x as long
+    columns = columns_of(events, 4)
     columns.append([timer_ms(time) for time in columns[2]])
     columns.append([arrived] * len(events))
     return pa.table([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)

@@ -27,6 +27,7 @@ from pyarrow import fs
 from pyspark.sql import types as T
 
 from statemachines import InvalidArgument, UpdateColumns
+from statemachines.columns import columns_of
 from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import parquet_files, set_aside
 from statemachines.spark.session import scoped_conf
@@ -122,7 +123,7 @@ class OutputRows:
         rejected, self.rejected = self.rejected, []
         u, r = len(values), len(rejected)
         events = [x.event for x in rejected]
-        r_keys, symbols, r_times, orders = ([e[i] for e in events] for i in range(4))  # not zip(*events): slow
+        r_keys, symbols, r_times, orders = columns_of(events, 4)
         if r:
             keys.extend(r_keys)
             values.extend([None] * r)
