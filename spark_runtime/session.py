@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pyspark.sql import SparkSession
 
 from statemachines.errors import InvalidArgument, StateMachinesError
+from statemachines.spark.worker_python import worker_python
 
 __all__ = ["JavaNotFound", "ensure_java", "local_session", "scoped_conf", "session"]
 
@@ -91,7 +92,7 @@ def session(
     ``spark.sql.shuffle.partitions``           4          cores      server's
     ``spark.driver.memory`` (the one JVM)      1/4 RAM    yours      server's
     Spark UI, console progress bar             off        Spark's    server's
-    executors' Python (``PYSPARK_PYTHON``)     this one   yours      server's
+    executors' Python (``PYSPARK_PYTHON``)     this [2]_  yours      server's
     log: warnings on, chatter off              ours [1]_  Spark's    server's
     ``SPARK_LOCAL_IP`` (unless set)            127.0.0.1  unset      unset
     =========================================  =========  =========  =======
@@ -99,6 +100,9 @@ def session(
     .. [1] ``spark_runtime/log4j2.properties``: warnings show; Spark's start-up
        notes, the optional native-Hadoop warning and streaming's internal notes do
        not. The JVM's own "Using incubator modules" line cannot be turned off.
+    .. [2] through a launcher that keeps Spark's zip of pyspark off its path when
+       pyspark is installed by pip (:mod:`statemachines.spark.worker_python`): each
+       worker then imports the compiled pyspark instead of compiling the zip's.
 
     "cores" is the cluster's default parallelism when the session starts, unless
     ``spark.sql.shuffle.partitions`` is already configured (``extra``,
@@ -133,8 +137,10 @@ def session(
         local = master.startswith("local")
         builder = builder.master(master)
         if local:
-            # local workers run this interpreter (and see its packages)
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            # local workers run this interpreter (and see its packages), with its own
+            # compiled pyspark rather than Spark's zip of it (worker_python)
+            if "PYSPARK_PYTHON" not in os.environ and "spark.pyspark.python" not in extra:
+                os.environ["PYSPARK_PYTHON"] = worker_python(sys.executable)
             shuffle_partitions = shuffle_partitions or 4
             builder = builder.config("spark.ui.enabled", "false")
             builder = builder.config("spark.ui.showConsoleProgress", "false")

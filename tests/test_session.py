@@ -5,6 +5,8 @@ from __future__ import annotations
 import builtins
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statemachines.spark import JavaNotFound, ensure_java
 
@@ -41,3 +43,71 @@ def test_a_local_session_gets_a_quarter_of_the_machines_memory_as_heap(spark):
     assert spark.sparkContext.getConf().get("spark.driver.memory") == f"{local_heap_mb()}m"
     max_heap_mb = spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20
     assert max_heap_mb > 0.8 * local_heap_mb()  # the JVM really runs with it (less its reserve)
+
+
+@given(st.lists(st.sampled_from(["/a", "/b c", "*", "it's", "/x/pyspark.zip", "$HOME", "ZIP"]), max_size=6))
+@settings(max_examples=60, deadline=None)
+def test_the_worker_launcher_drops_only_sparks_zip_of_pyspark_from_the_path(entries):
+    """Spark's PYTHONPATH for a worker, with the bundled zip anywhere in it: the
+    launcher hands on the other entries as they were, in order."""
+    import shutil
+    import subprocess
+
+    from statemachines.spark.worker_python import bundled_zip, worker_python
+
+    bundled = bundled_zip()
+    assert bundled is not None  # pyspark installed by pip, as here and in CI
+    given = [bundled if e == "ZIP" else e for e in entries]
+    launcher = worker_python(shutil.which("printenv"))  # runs printenv in place of Python
+    shown = subprocess.run(
+        [launcher, "PYTHONPATH"], env={"PYTHONPATH": ":".join(given)}, capture_output=True, text=True, check=True
+    ).stdout.rstrip("\n")
+    assert shown == ":".join(e for e in given if e != bundled)
+
+
+def test_a_spark_home_of_its_own_or_another_pyspark_keeps_the_interpreter_as_it_is(monkeypatch, tmp_path):
+    import shutil
+
+    import pyspark
+
+    from statemachines.spark.worker_python import worker_python
+
+    executable = shutil.which("printenv")
+    assert worker_python(executable) != executable
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert worker_python(executable) == executable
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setattr(pyspark, "__version__", "0.0.1")
+    assert worker_python(executable) == executable
+
+
+@pytest.mark.spark
+def test_a_local_sessions_workers_import_the_installed_pyspark_not_sparks_zip_of_it(spark):
+    """Python caches no bytecode for a zip: a worker importing pyspark from Spark's
+    zip would compile it at every start (statemachines.spark.worker_python)."""
+    import sys
+
+    import pyspark
+
+    def where(_):
+        import pyspark as worker_pyspark
+
+        return worker_pyspark.__file__, sys.path
+
+    ((imported, path),) = spark.sparkContext.parallelize([0], 1).map(where).collect()
+    assert imported == pyspark.__file__
+    assert not any(entry.endswith("pyspark.zip") for entry in path)
+    assert any(entry.endswith(".zip") and "py4j" in entry for entry in path)  # the rest of Spark's path stays
+
+
+def test_a_launcher_that_cannot_run_keeps_the_interpreter_as_it_is(monkeypatch):
+    """As where the temporary folder is mounted noexec: the workers must still start."""
+    import os
+    import shutil
+
+    from statemachines.spark import worker_python as module
+
+    monkeypatch.setattr(module, "_made", {})
+    monkeypatch.setattr(os, "chmod", lambda *args: None)  # the launcher stays not executable
+    executable = shutil.which("printenv")
+    assert module.worker_python(executable) == executable
