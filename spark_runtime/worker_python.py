@@ -81,7 +81,7 @@ def worker_python(executable: str = sys.executable) -> str:
     made = _made.get((executable, bundled))
     if made is None or not os.path.exists(made):
         folder = tempfile.mkdtemp(prefix="statemachines-python-")
-        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(_remove, folder, os.getpid())
         made = os.path.join(folder, "python")
         with open(made, "w") as out:
             out.write(_LAUNCHER.format(bundled=shlex.quote(bundled), python=shlex.quote(executable)))
@@ -90,6 +90,12 @@ def worker_python(executable: str = sys.executable) -> str:
             return executable
         _made[(executable, bundled)] = made
     return made
+
+
+def _remove(folder: str, creator: int) -> None:
+    """At exit, the launcher's folder goes, unless this is a forked child exiting."""
+    if os.getpid() == creator:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _runs(launcher: str) -> bool:

@@ -111,3 +111,18 @@ def test_a_launcher_that_cannot_run_keeps_the_interpreter_as_it_is(monkeypatch):
     monkeypatch.setattr(os, "chmod", lambda *args: None)  # the launcher stays not executable
     executable = shutil.which("printenv")
     assert module.worker_python(executable) == executable
+
+
+def test_a_forked_child_exiting_leaves_the_launcher_to_its_parent():
+    import os
+    import shutil
+
+    from statemachines.spark.worker_python import _remove, worker_python
+
+    launcher = worker_python(shutil.which("printenv"))
+    child = os.fork()
+    if child == 0:  # what the child's exit would run
+        _remove(os.path.dirname(launcher), os.getppid())
+        os._exit(0)
+    os.waitpid(child, 0)
+    assert os.path.exists(launcher)
