@@ -45,8 +45,11 @@ for entry in $PYTHONPATH; do
     fi
 done
 unset IFS
-PYTHONPATH=$kept
-export PYTHONPATH
+if [ -n "$kept" ]; then
+    export PYTHONPATH="$kept"
+else
+    unset PYTHONPATH
+fi
 exec {python} "$@"
 """
 _made: dict[tuple[str, str], str] = {}  # (interpreter, zip) -> its launcher, once per process
