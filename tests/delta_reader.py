@@ -44,13 +44,14 @@ def statistics_problems(path):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    columns = ["key", "time", "diff"]
     problems = []
     for add in pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist():
         data = pq.ParquetFile(f"{path}/{add['path']}")
-        rows = data.read(columns=["key", "time", "diff"])
+        rows = data.read(columns=columns)
         if add["num_records"] != rows.num_rows:
             problems.append((add["path"], "num_records", add["num_records"], rows.num_rows))
-        for column in ("key", "time", "diff"):
+        for column in columns:
             found = pc.min_max(rows[column]).as_py()
             given = {"min": add[f"min.{column}"], "max": add[f"max.{column}"]}
             if given != found:

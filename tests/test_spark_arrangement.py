@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
@@ -69,7 +71,7 @@ def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_value
     """Spark writes, a local run continues, Spark continues again: as one local run."""
     from statemachines.spark import run_batch
 
-    rnd = __import__("random").Random(4)
+    rnd = random.Random(4)
     events = [
         (f"k{rnd.randrange(6)}", (rnd.choice("abc"), rnd.randrange(3)) if rnd.random() > 0.2 else None, t, i)
         for t in range(30) for i in range(3)
@@ -92,7 +94,7 @@ def test_the_files_spark_tasks_write_keep_the_statistics_of_keys_times_and_diffs
     """A task of a machine without a Spark-native path writes its data file itself."""
     from statemachines.spark import run_batch
 
-    rnd = __import__("random").Random(7)
+    rnd = random.Random(7)
     events = [(f"k{rnd.randrange(9)}", (rnd.choice(["add", "del"]), rnd.choice("xyz")), t) for t in range(40)]
     schema = "key string, symbol struct<op:string,tag:string>, time long"
     for lo, hi in ((0, 20), (20, 40)):
@@ -116,7 +118,7 @@ def test_a_local_arrangement_of_struct_values_is_continued_on_spark(spark, tmp_p
 def test_compaction_on_spark_equals_compaction_in_one_process(spark, tmp_path):
     from statemachines.spark import compact
 
-    rnd = __import__("random").Random(8)
+    rnd = random.Random(8)
     events = [(f"k{rnd.randrange(30)}", rnd.choice(["a", "b", None]), t) for t in range(40) for _ in range(4)]
     for path in (tmp_path / "spark", tmp_path / "local"):
         arr = PersistedArrangement(path)
