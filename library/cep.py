@@ -47,11 +47,12 @@ from typing import Any
 
 import attrs
 
-from statemachines import Emit, Machine
+from statemachines import Emit, Machine, advance_key
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.events import Refused
 from statemachines.library.expressions import Expression
+from statemachines.library.lockstep import advance_keys, table_of
 from statemachines.library.nfa import (
     EVALUATION_ERRORS,
     Nfa,
@@ -67,6 +68,7 @@ from statemachines.library.pattern import Pattern, Skip
 __all__ = ["Detector", "Found", "Why", "found_in", "matches", "timeouts", "value_fields"]
 
 PARTIAL, HELD, MATCH, TIMEOUT = "partial", "held", "match", "timeout"
+_UNBUILT = object()
 _ANSWERS_KEPT = 1 << 20  # distinct symbols whose expression answers are kept
 
 
@@ -116,6 +118,7 @@ class Detector(Machine):
         self._answers: dict[Any, int] = {}
         self._answers_kind: type | None = None
         self._symbol_type: Any = None  # the symbols' Arrow type, once a runtime gave it
+        self._table: Any = _UNBUILT  # the NFA as arrays, built when first asked (None: not covered)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Detector and other.pattern == self.pattern and other.tag == self.tag
@@ -203,6 +206,17 @@ class Detector(Machine):
         event is the ``position``-th (from 0) the key applies at ``time``."""
         after, found = self.advance_partials(values, symbol, time, position)
         return Emit(after, found) if found else after
+
+    def advance_keys(
+        self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any
+    ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
+        """Many keys at once: in rounds with arrays when every condition is an
+        expression (:mod:`~statemachines.library.lockstep`), else key by key."""
+        if self._table is _UNBUILT:
+            self._table = table_of(self)
+        if self._table is None:
+            return ((key, values, advance_key(self, key, values, events, upto, check)) for key, values, events in work)
+        return advance_keys(self, self._table, work, upto, check)
 
     def diagram(self) -> Diagram:
         """The compiled NFA: one state per ``step#count`` position, edges that take events."""

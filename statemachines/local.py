@@ -546,6 +546,8 @@ class LocalRuntime:
 
         if not self.machine.spec.has_waterline:
             machine, check = self.machine, self._check
+            if machine.spec.advances_keys:
+                return machine.advance_keys(work, upto, check)
             return ((key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work)
         work = list(work)
 

@@ -64,6 +64,11 @@ Optional hooks, each with a default that does nothing special:
   :mod:`statemachines.tabulated`). The class check refuses it beside a hook that
   reads the key or the time (``initial_values``, deadlines, findings, a waterline,
   ``position``) and for a ``transition`` whose code reads ``key`` or ``time``.
+- ``advance_keys(work, upto, check)``: run many keys' final events at once, giving
+  for each ``(key, values, events)`` of ``work`` exactly what
+  :func:`~statemachines.core.advance_key` gives (a detector steps all keys together
+  in arrays). An optimisation, never a channel; a runtime that writes update
+  columns still runs key by key.
 - ``diagram()``: the machine's own drawing (default ``None``: explore it).
 - ``settings()`` and ``resumed(settings, frontier)``: a machine whose behaviour at
   a time is data that may change between runs (a rule detector's book). A runtime
@@ -188,6 +193,7 @@ class MachineSpec:
     values_fit_own_type: bool  # new values need no check against value_type's type
     keeps_settings: bool  # settings and resumed: kept with the output, read back to continue
     tabulated: bool  # transition reads only values and symbol: it may be tabulated
+    advances_keys: bool  # advance_keys: many keys are run at once
 
 
 class Machine:
@@ -249,6 +255,12 @@ class Machine:
 
     def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Look at a batch of symbols before their transitions run (default: nothing)."""
+
+    def advance_keys(
+        self, work: Iterable[tuple[Any, frozenset[Any], list[Event]]], upto: Any, check: Any
+    ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
+        """``(key, values before, advance_key's outcome)`` for each key of ``work``."""
+        raise NotImplementedError  # pragma: no cover - only called when overridden
 
     def diagram(self) -> Diagram | None:
         """The machine's own diagram (default ``None``: draw it by exploring)."""
@@ -351,6 +363,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         values_fit_own_type=bool(cls.values_fit_own_type),
         keeps_settings=_overrides(cls, "settings"),
         tabulated=bool(cls.tabulated),
+        advances_keys=_overrides(cls, "advance_keys"),
     )
 
 

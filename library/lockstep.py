@@ -1,0 +1,473 @@
+"""A detector's NFA run for many keys at once: one event per key per round, in arrays.
+
+When every condition of a pattern is an expression (answered for a batch of events
+before the NFA runs), what a partial match does with an event depends only on its
+state and the event's answers, so the whole NFA is a table (:class:`Table`) and the
+keys can step together: round ``r`` applies the ``r``-th event of every key that has
+one, to all of their partial matches at once, with numpy. A partial match is a row
+``(key, state, chain, start, last, end)``; its events are a *chain*, interned as
+``(parent chain, step name, event)`` so that equal event sequences are one chain and
+a key's partial matches stay a set. What rows appear, end and report is logged, and
+turned into updates once at the end, consolidated per key and time as
+:func:`~statemachines.core.advance_key` does::
+
+    round   key ann's event   partial matches (state, events)       logged at the event's time
+    0       fail at 1         (0#1, [f1])                           + (0#1, [f1])
+    1       fail at 2         (0#1, [f2]), (0#2, [f1 f2])           - (0#1, [f1]), + both
+    ...
+    end     (window closes)                                         - each, + its timeout
+
+The result is exactly the per-event detector's (``tests/test_lockstep.py`` checks it
+against :func:`~statemachines.core.advance_key` with hypothesis). Patterns it does not
+cover (a function condition, a skip strategy) and keys whose events it cannot take
+as they are (a condition that cannot read an event, times that are not all ints or
+all floats, a symbol the output cannot store) run event by event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from statemachines.core import OwnTypeCheck, _order_by_value, advance_key
+from statemachines.events import Event, Refused, Rejected
+from statemachines.library.expressions import Expression
+from statemachines.library.nfa import Nfa, State
+from statemachines.library.pattern import Skip, _always
+from statemachines.updates import Update
+
+if TYPE_CHECKING:
+    from statemachines.library.cep import Detector
+
+__all__ = ["Rounds", "Table", "advance_keys", "table_of"]
+
+PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
+_NEW = tuple.__new__
+_MAX_STATES = 4096  # a pattern whose NFA has more states runs event by event
+_MAX_CONDITIONS = 10  # the table holds a row per state and answer vector
+_EXACT_INT = 1 << 52  # int times beyond this are not compared exactly as floats
+
+
+class Table:
+    """A pattern's NFA as arrays, indexed ``[state, answers]``: how many steps take the
+    event (``takes``), each one's step name, state after (-1: none) and whether it
+    completes a match; the state the partial match stays in (-1: it ends); whether it
+    completes without taking the event. State 0 is the start."""
+
+    def __init__(self, nfa: Nfa) -> None:
+        import numpy as np
+
+        self.texts: list[str | None] = [None]
+        states: list[State] = [nfa.start]
+        ids: dict[str | None, int] = {None: 0}
+        combos = 1 << len(nfa.conditions)
+        outcomes = []
+        i = 0
+        while i < len(states):
+            row = [nfa.outcome(states[i], a) for a in range(combos)]
+            outcomes.append(row)
+            for outcome in row:
+                for text in (*(after for _, after, _ in outcome.takes), outcome.stay):
+                    if text is not None and text not in ids:
+                        if len(states) >= _MAX_STATES:
+                            raise _Uncovered(f"more than {_MAX_STATES} states")
+                        ids[text] = len(states)
+                        states.append(nfa.state(text))
+                        self.texts.append(text)
+            i += 1
+        names = list(dict.fromkeys(s.name for s in nfa.steps))
+        self.names = names
+        width = max(1, max(len(o.takes) for row in outcomes for o in row))
+        n = len(states)
+        self.takes = np.zeros((n, combos), np.int64)
+        self.step = np.zeros((n, combos, width), np.int64)
+        self.after = np.full((n, combos, width), -1, np.int64)
+        self.completes = np.zeros((n, combos, width), bool)
+        self.stay = np.full((n, combos), -1, np.int64)
+        self.completes_here = np.zeros((n, combos), bool)
+        for s, row in enumerate(outcomes):
+            for a, outcome in enumerate(row):
+                self.takes[s, a] = len(outcome.takes)
+                for j, (name, after, completes) in enumerate(outcome.takes):
+                    self.step[s, a, j] = names.index(name)
+                    self.after[s, a, j] = ids[after] if after is not None else -1
+                    self.completes[s, a, j] = completes
+                if s:  # the start is never a partial match that stays
+                    self.stay[s, a] = ids[outcome.stay] if outcome.stay is not None else -1
+                    self.completes_here[s, a] = outcome.completes
+        # a partial match whose window closes here is a match (a trailing not_followed_by)
+        self.match_at_end = np.array([s.text is not None and nfa.pending(s) and not nfa.next_decides for s in states])
+        # the gap a partial match waiting here has (within(d, previous_and_current)), else inf
+        self.gap = np.array(
+            [float("inf") if s.text is None else nfa.gaps.get((s.position.step, s.position.count), float("inf"))
+             for s in states],
+            np.float64,
+        )
+        self.ids = ids
+
+
+class _Uncovered(Exception):  # noqa: N818 - an internal signal: run event by event
+    pass
+
+
+def table_of(detector: Detector) -> Table | None:
+    """The detector's table, or ``None`` if its pattern is not covered (see the module)."""
+    nfa, pattern = detector._nfa, detector.pattern
+    if pattern.skip != Skip.NO_SKIP or nfa.iterative or len(nfa.conditions) > _MAX_CONDITIONS:
+        return None
+    if not all(isinstance(c, Expression) or c is _always for c in nfa.conditions):
+        return None
+    try:
+        return Table(nfa)
+    except _Uncovered:
+        return None
+
+
+def advance_keys(
+    detector: Detector,
+    table: Table,
+    work: Iterable[tuple[Any, frozenset[Any], list[Event]]],
+    upto: Any,
+    check: Any,
+) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Rejected]]]]:
+    """``(key, values before, advance_key's outcome)`` for each key of ``work``: the
+    keys the table can step together in rounds, the others event by event."""
+    import numpy as np
+
+    nfa = detector._nfa
+    always = sum(1 << i for i, c in enumerate(nfa.conditions) if c is _always)
+    # a pattern without expressions asks nothing of an event (so refuses none)
+    answers = detector._expression_answers if nfa.expression_mask else lambda _: 0
+    own = type(check) is OwnTypeCheck
+    spans = [s for s in (detector.pattern.window, *nfa.gaps.values()) if s is not None]
+    run_kind: type | None = None
+    stepped: list[tuple[Any, frozenset[Any], list[Rejected]]] = []
+    symbols: list[Any] = []
+    times: list[Any] = []
+    seqs: list[int] = []
+    bits: list[int] = []
+    counts: list[int] = []
+    for key, values, events in work:
+        kind = _time_kind(events, values, spans)
+        if run_kind is None:
+            run_kind = kind
+        if (
+            kind is None
+            or kind is not run_kind
+            or not all(v[1] in table.ids for v in values if v[0] == PARTIAL)
+            or (check is not None and not (own and all(check.stores(e) for e in events)))
+            or (upto is not None and events and not events[-1][2] < upto)
+        ):
+            yield key, values, advance_key(detector, key, values, events, upto, check)
+            continue
+        rejected = _answered(events, answers, always, symbols, times, seqs, bits)
+        counts.append(len(events) - len(rejected))
+        stepped.append((key, values, rejected))
+    if not stepped:
+        return
+    dtype = np.float64 if run_kind is float else np.int64
+    given = _GivenChains(stepped, table.ids, dtype)
+    rounds = Rounds(
+        table, detector.pattern.window, np.array(counts, np.int64), np.array(times, dtype), np.array(bits, np.int64),
+        given.rows, len(given.events), _ends_dtype(run_kind, spans), upto,
+    )
+    yield from _python_outcomes(rounds, given.events, stepped, symbols, times, seqs, detector.tag)
+
+
+def _answered(
+    events: list[Event], answers: Any, always: int, symbols: list[Any], times: list[Any], seqs: list[int], bits: list[int]
+) -> list[Rejected]:
+    """Append each event the conditions can read, with its answers (as bits) and its
+    place among the key's events applied at its time; return those they cannot."""
+    rejected = []
+    seq, at = 0, None
+    for event in events:
+        if event[2] != at:
+            seq, at = 0, event[2]
+        try:
+            bits.append(answers(event[1]) | always)
+        except Refused as refusal:
+            rejected.append(Rejected(event, refusal.reason, refusal.detail))
+            continue
+        symbols.append(event[1])
+        times.append(event[2])
+        seqs.append(seq)
+        seq += 1
+    return rejected
+
+
+def _time_kind(events: list[Event], values: frozenset[Any], spans: list[Any]) -> type | None:
+    """``int`` or ``float``: the one type of the key's times, if numpy compares them
+    (and their sums with the window and gaps) exactly as Python does; else ``None``."""
+    times = [e[2] for e in events]
+    times += [t for v in values if v[0] == PARTIAL for t in (v[2][0][1], v[2][-1][1])]
+    kinds = {type(t) for t in times}
+    if len(kinds) != 1 or not {type(s) for s in spans} <= {int, float}:
+        return None
+    kind = kinds.pop()
+    if kind is float:
+        return float
+    if kind is int and all(-_EXACT_INT < t < _EXACT_INT for t in (*times, *spans)):
+        return int
+    return None
+
+
+def _ends_dtype(kind: type | None, spans: list[Any]) -> Any:
+    """The type of the time a partial match ends: its times', or float where Python's
+    sum with a span is a float."""
+    import numpy as np
+
+    return np.float64 if kind is float or any(type(s) is float for s in spans) else np.int64
+
+
+class _GivenChains:
+    """The keys' partial matches before their events, as rows of :class:`Rounds`, and
+    their events (chain ``i`` is ``events[i]``); equal events of a key are one chain."""
+
+    def __init__(self, stepped: list[tuple[Any, frozenset[Any], list[Rejected]]], ids: dict[Any, int], dtype: Any) -> None:
+        import numpy as np
+
+        keys, states, chains, starts, lasts = [], [], [], [], []
+        interned: dict[tuple[int, tuple[Any, ...]], int] = {}
+        self.events: list[tuple[Any, ...]] = []
+        for k, (_, values, _) in enumerate(stepped):
+            for value in values:
+                if value[0] != PARTIAL:  # a finding read back with them
+                    continue
+                events = value[2]
+                chain = interned.get((k, events))
+                if chain is None:
+                    chain = interned[k, events] = len(self.events)
+                    self.events.append(events)
+                keys.append(k)
+                states.append(ids[value[1]])
+                chains.append(chain)
+                starts.append(events[0][1])
+                lasts.append(events[-1][1])
+        self.rows = {
+            "key": np.array(keys, np.int64), "state": np.array(states, np.int64), "chain": np.array(chains, np.int64),
+            "start": np.array(starts, dtype), "last": np.array(lasts, dtype),
+        }
+
+
+def _python_outcomes(
+    rounds: Rounds, given: list[tuple[Any, ...]], stepped: list[tuple[Any, frozenset[Any], list[Rejected]]],
+    symbols: list[Any], times: list[Any], seqs: list[int], tag: tuple[Any, ...],
+) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Rejected]]]]:
+    """Each key's outcome as :func:`~statemachines.core.advance_key` gives it."""
+    import numpy as np
+
+    kind, key, state, chain, time, diff = rounds.logged()
+    left = rounds.left
+    names, texts = rounds.table.names, rounds.table.texts
+    # every chain's events, parents before children (chains are made in that order)
+    chain_events = list(given)
+    parent, step, event = (c[len(given):].tolist() for c in rounds.chains())
+    for p, n, e in zip(parent, step, event, strict=True):
+        chain_events.append((*(chain_events[p] if p >= 0 else ()), (names[n], times[e], seqs[e], symbols[e])))
+    events_of = chain_events.__getitem__
+    keys = [s[0] for s in stepped]
+    updates: list[list[Any]] = [[] for _ in stepped]
+    bounds = np.flatnonzero((np.diff(key) != 0) | (np.diff(time) != 0)) + 1
+    rows = zip(kind.tolist(), key.tolist(), state.tolist(), chain.tolist(), time.tolist(), diff.tolist(), strict=True)
+    start = 0
+    for end in [*bounds.tolist(), len(key)]:
+        k = -1
+        for _ in range(start, end):
+            what, k, s, c, t, d = next(rows)
+            value = (_KINDS[what], "" if what == _MATCH else texts[s], events_of(c)) + tag
+            updates[k].append(_NEW(Update, ((keys[k], value), t, d)))
+        if end - start > 1:  # one key's changes at one time, in value order
+            _order_by_value(updates[k], len(updates[k]) - (end - start))
+        start = end
+    after: list[list[Any]] = [[] for _ in stepped]
+    for k, s, c in zip(left["key"].tolist(), left["state"].tolist(), left["chain"].tolist(), strict=True):
+        after[k].append((PARTIAL, texts[s], events_of(c)) + tag)
+    for k, (key_, values, rejected) in enumerate(stepped):
+        yield key_, values, (frozenset(after[k]), updates[k], rejected)
+
+
+class Rounds:
+    """Keys stepped together, one event per key per round.
+
+    ``counts[k]``: key ``k``'s events, which are ``event_time``/``event_bits`` from
+    ``offsets[k]`` on (by default one key after another), in the order applied;
+    ``given``: its partial matches before them, rows ``key, state, chain, start,
+    last`` whose chains ``0 .. given_chains - 1`` the caller knows the events of.
+    """
+
+    def __init__(
+        self, table: Table, window: Any, counts: Any, event_time: Any, event_bits: Any,
+        given: dict[str, Any], given_chains: int, ends_dtype: Any, upto: Any, offsets: Any = None,
+    ) -> None:
+        import numpy as np
+
+        self.np, self.table, self.upto, self.ends_dtype = np, table, upto, ends_dtype
+        self.window = float("inf") if window is None else window
+        self.event_time, self.event_bits = event_time, event_bits
+        if offsets is None:
+            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        # keys by decreasing number of events: those still stepping in a round are a prefix
+        self.order = np.argsort(-counts, kind="stable")
+        self.counts, self.offsets = counts[self.order], offsets[self.order]
+        rank = np.empty_like(self.order)
+        rank[self.order] = np.arange(len(self.order))
+        rows = dict(given, key=rank[given["key"]])
+        rows["end"] = self._end(rows["start"], rows["last"], rows["state"])
+        given_none = np.full(given_chains, -1, np.int64)
+        # chains: parent (-1: none), step name, event, in the order they are made
+        self.parents, self.steps, self.events = [given_none], [given_none], [given_none]
+        self.made = given_chains
+        self.logs: list[tuple[Any, ...]] = []  # (kind, key, state, chain, time, diff) columns
+        self.left = self._step(rows)
+        self.left["key"] = self.order[self.left["key"]]
+
+    def chains(self) -> tuple[Any, Any, Any]:
+        """Every chain's parent (-1: none), step name and event."""
+        np = self.np
+        return np.concatenate(self.parents), np.concatenate(self.steps), np.concatenate(self.events)
+
+    def _end(self, start: Any, last: Any, state: Any) -> Any:
+        """When each row's partial match ends: its window closes, or its gap."""
+        np = self.np
+        end = start + self.window
+        gap = self.table.gap[state]
+        if np.isfinite(gap).any():
+            end = np.minimum(end, last + gap)
+        return end
+
+    def _log(self, kind: int, rows: dict[str, Any], time: Any, diff: int) -> None:
+        n = len(rows["key"])
+        if n:
+            np = self.np
+            self.logs.append((
+                np.full(n, kind, np.int64), rows["key"], rows["state"], rows["chain"],
+                (rows["end"] if time is None else time).astype(self.ends_dtype), np.full(n, diff, np.int64),
+            ))
+
+    def _expire(self, rows: dict[str, Any], ending: Any) -> None:
+        """Log the end of ``rows[ending]``: each leaves at its end, found as a timeout
+        (or a match)."""
+        gone = _take(rows, ending)
+        if not len(gone["key"]):
+            return
+        self._log(_PARTIAL, gone, None, -1)
+        matched = self.table.match_at_end[gone["state"]]
+        self._log(_MATCH, _take(gone, matched), None, 1)
+        self._log(_TIMEOUT, _take(gone, ~matched), None, 1)
+
+    def _step(self, rows: dict[str, Any]) -> dict[str, Any]:
+        """Run every round; the rows left after the last."""
+        np, table = self.np, self.table
+        for r in range(int(self.counts[0]) if len(self.counts) else 0):
+            active = int(np.searchsorted(-self.counts, -r, side="left"))  # keys with more than r events
+            event_of_key = self.offsets[:active] + r
+            stepping = rows["key"] < active
+            idle, live = _take(rows, ~stepping), _take(rows, stepping)
+            ending = live["end"] <= self.event_time[event_of_key[live["key"]]]
+            self._expire(live, ending)
+            live = _take(live, ~ending)
+            n_live = len(live["key"])
+            # the live partial matches, then a start for each key: every event may begin one
+            key = np.concatenate([live["key"], np.arange(active, dtype=np.int64)])
+            state = np.concatenate([live["state"], np.zeros(active, np.int64)])
+            chain = np.concatenate([live["chain"], np.full(active, -1, np.int64)])
+            event = event_of_key[key]
+            time = self.event_time[event]
+            start = np.concatenate([live["start"], time[n_live:]])
+            answers = self.event_bits[event]
+            # partial matches that stay, move to another state, or end
+            stay = table.stay[live["state"], answers[:n_live]]
+            kept = stay == live["state"]
+            self._log(_PARTIAL, _take(live, ~kept), time[:n_live][~kept], -1)
+            candidates = []
+            moved = ~kept & (stay >= 0)
+            if moved.any():
+                m = _take(live, moved)
+                m["state"] = stay[moved]
+                m["end"] = self._end(m["start"], m["last"], m["state"])
+                candidates.append(m)
+            here = table.completes_here[live["state"], answers[:n_live]]
+            if here.any():
+                self._log(_MATCH, _take(live, here), time[:n_live][here], 1)
+            # the steps that take the event
+            n = table.takes[state, answers]
+            row = np.repeat(np.arange(len(key)), n)
+            if len(row):
+                j = np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)
+                s, a = state[row], answers[row]
+                after, completes = table.after[s, a, j], table.completes[s, a, j]
+                taken = {
+                    "key": key[row], "state": after, "chain": self._chains(chain[row], table.step[s, a, j], event[row]),
+                    "start": start[row], "last": time[row],
+                }
+                if completes.any():
+                    self._log(_MATCH, _take(taken, completes), time[row][completes], 1)
+                waiting = after >= 0
+                if waiting.any():
+                    w = _take(taken, waiting)
+                    w["end"] = self._end(w["start"], w["last"], w["state"])
+                    candidates.append(w)
+            kept_rows = _take(live, kept)
+            if candidates:
+                # a set: a new row equal to a kept one or to an earlier new one is not born
+                both = _join(kept_rows, *candidates)
+                _, first = np.unique(both["chain"] * len(table.texts) + both["state"], return_index=True)
+                born = _take(both, np.sort(first[first >= len(kept_rows["key"])]))
+                self._log(_PARTIAL, born, self.event_time[event_of_key[born["key"]]], 1)
+                rows = _join(idle, kept_rows, born)
+            else:
+                rows = _join(idle, kept_rows)
+        closing = rows["end"] < float("inf") if self.upto is None else rows["end"] < self.upto
+        self._expire(rows, closing)
+        return _take(rows, ~closing)
+
+    def _chains(self, parents: Any, names: Any, events: Any) -> Any:
+        """The chains ``parent`` + the event taken by step ``name``, interned."""
+        np = self.np
+        packed = ((parents + 1) * len(self.event_time) + events) * len(self.table.names) + names
+        unique, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        self.parents.append(parents[first])
+        self.steps.append(names[first])
+        self.events.append(events[first])
+        base = self.made
+        self.made += len(unique)
+        return base + inverse.reshape(-1)
+
+    def logged(self) -> tuple[Any, ...]:
+        """The logged rows as columns ``(kind, key, state, chain, time, diff)`` in
+        ``(key, time)`` order, a partial match's changes at one time summed (none
+        left that sum to 0)."""
+        np = self.np
+        if not self.logs:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty, empty, np.zeros(0, self.ends_dtype), empty
+        kind, key, state, chain, time, diff = (np.concatenate(c) for c in zip(*self.logs, strict=True))
+        key = self.order[key]
+        partial = kind == _PARTIAL
+        if partial.any():
+            p = np.flatnonzero(partial)
+            ordered = p[np.lexsort((state[p], chain[p], time[p]))]
+            head = np.r_[True, (np.diff(time[ordered]) != 0) | (np.diff(chain[ordered]) != 0) | (np.diff(state[ordered]) != 0)]
+            sums = np.add.reduceat(diff[ordered], np.flatnonzero(head))
+            heads = ordered[head]
+            diff = diff.copy()
+            diff[heads] = sums
+            kept = np.concatenate([heads[sums != 0], np.flatnonzero(~partial)])
+            kind, key, state, chain, time, diff = (c[kept] for c in (kind, key, state, chain, time, diff))
+        ordered = np.lexsort((time, key))
+        return tuple(c[ordered] for c in (kind, key, state, chain, time, diff))
+
+
+def _take(rows: dict[str, Any], where: Any) -> dict[str, Any]:
+    return {name: column[where] for name, column in rows.items()}
+
+
+def _join(*parts: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+
+
+_PARTIAL, _MATCH, _TIMEOUT = 0, 1, 2
+_KINDS = (PARTIAL, MATCH, TIMEOUT)

@@ -1,0 +1,92 @@
+"""A detector whose conditions are all SQL steps its keys together in arrays
+(``library/lockstep.py``): it must give exactly what the detector gives event by
+event (``advance_key``), for any pattern, events, frontier and values before."""
+
+from __future__ import annotations
+
+import datetime
+import random
+
+import attrs
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from statemachines import advance_key, run_local
+from statemachines.events import Event
+from statemachines.library import Detector, Pattern, matches
+from statemachines.library.lockstep import advance_keys, table_of
+from statemachines.library.pattern import Skip
+from tests.test_expressions import AMOUNTS, KINDS, Login
+from tests.test_pattern_data import patterns
+
+
+def keyed_events(seed: int, n: int, keys: int, span: int, floats: bool) -> dict[str, list[Event]]:
+    """Random logins for a few keys, each key's sorted by time (ties kept in order)."""
+    rnd = random.Random(seed)
+    by_key: dict[str, list[Event]] = {}
+    for _ in range(n):
+        key = f"u{rnd.randrange(keys)}"
+        time = rnd.randrange(span) / (2 if floats else 1)
+        symbol = Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)) if rnd.random() > 0.02 else ("not", "a record")
+        by_key.setdefault(key, []).append(Event(key, symbol, float(time) if floats else int(time)))
+    return {k: sorted(es, key=lambda e: e.time) for k, es in by_key.items()}
+
+
+def both_ways(detector: Detector, by_key: dict[str, list[Event]], cut: float | None):
+    """Each key's outcome up to ``cut``, then from there to the end, is the same
+    event by event and in rounds."""
+    table = table_of(detector)
+    assert table is not None
+    before = {k: frozenset() for k in by_key}
+    steps = [(cut, lambda e: e.time < cut), (None, lambda e: True)] if cut is not None else [(None, lambda e: True)]
+    done: dict[str, int] = dict.fromkeys(by_key, 0)
+    for upto, takes in steps:
+        work = []
+        for key, events in by_key.items():
+            now = [e for e in events[done[key]:] if takes(e)]
+            done[key] += len(now)
+            work.append((key, before[key], now))
+        expected = {key: advance_key(detector, key, values, events, upto, None) for key, values, events in work}
+        got = {key: outcome for key, _, outcome in advance_keys(detector, table, work, upto, None)}
+        assert got == expected
+        before = {key: expected[key][0] for key in by_key}
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns(), st.integers(0, 2**32), st.integers(1, 24), st.integers(1, 3), st.booleans(), st.booleans())
+def test_keys_stepped_in_rounds_give_what_each_key_gives_event_by_event(pattern, seed, n, keys, floats, cut):
+    assume(pattern is not None)
+    # rounds cover patterns without a skip strategy; windows of time deltas are left to datetimes' tests
+    window = 10 if isinstance(pattern.window, datetime.timedelta) else pattern.window
+    detector = Detector(attrs.evolve(pattern, skip=Skip.NO_SKIP, skip_step=None, raise_on_miss=False, window=window))
+    assume(table_of(detector) is not None)
+    by_key = keyed_events(seed, n, keys, 30, floats)
+    both_ways(detector, by_key, 12.5 if cut else None)
+
+
+def test_only_patterns_of_sql_conditions_without_a_skip_strategy_are_stepped_in_rounds():
+    sql = Pattern.begin("fail").where("kind = 'fail'").times(2).followed_by("ok").where("kind = 'ok'").within(10)
+    assert table_of(Detector(sql)) is not None
+    skipping = Pattern.begin("fail", "skip_past_last_event").where("kind = 'fail'").followed_by("ok").where("kind = 'ok'")
+    assert table_of(Detector(skipping)) is None
+    function = Pattern.begin("fail").where(lambda e: e.kind == "fail").followed_by("ok").where("kind = 'ok'")
+    assert table_of(Detector(function)) is None
+
+
+def test_a_run_gives_the_same_matches_whether_keys_step_in_rounds_or_one_by_one():
+    pattern = Pattern.begin("fail").where("kind = 'fail'").times(3).followed_by("ok").where(
+        "kind = 'ok' AND amount > 10").within(10)
+    rnd = random.Random(3)
+    events = [(f"u{rnd.randrange(30)}", Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)), rnd.randrange(200))
+              for _ in range(3000)]
+
+    stepped = run_local(Detector(pattern), events)
+    alone = run_local(_one_by_one(pattern), events)
+    assert stepped.updates == alone.updates and stepped.rejected == alone.rejected
+    assert len(matches(stepped.updates)) > 10
+
+
+def _one_by_one(pattern: Pattern) -> Detector:
+    detector = Detector(pattern)
+    detector._table = None  # not covered: advance_keys runs key by key
+    return detector
