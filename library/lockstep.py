@@ -5,11 +5,11 @@ before the NFA runs), what a partial match does with an event depends only on it
 state and the event's answers, so the whole NFA is a table (:class:`Table`) and the
 keys can step together: round ``r`` applies the ``r``-th event of every key that has
 one, to all of their partial matches at once, with numpy. A partial match is a row
-``(key, state, chain, start, last, end)``; its events are a *chain*, interned as
-``(parent chain, step name, event)`` so that equal event sequences are one chain and
-a key's partial matches stay a set. What rows appear, end and report is logged, and
-turned into updates once at the end, consolidated per key and time as
-:func:`~statemachines.core.advance_key` does::
+``(key, state, chain, start, last, end)``; its events are a *chain*, a parent chain
+and the event a step took. No two rows share a chain (a pattern where one step may
+take an event two ways is not covered), so a key's partial matches stay a set.
+What rows appear, end and report is logged, and turned into updates once at the
+end, consolidated per key and time as :func:`~statemachines.core.advance_key` does::
 
     round   key ann's event   partial matches (state, events)       logged at the event's time
     0       fail at 1         (0#1, [f1])                           + (0#1, [f1])
@@ -18,10 +18,11 @@ turned into updates once at the end, consolidated per key and time as
     end     (window closes)                                         - each, + its timeout
 
 The result is exactly the per-event detector's (``tests/test_lockstep.py`` checks it
-against :func:`~statemachines.core.advance_key` with hypothesis). Patterns it does not
-cover (a function condition, a skip strategy) and keys whose events it cannot take
-as they are (a condition that cannot read an event, times that are not all ints or
-all floats, a symbol the output cannot store) run event by event.
+against :func:`~statemachines.core.advance_key` with hypothesis); an event the
+conditions cannot read is rejected as there. Patterns it does not cover (a function
+condition, a skip strategy) and keys whose events it cannot take as they are (times
+that are not all ints or all floats, a symbol the output cannot store) run event by
+event. :mod:`statemachines.spark.lockstep` runs the same rounds over Spark's columns.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from statemachines.updates import Update
 if TYPE_CHECKING:
     from statemachines.library.cep import Detector
 
-__all__ = ["Rounds", "Table", "advance_keys", "table_of"]
+__all__ = ["Rounds", "Table", "advance_keys", "always_bits", "event_lists", "table_of"]
 
 PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
 _NEW = tuple.__new__
@@ -67,6 +68,10 @@ class Table:
             row = [nfa.outcome(states[i], a) for a in range(combos)]
             outcomes.append(row)
             for outcome in row:
+                if len({name for name, _, _ in outcome.takes}) < len(outcome.takes):
+                    # one step taking an event into two states: two partial matches
+                    # would share their events, which rows do not (see Rounds)
+                    raise _Uncovered("a step takes one event two ways")
                 for text in (*(after for _, after, _ in outcome.takes), outcome.stay):
                     if text is not None and text not in ids:
                         if len(states) >= _MAX_STATES:
@@ -104,6 +109,10 @@ class Table:
             np.float64,
         )
         self.ids = ids
+        # the same, flat: row ``state * combos + answers`` (times ``width`` plus the take)
+        self.combos, self.width = combos, width
+        self.takes_at, self.stay_at, self.completes_here_at = self.takes.ravel(), self.stay.ravel(), self.completes_here.ravel()
+        self.step_at, self.after_at, self.completes_at = self.step.ravel(), self.after.ravel(), self.completes.ravel()
 
 
 class _Uncovered(Exception):  # noqa: N818 - an internal signal: run event by event
@@ -135,7 +144,7 @@ def advance_keys(
     import numpy as np
 
     nfa = detector._nfa
-    always = sum(1 << i for i, c in enumerate(nfa.conditions) if c is _always)
+    always = always_bits(nfa)
     # a pattern without expressions asks nothing of an event (so refuses none)
     answers = detector._expression_answers if nfa.expression_mask else lambda _: 0
     own = type(check) is OwnTypeCheck
@@ -154,7 +163,7 @@ def advance_keys(
         if (
             kind is None
             or kind is not run_kind
-            or not all(v[1] in table.ids for v in values if v[0] == PARTIAL)
+            or not _plain_values(values, table)
             or (check is not None and not (own and all(check.stores(e) for e in events)))
             or (upto is not None and events and not events[-1][2] < upto)
         ):
@@ -172,6 +181,18 @@ def advance_keys(
         given.rows, len(given.events), _ends_dtype(run_kind, spans), upto,
     )
     yield from _python_outcomes(rounds, given.events, stepped, symbols, times, seqs, detector.tag)
+
+
+def always_bits(nfa: Nfa) -> int:
+    """The answers of the conditions that always hold (a step without ``where``)."""
+    return sum(1 << i for i, c in enumerate(nfa.conditions) if c is _always)
+
+
+def _plain_values(values: frozenset[Any], table: Table) -> bool:
+    """Whether the rounds take these partial matches: states the table knows, and no
+    two with the same events (as rows never are)."""
+    partials = [v for v in values if v[0] == PARTIAL]
+    return all(v[1] in table.ids for v in partials) and len({v[2] for v in partials}) == len(partials)
 
 
 def _answered(
@@ -222,30 +243,25 @@ def _ends_dtype(kind: type | None, spans: list[Any]) -> Any:
 
 class _GivenChains:
     """The keys' partial matches before their events, as rows of :class:`Rounds`, and
-    their events (chain ``i`` is ``events[i]``); equal events of a key are one chain."""
+    their events (chain ``i`` is ``events[i]``)."""
 
     def __init__(self, stepped: list[tuple[Any, frozenset[Any], list[Rejected]]], ids: dict[Any, int], dtype: Any) -> None:
         import numpy as np
 
-        keys, states, chains, starts, lasts = [], [], [], [], []
-        interned: dict[tuple[int, tuple[Any, ...]], int] = {}
+        keys, states, starts, lasts = [], [], [], []
         self.events: list[tuple[Any, ...]] = []
         for k, (_, values, _) in enumerate(stepped):
             for value in values:
                 if value[0] != PARTIAL:  # a finding read back with them
                     continue
                 events = value[2]
-                chain = interned.get((k, events))
-                if chain is None:
-                    chain = interned[k, events] = len(self.events)
-                    self.events.append(events)
+                self.events.append(events)
                 keys.append(k)
                 states.append(ids[value[1]])
-                chains.append(chain)
                 starts.append(events[0][1])
                 lasts.append(events[-1][1])
         self.rows = {
-            "key": np.array(keys, np.int64), "state": np.array(states, np.int64), "chain": np.array(chains, np.int64),
+            "key": np.array(keys, np.int64), "state": np.array(states, np.int64), "chain": np.arange(len(keys), dtype=np.int64),
             "start": np.array(starts, dtype), "last": np.array(lasts, dtype),
         }
 
@@ -318,7 +334,7 @@ class Rounds:
         # chains: parent (-1: none), step name, event, in the order they are made
         self.parents, self.steps, self.events = [given_none], [given_none], [given_none]
         self.made = given_chains
-        self.logs: list[tuple[Any, ...]] = []  # (kind, key, state, chain, time, diff) columns
+        self.logs: list[tuple[Any, ...]] = []  # (kind, key, state, chain, time, diff): columns and constants
         self.left = self._step(rows)
         self.left["key"] = self.order[self.left["key"]]
 
@@ -337,13 +353,9 @@ class Rounds:
         return end
 
     def _log(self, kind: int, rows: dict[str, Any], time: Any, diff: int) -> None:
-        n = len(rows["key"])
-        if n:
-            np = self.np
-            self.logs.append((
-                np.full(n, kind, np.int64), rows["key"], rows["state"], rows["chain"],
-                (rows["end"] if time is None else time).astype(self.ends_dtype), np.full(n, diff, np.int64),
-            ))
+        """Log ``rows`` as ``kind`` at ``time`` (``None``: each at its end) with ``diff``."""
+        if len(rows["key"]):
+            self.logs.append((kind, rows["key"], rows["state"], rows["chain"], rows["end"] if time is None else time, diff))
 
     def _expire(self, rows: dict[str, Any], ending: Any) -> None:
         """Log the end of ``rows[ending]``: each leaves at its end, found as a timeout
@@ -359,14 +371,20 @@ class Rounds:
     def _step(self, rows: dict[str, Any]) -> dict[str, Any]:
         """Run every round; the rows left after the last."""
         np, table = self.np, self.table
+        done: list[dict[str, Any]] = []  # rows of keys whose events are all applied
+        stepping = len(self.counts)
         for r in range(int(self.counts[0]) if len(self.counts) else 0):
             active = int(np.searchsorted(-self.counts, -r, side="left"))  # keys with more than r events
+            if active < stepping:  # some keys have no more events: their rows wait for the end
+                going = rows["key"] < active
+                done.append(_take(rows, ~going))
+                rows, stepping = _take(rows, going), active
             event_of_key = self.offsets[:active] + r
-            stepping = rows["key"] < active
-            idle, live = _take(rows, ~stepping), _take(rows, stepping)
+            live = rows
             ending = live["end"] <= self.event_time[event_of_key[live["key"]]]
-            self._expire(live, ending)
-            live = _take(live, ~ending)
+            if ending.any():
+                self._expire(live, ending)
+                live = _take(live, ~ending)
             n_live = len(live["key"])
             # the live partial matches, then a start for each key: every event may begin one
             key = np.concatenate([live["key"], np.arange(active, dtype=np.int64)])
@@ -375,9 +393,10 @@ class Rounds:
             event = event_of_key[key]
             time = self.event_time[event]
             start = np.concatenate([live["start"], time[n_live:]])
-            answers = self.event_bits[event]
+            # the table's row for each row's state and its event's answers
+            at = state * table.combos + self.event_bits[event]
             # partial matches that stay, move to another state, or end
-            stay = table.stay[live["state"], answers[:n_live]]
+            stay = table.stay_at[at[:n_live]]
             kept = stay == live["state"]
             self._log(_PARTIAL, _take(live, ~kept), time[:n_live][~kept], -1)
             candidates = []
@@ -387,18 +406,18 @@ class Rounds:
                 m["state"] = stay[moved]
                 m["end"] = self._end(m["start"], m["last"], m["state"])
                 candidates.append(m)
-            here = table.completes_here[live["state"], answers[:n_live]]
+            here = table.completes_here_at[at[:n_live]]
             if here.any():
                 self._log(_MATCH, _take(live, here), time[:n_live][here], 1)
             # the steps that take the event
-            n = table.takes[state, answers]
+            n = table.takes_at[at]
             row = np.repeat(np.arange(len(key)), n)
             if len(row):
                 j = np.arange(len(row)) - np.repeat(np.cumsum(n) - n, n)
-                s, a = state[row], answers[row]
-                after, completes = table.after[s, a, j], table.completes[s, a, j]
+                taking = at[row] * table.width + j
+                after, completes = table.after_at[taking], table.completes_at[taking]
                 taken = {
-                    "key": key[row], "state": after, "chain": self._chains(chain[row], table.step[s, a, j], event[row]),
+                    "key": key[row], "state": after, "chain": self._chains(chain[row], table.step_at[taking], event[row]),
                     "start": start[row], "last": time[row],
                 }
                 if completes.any():
@@ -410,57 +429,64 @@ class Rounds:
                     candidates.append(w)
             kept_rows = _take(live, kept)
             if candidates:
-                # a set: a new row equal to a kept one or to an earlier new one is not born
-                both = _join(kept_rows, *candidates)
-                _, first = np.unique(both["chain"] * len(table.texts) + both["state"], return_index=True)
-                born = _take(both, np.sort(first[first >= len(kept_rows["key"])]))
+                # rows never share events (each take makes a new chain; a row that moves
+                # leaves its own), so every candidate is a new value
+                born = _join(*candidates)
                 self._log(_PARTIAL, born, self.event_time[event_of_key[born["key"]]], 1)
-                rows = _join(idle, kept_rows, born)
+                rows = _join(kept_rows, born)
             else:
-                rows = _join(idle, kept_rows)
+                rows = kept_rows
+        rows = _join(rows, *done)
         closing = rows["end"] < float("inf") if self.upto is None else rows["end"] < self.upto
         self._expire(rows, closing)
         return _take(rows, ~closing)
 
     def _chains(self, parents: Any, names: Any, events: Any) -> Any:
-        """The chains ``parent`` + the event taken by step ``name``, interned."""
-        np = self.np
-        packed = ((parents + 1) * len(self.event_time) + events) * len(self.table.names) + names
-        unique, first, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        self.parents.append(parents[first])
-        self.steps.append(names[first])
-        self.events.append(events[first])
-        base = self.made
-        self.made += len(unique)
-        return base + inverse.reshape(-1)
+        """New chains: each ``parent`` (-1: none) and the event taken by step ``name``."""
+        self.parents.append(parents)
+        self.steps.append(names)
+        self.events.append(events)
+        self.made += len(parents)
+        return self.np.arange(self.made - len(parents), self.made, dtype=self.np.int64)
 
-    def logged(self) -> tuple[Any, ...]:
+    def logged(self, by_time: bool = True) -> tuple[Any, ...]:
         """The logged rows as columns ``(kind, key, state, chain, time, diff)`` in
-        ``(key, time)`` order, a partial match's changes at one time summed (none
-        left that sum to 0)."""
+        key order (``by_time``: then time order), a partial match's changes at one
+        time summed (none left that sum to 0)."""
         np = self.np
         if not self.logs:
             empty = np.zeros(0, np.int64)
             return empty, empty, empty, empty, np.zeros(0, self.ends_dtype), empty
-        kind, key, state, chain, time, diff = (np.concatenate(c) for c in zip(*self.logs, strict=True))
+        kinds, keys, states, chains, times, diffs = zip(*self.logs, strict=True)
+        lengths = [len(k) for k in keys]
+        kind, diff = np.repeat(np.array(kinds, np.int64), lengths), np.repeat(np.array(diffs, np.int64), lengths)
+        key, state, chain = np.concatenate(keys), np.concatenate(states), np.concatenate(chains)
+        time = np.concatenate(times).astype(self.ends_dtype)
         key = self.order[key]
-        partial = kind == _PARTIAL
-        if partial.any():
-            p = np.flatnonzero(partial)
-            ordered = p[np.lexsort((state[p], chain[p], time[p]))]
-            head = np.r_[True, (np.diff(time[ordered]) != 0) | (np.diff(chain[ordered]) != 0) | (np.diff(state[ordered]) != 0)]
+        partial = np.flatnonzero(kind == _PARTIAL)
+        if len(partial):
+            # a partial match's rows are logged in time order: grouped by value
+            # (stably), its changes at one time are neighbours
+            value = chain[partial] * len(self.table.texts) + state[partial]
+            ordered = partial[np.argsort(value, kind="stable")]
+            value = chain[ordered] * len(self.table.texts) + state[ordered]
+            head = np.r_[True, (value[1:] != value[:-1]) | (time[ordered][1:] != time[ordered][:-1])]
             sums = np.add.reduceat(diff[ordered], np.flatnonzero(head))
             heads = ordered[head]
             diff = diff.copy()
             diff[heads] = sums
-            kept = np.concatenate([heads[sums != 0], np.flatnonzero(~partial)])
+            kept = np.concatenate([heads[sums != 0], np.flatnonzero(kind != _PARTIAL)])
             kind, key, state, chain, time, diff = (c[kept] for c in (kind, key, state, chain, time, diff))
-        ordered = np.lexsort((time, key))
+        ordered = np.lexsort((time, key)) if by_time else np.argsort(key, kind="stable")
         return tuple(c[ordered] for c in (kind, key, state, chain, time, diff))
 
 
 def _take(rows: dict[str, Any], where: Any) -> dict[str, Any]:
-    return {name: column[where] for name, column in rows.items()}
+    """The rows ``where`` (a mask, or positions) names."""
+    import numpy as np
+
+    at = np.flatnonzero(where) if where.dtype == bool else where  # once for every column
+    return {name: column[at] for name, column in rows.items()}
 
 
 def _join(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -471,3 +497,42 @@ def _join(*parts: dict[str, Any]) -> dict[str, Any]:
 
 _PARTIAL, _MATCH, _TIMEOUT = 0, 1, 2
 _KINDS = (PARTIAL, MATCH, TIMEOUT)
+
+
+def event_lists(rounds: Rounds, chains: Any) -> tuple[Any, Any, Any]:
+    """The events of each of ``chains`` (made by ``rounds``, none given) as lists:
+    ``(offsets, events, steps)``, list ``i`` holding ``events[offsets[i]:offsets[i + 1]]``
+    (first taken first) and the step name each was taken by."""
+    import numpy as np
+
+    parent, step, event = rounds.chains()
+    depth = _depths(parent)
+    lengths = depth[chains]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    flat_event = np.empty(int(offsets[-1]), np.int64)
+    flat_step = np.empty(int(offsets[-1]), np.int64)
+    position = offsets[1:] - 1
+    current = chains.astype(np.int64)
+    going = np.flatnonzero(current >= 0)
+    while len(going):
+        c = current[going]
+        flat_event[position[going]] = event[c]
+        flat_step[position[going]] = step[c]
+        position[going] -= 1
+        current[going] = parent[c]
+        going = going[current[going] >= 0]
+    return offsets, flat_event, flat_step
+
+
+def _depths(parent: Any) -> Any:
+    """Each chain's number of events (one per level up to a chain without parent)."""
+    import numpy as np
+
+    depth = np.ones(len(parent), np.int64)
+    up = parent.copy()
+    going = np.flatnonzero(up >= 0)
+    while len(going):
+        depth[going] += 1
+        up[going] = parent[up[going]]
+        going = going[up[going] >= 0]
+    return depth

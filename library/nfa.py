@@ -42,7 +42,8 @@ from statemachines.library.pattern import (
 )
 
 __all__ = [
-    "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "Records", "State", "answer_all", "answer_one", "cap",
+    "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "Records", "State", "answer_all",
+    "answer_column", "answer_one", "cap",
     "matched_of", "records_of",
     "state_text",
 ]
@@ -478,6 +479,14 @@ def _field_names(symbol: Any, symbol_type: Any) -> tuple[str, ...] | None:
 
 
 def _bits(nfa: Nfa, table: Any) -> list[int]:
+    bits = answer_column(nfa, table)
+    return bits.to_pylist() if bits is not None else [0] * table.num_rows
+
+
+def answer_column(nfa: Nfa, table: Any) -> Any:
+    """The expression conditions' answers for each row of ``table`` (the events'
+    fields) as an Arrow int64 array, bit i set where condition i holds (``None``:
+    the pattern has no expressions)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -488,7 +497,7 @@ def _bits(nfa: Nfa, table: Any) -> list[int]:
             answers[expression.sql] = pc.cast(expression.evaluate(table), pa.int64())
         answer = pc.shift_left(answers[expression.sql], i)
         bits = answer if bits is None else pc.bit_wise_or(bits, answer)
-    return bits.to_pylist() if bits is not None else [0] * table.num_rows
+    return bits
 
 
 def _time(within: str, time: str) -> str:

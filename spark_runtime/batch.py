@@ -50,6 +50,7 @@ from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
+from statemachines.spark.lockstep import lockstep_runner, runs_in_rounds
 from statemachines.spark.output import (
     EVENT_ROW,
     REFUSAL,
@@ -355,6 +356,10 @@ def partition_runner(
         if counter is not None:
             counter.add(events)
 
+    if tabulate and runs_in_rounds(machine):
+        generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
+        rounds = lockstep_runner(machine, lower, upto, arrow_schema, generic, counter)  # type: ignore[arg-type]
+        return lambda batches: rounds(with_kinds(batches))
     if tabulate and runs_tabulated(machine):
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
         bulk = tabulated_runner(machine, lower, arrow_schema, generic, counter, check_values)

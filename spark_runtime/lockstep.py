@@ -1,0 +1,207 @@
+"""A detector of SQL conditions run over a partition's columns, keys in rounds.
+
+The generic batch path makes every event a Python object and steps it alone. For a
+:class:`~statemachines.library.Detector` whose conditions are all SQL (see
+:mod:`statemachines.library.lockstep`) a chunk of whole keys goes from Arrow to
+Arrow instead: the conditions are evaluated over the chunk's symbol column, the
+keys step together in numpy rounds, and the updates are built as columns, a match's
+events gathered from the chunk's own symbol and time columns::
+
+    chunk rows (key, symbol, time)  ->  answers (bits)  ->  rounds  ->  update columns
+
+A key goes the generic way instead (the same rows out) when one of its rows is
+anything but a plain event: values from an earlier run, a null key, time or
+symbol, a time below the frontier, or two events at one time whose order Spark's
+sort does not settle and the symbol's fields cannot (a field that is not text, an
+integer or a boolean). A chunk goes the generic way whole when its columns are not
+plain (see :mod:`statemachines.spark.tabulated`) or its conditions cannot read its
+symbols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statemachines import Machine
+from statemachines.library.cep import Detector
+from statemachines.library.lockstep import Rounds, always_bits, event_lists, table_of
+from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
+from statemachines.spark.output import EVENT_ROW, UPDATE
+from statemachines.spark.tabulated import CHUNK_ROWS, _last_key_start, _plain_columns, _plain_events
+
+__all__ = ["lockstep_runner", "runs_in_rounds"]
+
+_PLAIN_FIELDS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_boolean)
+
+
+def runs_in_rounds(machine: Machine) -> bool:
+    """Whether the batch path runs ``machine`` in rounds: a plain detector (no tag)
+    whose table covers its pattern, with whole-number windows and gaps."""
+    if type(machine) is not Detector or machine.tag or not machine.reads_expressions:
+        return False
+    spans = [machine.pattern.window, *machine._nfa.gaps.values()]
+    return all(s is None or type(s) is int for s in spans) and table_of(machine) is not None
+
+
+def lockstep_runner(
+    machine: Detector, lower: Any, upto: Any, arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]], counter: Any = None,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The partition function: whole keys in chunks; ``generic`` (the per-event
+    partition function, counting nothing) takes the rows of the keys that are not
+    plain. ``counter``, an accumulator, is given the number of events the partition
+    held."""
+    table = table_of(machine)
+    assert table is not None
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        held: list[Any] = []
+        rows = events = 0
+        for batch in batches:
+            held.append(batch)
+            rows += batch.num_rows
+            events += pc.sum(pc.equal(batch.column("kind"), EVENT_ROW)).as_py() or 0
+            if rows >= CHUNK_ROWS:
+                chunk = pa.Table.from_batches(held)
+                cut = _last_key_start(chunk)
+                if cut:
+                    yield from _chunk(machine, table, chunk.slice(0, cut), lower, upto, arrow_schema, generic)
+                    chunk = chunk.slice(cut)
+                held, rows = chunk.to_batches(), chunk.num_rows
+        if rows:
+            yield from _chunk(machine, table, pa.Table.from_batches(held), lower, upto, arrow_schema, generic)
+        if counter is not None:
+            counter.add(events)
+
+    return run
+
+
+def _chunk(
+    machine: Detector, table: Any, chunk: Any, lower: Any, upto: Any, arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]],
+) -> Iterator[Any]:
+    """The output batches of a chunk of whole keys."""
+    if not _plain_columns(chunk, lower) or (upto is not None and type(upto) is not int):
+        yield from generic(iter(chunk.to_batches()))
+        return
+    n = chunk.num_rows
+    keys = chunk.column("key")
+    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
+    group = np.cumsum(new_key) - 1
+    symbols = chunk.column("symbol").combine_chunks()
+    is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
+    times = chunk.column("time").fill_null(0).to_numpy()
+    plain = is_event & _plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
+    if upto is not None:
+        plain &= times < upto
+    irregular = np.zeros(int(group[-1]) + 1 if n else 0, bool)
+    irregular[group[~plain]] = True
+    try:
+        bits = _answers(machine, symbols)
+    except EVALUATION_ERRORS:  # conditions that cannot read these symbols: each refuses, event by event
+        yield from generic(iter(chunk.to_batches()))
+        return
+    order = _applied_order(chunk, symbols, group, times, irregular)
+    if order is None:  # ties that only Python can rank
+        yield from generic(iter(chunk.to_batches()))
+        return
+    rows = order[~irregular[group[order]]]  # the stepped events, in the order each key applies them
+    key_of = group[rows]
+    starts = np.flatnonzero(np.r_[True, key_of[1:] != key_of[:-1]]) if len(rows) else np.zeros(0, np.int64)
+    counts = np.diff(np.r_[starts, len(rows)]).astype(np.int64)
+    time = times[rows].astype(np.int64)
+    same_time = np.r_[False, (key_of[1:] == key_of[:-1]) & (time[1:] == time[:-1])]
+    run_start = np.maximum.accumulate(np.where(same_time, 0, np.arange(len(rows))))
+    seq = np.arange(len(rows)) - run_start  # the event's place among its key's events at its time
+    given = {name: np.zeros(0, np.int64) for name in ("key", "state", "chain", "start", "last")}
+    rounds = Rounds(table, machine.pattern.window, counts, time, bits[rows], given, 0, np.int64, upto)
+    updates = _update_batch(rounds, table, chunk, rows, np.flatnonzero(new_key)[key_of[starts]], seq, arrow_schema)
+    if not irregular.any():
+        yield updates
+        return
+    # the keys stepped event by event join the others in key order (a file's row
+    # groups then hold key ranges)
+    others = np.flatnonzero(irregular[group])
+    out = pa.Table.from_batches([updates, *generic(iter(chunk.take(pa.array(others)).to_batches()))], arrow_schema)
+    yield from out.take(pc.sort_indices(out, [("key", "ascending")])).to_batches()
+
+
+def _answers(machine: Detector, symbols: Any) -> Any:
+    """Each row's answers to the expression conditions, as bits (numpy)."""
+    fields = pa.Table.from_arrays(symbols.flatten(), names=[f.name for f in symbols.type])
+    bits = np.asarray(answer_column(machine._nfa, fields).to_numpy(zero_copy_only=False), np.int64)
+    return bits | always_bits(machine._nfa)
+
+
+def _applied_order(chunk: Any, symbols: Any, group: Any, times: Any, irregular: Any) -> Any:
+    """The chunk's rows in the order the intake applies each key's events: Spark's
+    sort settles all but events at one time with equal orders (or none), which
+    rank by their symbols (``event_rank``: no order first, then by order, then by
+    the symbol's fields, nulls first). ``None`` if a field cannot be ranked here."""
+    orders = chunk.column("order")
+    ordered = orders.is_valid().to_numpy(zero_copy_only=False)
+    order_values = orders.fill_null(0).to_numpy()
+    n = chunk.num_rows
+    tied = np.zeros(n, bool)
+    if n > 1:
+        same = (group[1:] == group[:-1]) & (times[1:] == times[:-1]) & (ordered[1:] == ordered[:-1]) & (
+            order_values[1:] == order_values[:-1])
+        tied[1:] |= same
+        tied[:-1] |= same
+    if not (tied & ~irregular[group]).any():
+        return np.arange(n)
+    if not all(any(test(f.type) for test in _PLAIN_FIELDS) for f in symbols.type):
+        return None
+    columns = {"group": pa.array(group), "time": pa.array(times), "ordered": pa.array(ordered),
+               "order": pa.array(order_values)}
+    for i, field in enumerate(symbols.flatten()):  # a null field first: its validity, then its value
+        columns[f"valid{i}"] = field.is_valid()
+        columns[f"field{i}"] = field
+    return pc.sort_indices(pa.table(columns), [(name, "ascending") for name in columns]).to_numpy()
+
+
+def _update_batch(
+    rounds: Rounds, table: Any, chunk: Any, rows: Any, key_rows: Any, seq: Any, arrow_schema: Any
+) -> Any:
+    """The rounds' updates as one record batch of the output schema: the rounds'
+    events are the chunk's ``rows``, their keys those of rows ``key_rows``."""
+    kind, key, state, chain, time, diff = rounds.logged(by_time=False)  # a table has no order within a key
+    total = len(kind)
+    offsets, events, steps = event_lists(rounds, chain)
+    event_rows = pa.array(rows[events])
+    value_type = arrow_schema.field("value").type
+    event_type = value_type.field("events").type.value_type
+    taken = pa.StructArray.from_arrays(
+        [
+            pa.array(table.names, pa.string()).take(pa.array(steps)),
+            chunk.column("time").take(event_rows).combine_chunks().cast(event_type.field("time").type),
+            pa.array(seq[events], pa.int64()),
+            chunk.column("symbol").take(event_rows).combine_chunks(),
+        ],
+        fields=list(event_type),
+    )
+    texts = ["" if t is None else t for t in table.texts]
+    state_text = pa.array(texts, pa.string()).take(pa.array(np.where(kind == 1, 0, state)))
+    value = pa.StructArray.from_arrays(
+        [
+            pa.array(["partial", "match", "timeout"], pa.string()).take(pa.array(kind)),
+            state_text,
+            pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), taken),
+        ],
+        fields=list(value_type),
+    )
+    columns = {
+        "kind": pa.array(np.full(total, UPDATE, np.int8)),
+        "key": chunk.column("key").take(pa.array(key_rows[key])).combine_chunks(),
+        "value": value,
+        "time": pa.array(time).cast(arrow_schema.field("time").type),
+        "diff": pa.array(diff, pa.int64()),
+    }
+    arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(total, f.type) for f in arrow_schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+

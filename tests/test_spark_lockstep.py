@@ -1,0 +1,75 @@
+"""Spark's batch path runs a detector of SQL conditions over a partition's columns,
+keys in rounds (``spark_runtime/lockstep.py``): its output must be what the
+detector gives event by event locally, for any data pattern, with ties ranked by
+their symbols, NULL fields, and keys that go the generic way beside the others."""
+
+from __future__ import annotations
+
+import datetime
+import random
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from statemachines import consolidate, run_local
+from statemachines.library import Detector, matches
+from statemachines.library.pattern import Skip
+from tests.test_expressions import AMOUNTS, KINDS, Login
+from tests.test_lockstep import one_by_one
+from tests.test_pattern_data import patterns
+from tests.test_spark_cep import plain
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "key string, symbol struct<kind: string, amount: bigint>, time long, order long"
+
+
+def logins(seed: int, n: int, users: int, span: int) -> list[tuple]:
+    """Random logins at times below ``span``, many at one time for a user; some with
+    an order, a few with a null time or key (their keys go the generic way)."""
+    rnd = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        key = f"u{rnd.randrange(users)}" if rnd.random() > 0.01 else None
+        symbol = Login(rnd.choice(KINDS), rnd.choice(AMOUNTS))
+        time = rnd.randrange(span) if rnd.random() > 0.01 else None
+        rows.append((key, symbol, time, rnd.choice([None, None, 1, 2])))
+    return rows
+
+
+def check_alike(spark, detector: Detector, rows: list[tuple]) -> list:
+    from statemachines.spark import run_batch
+
+    local = run_local(one_by_one(detector.pattern), rows)
+    batch = run_batch(detector, spark.createDataFrame(rows, SCHEMA), order="order")
+    got = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
+    assert got == consolidate(((k, plain(v)), t, d) for (k, v), t, d in local.updates)
+    rejected = sorted((r.key or "", r.time or -1, r.reason) for r in batch.rejected.collect())
+    assert rejected == sorted((e.event[0] or "", e.event[2] or -1, str(e.reason)) for e in local.rejected)
+    return local.updates
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(patterns(), st.integers(0, 2**32))
+def test_a_data_pattern_finds_on_spark_in_rounds_what_it_finds_event_by_event(spark, pattern, seed):
+    from statemachines.spark.lockstep import runs_in_rounds
+
+    assume(pattern is not None and not isinstance(pattern.window, float | datetime.timedelta))
+    assume(not any(isinstance(g, float) for g in Detector(pattern)._nfa.gaps.values()))
+    detector = Detector(attrs.evolve(pattern, skip=Skip.NO_SKIP, skip_step=None, raise_on_miss=False))
+    assume(runs_in_rounds(detector))
+    check_alike(spark, detector, logins(seed, 50, 4, 20))
+
+
+def test_the_fraud_rule_in_rounds_finds_matches_among_many_ties(spark):
+    from statemachines.library import Pattern
+
+    fraud = (Pattern.begin("fail").where("kind = 'fail'").times(3)
+             .followed_by("ok").where("kind = 'ok' AND amount > 10").within(10))
+    from statemachines.spark.lockstep import runs_in_rounds
+
+    assert runs_in_rounds(Detector(fraud))
+    updates = check_alike(spark, Detector(fraud), logins(7, 3000, 40, 100))
+    assert len(matches(updates)) > 20
