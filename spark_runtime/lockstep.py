@@ -31,8 +31,13 @@ from statemachines import Machine
 from statemachines.library.cep import Detector
 from statemachines.library.lockstep import Rounds, always_bits, event_lists, table_of
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
-from statemachines.spark.output import EVENT_ROW, UPDATE
-from statemachines.spark.tabulated import CHUNK_ROWS, _last_key_start, _plain_columns, _plain_events
+from statemachines.spark.output import UPDATE
+from statemachines.spark.tabulated import (
+    _plain_columns,
+    _plain_events,
+    key_groups,
+    whole_key_chunks,
+)
 
 __all__ = ["lockstep_runner", "runs_in_rounds"]
 
@@ -60,23 +65,8 @@ def lockstep_runner(
     assert table is not None
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        held: list[Any] = []
-        rows = events = 0
-        for batch in batches:
-            held.append(batch)
-            rows += batch.num_rows
-            events += pc.sum(pc.equal(batch.column("kind"), EVENT_ROW)).as_py() or 0
-            if rows >= CHUNK_ROWS:
-                chunk = pa.Table.from_batches(held)
-                cut = _last_key_start(chunk)
-                if cut:
-                    yield from _chunk(machine, table, chunk.slice(0, cut), lower, upto, arrow_schema, generic)
-                    chunk = chunk.slice(cut)
-                held, rows = chunk.to_batches(), chunk.num_rows
-        if rows:
-            yield from _chunk(machine, table, pa.Table.from_batches(held), lower, upto, arrow_schema, generic)
-        if counter is not None:
-            counter.add(events)
+        for chunk in whole_key_chunks(batches, counter):
+            yield from _chunk(machine, table, chunk, lower, upto, arrow_schema, generic)
 
     return run
 
@@ -89,17 +79,12 @@ def _chunk(
     if not _plain_columns(chunk, lower) or (upto is not None and type(upto) is not int):
         yield from generic(iter(chunk.to_batches()))
         return
-    n = chunk.num_rows
-    keys = chunk.column("key")
-    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
-    group = np.cumsum(new_key) - 1
+    new_key, group, is_event, times = key_groups(chunk)
     symbols = chunk.column("symbol").combine_chunks()
-    is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
-    times = chunk.column("time").fill_null(0).to_numpy()
     plain = is_event & _plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
     if upto is not None:
         plain &= times < upto
-    irregular = np.zeros(int(group[-1]) + 1 if n else 0, bool)
+    irregular = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
     irregular[group[~plain]] = True
     try:
         bits = _answers(machine, symbols)

@@ -31,7 +31,7 @@ from statemachines.intake import INT64_MAX
 from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
-__all__ = ["CHUNK_ROWS", "runs_tabulated", "tabulated_runner"]
+__all__ = ["CHUNK_ROWS", "key_groups", "runs_tabulated", "tabulated_runner", "whole_key_chunks"]
 
 CHUNK_ROWS = 65_536
 """Rows of a partition stepped at once (cut at a key's first row)."""
@@ -60,25 +60,33 @@ def tabulated_runner(
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         check = value_check_for(arrow_schema.field("value").type) if check_values else None
         table: TransitionTable | None = TransitionTable(machine, check)
-        held: list[Any] = []
-        rows = events = 0
-        for batch in batches:
-            held.append(batch)
-            rows += batch.num_rows
-            events += pc.sum(pc.equal(batch.column("kind"), EVENT_ROW)).as_py() or 0
-            if rows >= CHUNK_ROWS:
-                chunk = pa.Table.from_batches(held)
-                cut = _last_key_start(chunk)
-                if cut:
-                    table = yield from _chunk_or_generic(chunk.slice(0, cut), table, lower, arrow_schema, generic)
-                    chunk = chunk.slice(cut)
-                held, rows = chunk.to_batches(), chunk.num_rows
-        if rows:
-            yield from _chunk_or_generic(pa.Table.from_batches(held), table, lower, arrow_schema, generic)
-        if counter is not None:
-            counter.add(events)
+        for chunk in whole_key_chunks(batches, counter):
+            table = yield from _chunk_or_generic(chunk, table, lower, arrow_schema, generic)
 
     return run
+
+
+def whole_key_chunks(batches: Iterator[Any], counter: Any = None) -> Iterator[Any]:
+    """A partition's batches as tables of about :data:`CHUNK_ROWS` rows, each cut
+    at a key's first row (a key's rows all in one); ``counter``, an accumulator, is
+    given the number of event rows once all are read."""
+    held: list[Any] = []
+    rows = events = 0
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        events += pc.sum(pc.equal(batch.column("kind"), EVENT_ROW)).as_py() or 0
+        if rows >= CHUNK_ROWS:
+            chunk = pa.Table.from_batches(held)
+            cut = _last_key_start(chunk)
+            if cut:
+                yield chunk.slice(0, cut)
+                chunk = chunk.slice(cut)
+            held, rows = chunk.to_batches(), chunk.num_rows
+    if rows:
+        yield pa.Table.from_batches(held)
+    if counter is not None:
+        counter.add(events)
 
 
 def _chunk_or_generic(
@@ -124,13 +132,8 @@ def _chunk(
     if not _plain_columns(chunk, lower):
         yield from generic(iter(chunk.to_batches()))
         return
-    n = chunk.num_rows
-    keys = chunk.column("key")
-    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
-    group = np.cumsum(new_key) - 1
+    new_key, group, is_event, times = key_groups(chunk)
     starts = np.flatnonzero(new_key)
-    is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
-    times = chunk.column("time").fill_null(0).to_numpy()
     orders = chunk.column("order").fill_null(0).to_numpy()
     ordered = chunk.column("order").is_valid().to_numpy(zero_copy_only=False)
     odd = is_event & ~_plain_events(chunk, lower)
@@ -141,7 +144,7 @@ def _chunk(
     irregular = np.zeros(len(starts), bool)
     irregular[group[odd | same]] = True
 
-    key_list = column_to_python(keys.take(pa.array(starts)))
+    key_list = column_to_python(chunk.column("key").take(pa.array(starts)))
     initial = np.zeros(len(starts), np.int64)
     state_rows = np.flatnonzero(~is_event)
     if len(state_rows):
@@ -172,6 +175,16 @@ def _chunk(
     rows = np.flatnonzero(irregular[group])
     out = pa.Table.from_batches([*updates, *generic(iter(chunk.take(pa.array(rows)).to_batches()))], arrow_schema)
     yield from out.take(pc.sort_indices(out, [("key", "ascending")])).to_batches()
+
+
+def key_groups(chunk: Any) -> tuple[Any, Any, Any, Any]:
+    """Per row of a chunk sorted by key (a plain key type): whether it is its key's
+    first, its key's number (0, 1, ...), whether it is an event, its time (null: 0)."""
+    n = chunk.num_rows
+    keys = chunk.column("key")
+    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
+    is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
+    return new_key, np.cumsum(new_key) - 1, is_event, chunk.column("time").fill_null(0).to_numpy()
 
 
 def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:
