@@ -211,9 +211,10 @@ class Detector(Machine):
         self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any
     ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
         """Many keys at once: in rounds with arrays when every condition is an
-        expression (:mod:`~statemachines.library.lockstep`), else key by key."""
+        expression (:mod:`~statemachines.library.lockstep`), else key by key. A
+        subclass may change what an event does, so it runs key by key."""
         if self._table is _UNBUILT:
-            self._table = table_of(self)
+            self._table = table_of(self) if type(self) is Detector else None
         if self._table is None:
             return ((key, values, advance_key(self, key, values, events, upto, check)) for key, values, events in work)
         return advance_keys(self, self._table, work, upto, check)

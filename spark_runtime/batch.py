@@ -358,7 +358,7 @@ def partition_runner(
 
     if tabulate and runs_in_rounds(machine):
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
-        rounds = lockstep_runner(machine, lower, upto, arrow_schema, generic, counter)  # type: ignore[arg-type]
+        rounds = lockstep_runner(machine, lower, upto, arrow_schema, generic, counter)
         return lambda batches: rounds(with_kinds(batches))
     if tabulate and runs_tabulated(machine):
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)

@@ -86,6 +86,20 @@ def test_a_run_gives_the_same_matches_whether_keys_step_in_rounds_or_one_by_one(
     assert len(matches(stepped.updates)) > 10
 
 
+def test_a_subclass_of_the_detector_runs_key_by_key_through_its_own_transition():
+    class Counting(Detector):
+        seen = 0
+
+        def transition(self, key, values, symbol, time, position=0):
+            Counting.seen += 1
+            return super().transition(key, values, symbol, time, position)
+
+    pattern = Pattern.begin("fail").where("kind = 'fail'").followed_by("ok").where("kind = 'ok'").within(5)
+    events = [("ann", Login(kind, 1), t) for t, kind in enumerate(["fail", "ok", "view"])]
+    assert run_local(Counting(pattern), events).updates == run_local(Detector(pattern), events).updates
+    assert Counting.seen == len(events)
+
+
 def one_by_one(pattern: Pattern) -> Detector:
     """A detector that runs key by key, event by event (its pattern not covered)."""
     detector = Detector(pattern)
