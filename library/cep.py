@@ -211,13 +211,19 @@ class Detector(Machine):
         self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any
     ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
         """Many keys at once: in rounds with arrays when every condition is an
-        expression (:mod:`~statemachines.library.lockstep`), else key by key. A
-        subclass may change what an event does, so it runs key by key."""
+        expression (:mod:`~statemachines.library.lockstep`), else key by key."""
+        table = self.rounds_table()
+        if table is None:
+            return ((key, values, advance_key(self, key, values, events, upto, check)) for key, values, events in work)
+        return advance_keys(self, table, work, upto, check)
+
+    def rounds_table(self) -> Any:
+        """The NFA as the arrays keys step through in rounds (built once), or ``None``
+        if the pattern is not covered. A subclass may change what an event does, so
+        it is never stepped in rounds."""
         if self._table is _UNBUILT:
             self._table = table_of(self) if type(self) is Detector else None
-        if self._table is None:
-            return ((key, values, advance_key(self, key, values, events, upto, check)) for key, values, events in work)
-        return advance_keys(self, self._table, work, upto, check)
+        return self._table
 
     def diagram(self) -> Diagram:
         """The compiled NFA: one state per ``step#count`` position, edges that take events."""

@@ -122,7 +122,8 @@ class _Uncovered(Exception):  # noqa: N818 - an internal signal: run event by ev
 def table_of(detector: Detector) -> Table | None:
     """The detector's table, or ``None`` if its pattern is not covered (see the module)."""
     nfa, pattern = detector._nfa, detector.pattern
-    if pattern.skip != Skip.NO_SKIP or nfa.iterative or len(nfa.conditions) > _MAX_CONDITIONS:
+    # expressions come with the sql extra, which brings numpy; a pattern without them stays as it was
+    if not nfa.expression_mask or pattern.skip != Skip.NO_SKIP or nfa.iterative or len(nfa.conditions) > _MAX_CONDITIONS:
         return None
     if not all(isinstance(c, Expression) or c is _always for c in nfa.conditions):
         return None
@@ -306,23 +307,22 @@ def _python_outcomes(
 class Rounds:
     """Keys stepped together, one event per key per round.
 
-    ``counts[k]``: key ``k``'s events, which are ``event_time``/``event_bits`` from
-    ``offsets[k]`` on (by default one key after another), in the order applied;
+    ``counts[k]``: key ``k``'s events, which are ``event_time``/``event_bits`` one key
+    after another, in the order applied;
     ``given``: its partial matches before them, rows ``key, state, chain, start,
     last`` whose chains ``0 .. given_chains - 1`` the caller knows the events of.
     """
 
     def __init__(
         self, table: Table, window: Any, counts: Any, event_time: Any, event_bits: Any,
-        given: dict[str, Any], given_chains: int, ends_dtype: Any, upto: Any, offsets: Any = None,
+        given: dict[str, Any], given_chains: int, ends_dtype: Any, upto: Any,
     ) -> None:
         import numpy as np
 
         self.np, self.table, self.upto, self.ends_dtype = np, table, upto, ends_dtype
         self.window = float("inf") if window is None else window
         self.event_time, self.event_bits = event_time, event_bits
-        if offsets is None:
-            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         # keys by decreasing number of events: those still stepping in a round are a prefix
         self.order = np.argsort(-counts, kind="stable")
         self.counts, self.offsets = counts[self.order], offsets[self.order]
@@ -467,9 +467,9 @@ class Rounds:
         if len(partial):
             # a partial match's rows are logged in time order: grouped by value
             # (stably), its changes at one time are neighbours
-            value = chain[partial] * len(self.table.texts) + state[partial]
-            ordered = partial[np.argsort(value, kind="stable")]
-            value = chain[ordered] * len(self.table.texts) + state[ordered]
+            value = chain * len(self.table.texts) + state
+            ordered = partial[np.argsort(value[partial], kind="stable")]
+            value = value[ordered]
             head = np.r_[True, (value[1:] != value[:-1]) | (time[ordered][1:] != time[ordered][:-1])]
             sums = np.add.reduceat(diff[ordered], np.flatnonzero(head))
             heads = ordered[head]
@@ -482,10 +482,10 @@ class Rounds:
 
 
 def _take(rows: dict[str, Any], where: Any) -> dict[str, Any]:
-    """The rows ``where`` (a mask, or positions) names."""
+    """The rows where the mask ``where`` is true."""
     import numpy as np
 
-    at = np.flatnonzero(where) if where.dtype == bool else where  # once for every column
+    at = np.flatnonzero(where)  # once for every column
     return {name: column[at] for name, column in rows.items()}
 
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from statemachines import Machine
 from statemachines.library.cep import Detector
-from statemachines.library.lockstep import Rounds, always_bits, event_lists, table_of
+from statemachines.library.lockstep import Rounds, always_bits, event_lists
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
 from statemachines.spark.output import UPDATE
 from statemachines.spark.tabulated import (
@@ -50,7 +50,7 @@ def runs_in_rounds(machine: Machine) -> bool:
     if type(machine) is not Detector or machine.tag or not machine.reads_expressions:
         return False
     spans = [machine.pattern.window, *machine._nfa.gaps.values()]
-    return all(s is None or type(s) is int for s in spans) and table_of(machine) is not None
+    return all(s is None or type(s) is int for s in spans) and machine.rounds_table() is not None
 
 
 def lockstep_runner(
@@ -61,7 +61,7 @@ def lockstep_runner(
     partition function, counting nothing) takes the rows of the keys that are not
     plain. ``counter``, an accumulator, is given the number of events the partition
     held."""
-    table = table_of(machine)
+    table = machine.rounds_table()
     assert table is not None
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
