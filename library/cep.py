@@ -210,8 +210,8 @@ class Detector(Machine):
     def advance_keys(
         self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any
     ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
-        """Many keys at once: in rounds with arrays when every condition is an
-        expression (:mod:`~statemachines.library.lockstep`), else key by key."""
+        """Many keys at once: in rounds with arrays when no condition reads the
+        partial match (:mod:`~statemachines.library.lockstep`), else key by key."""
         table = self.rounds_table()
         if table is None:
             return ((key, values, advance_key(self, key, values, events, upto, check)) for key, values, events in work)

@@ -1,9 +1,10 @@
 """A detector's NFA run for many keys at once: one event per key per round, in arrays.
 
-When every condition of a pattern is an expression (answered for a batch of events
-before the NFA runs), what a partial match does with an event depends only on its
-state and the event's answers, so the whole NFA is a table (:class:`Table`) and the
-keys can step together: round ``r`` applies the ``r``-th event of every key that has
+When no condition of a pattern reads the partial match (each is an expression,
+answered for a batch of events before the NFA runs, or a function of the event
+alone), what a partial match does with an event depends only on its state and the
+event's answers, so the whole NFA is a table (:class:`Table`) and the keys can step
+together: round ``r`` applies the ``r``-th event of every key that has
 one, to all of their partial matches at once, with numpy. A partial match is a row
 ``(key, state, chain, start, last, end)``; its events are a *chain*, a parent chain
 and the event a step took. No two rows share a chain (a pattern where one step may
@@ -19,15 +20,19 @@ end, consolidated per key and time as :func:`~statemachines.core.advance_key` do
 
 The result is exactly the per-event detector's (``tests/test_lockstep.py`` checks it
 against :func:`~statemachines.core.advance_key` with hypothesis); an event the
-conditions cannot read is rejected as there. Patterns it does not cover (a function
-condition, a skip strategy) and keys whose events it cannot take as they are (times
-that are not all ints or all floats, a symbol the output cannot store) run event by
-event. :mod:`statemachines.spark.lockstep` runs the same rounds over Spark's columns.
+expressions cannot read is rejected as there. Every function condition is called on
+every event (event by event, only on those a state asks it about); one that raises
+sends its key event by event, which raises only if a step asks. Patterns it does not
+cover (a condition that reads the partial match, a skip strategy) and keys whose
+events it cannot take as they are (times that are not all ints or all floats, a
+symbol the output cannot store) run event by event.
+:mod:`statemachines.spark.lockstep` runs the same rounds over Spark's columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import importlib.util
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from statemachines.core import OwnTypeCheck, _order_by_value, advance_key
@@ -40,7 +45,9 @@ from statemachines.updates import Update
 if TYPE_CHECKING:
     from statemachines.library.cep import Detector
 
-__all__ = ["Rounds", "Table", "advance_keys", "always_bits", "event_lists", "table_of"]
+__all__ = [
+    "Rounds", "Table", "advance_keys", "always_bits", "event_answers", "event_lists", "function_conditions", "table_of",
+]
 
 PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
 _NEW = tuple.__new__
@@ -122,10 +129,9 @@ class _Uncovered(Exception):  # noqa: N818 - an internal signal: run event by ev
 def table_of(detector: Detector) -> Table | None:
     """The detector's table, or ``None`` if its pattern is not covered (see the module)."""
     nfa, pattern = detector._nfa, detector.pattern
-    # expressions come with the sql extra, which brings numpy; a pattern without them stays as it was
-    if not nfa.expression_mask or pattern.skip != Skip.NO_SKIP or nfa.iterative or len(nfa.conditions) > _MAX_CONDITIONS:
+    if pattern.skip != Skip.NO_SKIP or nfa.iterative or len(nfa.conditions) > _MAX_CONDITIONS:
         return None
-    if not all(isinstance(c, Expression) or c is _always for c in nfa.conditions):
+    if importlib.util.find_spec("numpy") is None:  # the core install: event by event
         return None
     try:
         return Table(nfa)
@@ -145,9 +151,7 @@ def advance_keys(
     import numpy as np
 
     nfa = detector._nfa
-    always = always_bits(nfa)
-    # a pattern without expressions asks nothing of an event (so refuses none)
-    answers = detector._expression_answers if nfa.expression_mask else lambda _: 0
+    answers = event_answers(detector)
     own = type(check) is OwnTypeCheck
     spans = [s for s in (detector.pattern.window, *nfa.gaps.values()) if s is not None]
     run_kind: type | None = None
@@ -170,7 +174,13 @@ def advance_keys(
         ):
             yield key, values, advance_key(detector, key, values, events, upto, check)
             continue
-        rejected = _answered(events, answers, always, symbols, times, seqs, bits)
+        try:
+            rejected, *answered = _answered(events, answers)
+        except Exception:  # a function condition raised: event by event asks only what a step needs
+            yield key, values, advance_key(detector, key, values, events, upto, check)
+            continue
+        for column, items in zip((symbols, times, seqs, bits), answered, strict=True):
+            column.extend(items)
         counts.append(len(events) - len(rejected))
         stepped.append((key, values, rejected))
     if not stepped:
@@ -196,18 +206,46 @@ def _plain_values(values: frozenset[Any], table: Table) -> bool:
     return all(v[1] in table.ids for v in partials) and len({v[2] for v in partials}) == len(partials)
 
 
+def event_answers(detector: Detector) -> Callable[[Any], int]:
+    """Every condition's answer for one symbol, as bits (bit i: condition i holds):
+    the expressions' (a symbol they cannot read is :class:`Refused`), those that
+    always hold, and each function's, called on the symbol alone (what one raises
+    is raised: then the key runs event by event, asking only what its steps need)."""
+    nfa = detector._nfa
+    # a pattern without expressions asks nothing of an event in bulk (so refuses none)
+    expressions = detector._expression_answers if nfa.expression_mask else None
+    always = always_bits(nfa)
+    functions = function_conditions(nfa)
+
+    def answers(symbol: Any) -> int:
+        yes = always if expressions is None else expressions(symbol) | always
+        for bit, condition in functions:
+            if condition(symbol, None):
+                yes |= bit
+        return yes
+
+    return answers
+
+
+def function_conditions(nfa: Nfa) -> list[tuple[int, Any]]:
+    """``(bit, condition)`` for the conditions that are Python functions of the event."""
+    return [(1 << i, c) for i, c in enumerate(nfa.conditions) if not isinstance(c, Expression) and c is not _always]
+
+
 def _answered(
-    events: list[Event], answers: Any, always: int, symbols: list[Any], times: list[Any], seqs: list[int], bits: list[int]
-) -> list[Rejected]:
-    """Append each event the conditions can read, with its answers (as bits) and its
-    place among the key's events applied at its time; return those they cannot."""
-    rejected = []
+    events: list[Event], answers: Callable[[Any], int]
+) -> tuple[list[Rejected], list[Any], list[Any], list[int], list[int]]:
+    """The events the conditions cannot read (rejected), and for the others their
+    symbols, times, places among the key's events applied at their time, and answers
+    (as bits)."""
+    rejected: list[Rejected] = []
+    symbols, times, seqs, bits = [], [], [], []
     seq, at = 0, None
     for event in events:
         if event[2] != at:
             seq, at = 0, event[2]
         try:
-            bits.append(answers(event[1]) | always)
+            bits.append(answers(event[1]))
         except Refused as refusal:
             rejected.append(Rejected(event, refusal.reason, refusal.detail))
             continue
@@ -215,7 +253,7 @@ def _answered(
         times.append(event[2])
         seqs.append(seq)
         seq += 1
-    return rejected
+    return rejected, symbols, times, seqs, bits
 
 
 def _time_kind(events: list[Event], values: frozenset[Any], spans: list[Any]) -> type | None:

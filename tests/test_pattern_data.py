@@ -15,14 +15,25 @@ from statemachines.library.pattern import Step
 from tests.test_expressions import Login
 
 SQL = ["kind = 'fail'", "kind = 'ok'", "amount > 5", "kind IS NULL", "amount BETWEEN 1 AND 20"]
+# the same conditions as Python functions, reading fields by position: on a symbol
+# that is not a login the ``amount`` ones may raise TypeError
+FUNCTIONS = [
+    lambda e: e[0] == "fail",
+    lambda e: e[0] == "ok",
+    lambda e: e[1] is not None and e[1] > 5,
+    lambda e: e[0] is None,
+    lambda e: e[1] is not None and 1 <= e[1] <= 20,
+]
 
 
 @st.composite
-def patterns(draw, raising: bool = False):
-    """Random patterns built with the fluent methods, every condition SQL (a call the
-    pattern refuses, such as ``until`` on a bounded loop, is left out; patterns refused
-    as a whole by ``compiled`` are skipped); ``raising``: some skip to a step with
+def patterns(draw, raising: bool = False, functions: bool = False):
+    """Random patterns built with the fluent methods, every condition SQL, or with
+    ``functions`` the same as Python functions (a call the pattern refuses, such as
+    ``until`` on a bounded loop, is left out; patterns refused as a whole by
+    ``compiled`` are skipped); ``raising``: some skip to a step with
     ``raise_on_miss``, which may stop a run."""
+    conditions = FUNCTIONS if functions else SQL
     names = iter(f"s{i}" for i in range(100))
     skip = draw(st.sampled_from(["no_skip", "skip_to_next", "skip_past_last_event", "skip_to_first", "skip_to_last"]))
     n = draw(st.integers(1, 4))
@@ -35,13 +46,13 @@ def patterns(draw, raising: bool = False):
         if i > 0:
             if draw(st.booleans()) and draw(st.booleans()):
                 negate = draw(st.sampled_from([Pattern.not_next, Pattern.not_followed_by]))
-                pattern = attempt(pattern, negated, negate, next(names), draw(st.sampled_from(SQL)))
+                pattern = attempt(pattern, negated, negate, next(names), draw(st.sampled_from(conditions)))
             then = draw(st.sampled_from([pattern.next, pattern.followed_by, pattern.followed_by_any]))
-            pattern = then(draw(groups(names)) if group else next(names))
+            pattern = then(draw(groups(names, conditions)) if group else next(names))
         if draw(st.booleans()) and not group:
-            pattern = pattern.where(draw(st.sampled_from(SQL)))
+            pattern = pattern.where(draw(st.sampled_from(conditions)))
             if draw(st.booleans()):
-                pattern = pattern.or_where(draw(st.sampled_from(SQL)))
+                pattern = pattern.or_where(draw(st.sampled_from(conditions)))
         before = pattern.steps[-2] if len(pattern.steps) > 1 else None
         gapped = isinstance(before, Step) and not (before.loops or before.optional) and draw(st.booleans())
         quantifier = "one" if gapped else draw(st.sampled_from(["one", "times", "range", "or_more", "one_or_more"]))
@@ -63,10 +74,10 @@ def patterns(draw, raising: bool = False):
                 if draw(st.booleans()):
                     pattern = attempt(pattern, getattr(Pattern, change))
             if draw(st.booleans()):
-                pattern = attempt(pattern, Pattern.until, draw(st.sampled_from(SQL)))
+                pattern = attempt(pattern, Pattern.until, draw(st.sampled_from(conditions)))
     if draw(st.booleans()):
         trailing = draw(st.sampled_from([Pattern.not_followed_by, Pattern.not_next]))
-        pattern = attempt(pattern, negated, trailing, next(names), draw(st.sampled_from(SQL)))
+        pattern = attempt(pattern, negated, trailing, next(names), draw(st.sampled_from(conditions)))
         if draw(st.booleans()):
             pattern = attempt(pattern, Pattern.within, draw(st.sampled_from([2, 5])), "previous_and_current")
     within = draw(st.sampled_from([None, 10, 2.5, datetime.timedelta(seconds=3)]))
@@ -79,12 +90,12 @@ def patterns(draw, raising: bool = False):
 
 
 @st.composite
-def groups(draw, names):
-    """A group of one or two steps with SQL conditions, the second maybe looping."""
-    group = Pattern.begin(next(names)).where(draw(st.sampled_from(SQL)))
+def groups(draw, names, conditions=SQL):
+    """A group of one or two steps with ``conditions``, the second maybe looping."""
+    group = Pattern.begin(next(names)).where(draw(st.sampled_from(conditions)))
     if draw(st.booleans()):
         then = draw(st.sampled_from([group.next, group.followed_by, group.followed_by_any]))
-        group = then(next(names)).where(draw(st.sampled_from(SQL)))
+        group = then(next(names)).where(draw(st.sampled_from(conditions)))
         if draw(st.booleans()):
             group = group.one_or_more()
     return group
