@@ -1,20 +1,23 @@
-"""A detector of SQL conditions run over a partition's columns, keys in rounds.
+"""A detector whose conditions read only the event, run over a partition's
+columns, keys in rounds.
 
 The generic batch path makes every event a Python object and steps it alone. For a
-:class:`~statemachines.library.Detector` whose conditions are all SQL (see
-:mod:`statemachines.library.lockstep`) a chunk of whole keys goes from Arrow to
-Arrow instead: the conditions are evaluated over the chunk's symbol column, the
-keys step together in numpy rounds, and the updates are built as columns, a match's
-events gathered from the chunk's own symbol and time columns::
+:class:`~statemachines.library.Detector` whose conditions are SQL or functions of
+the event (see :mod:`statemachines.library.lockstep`) a chunk of whole keys goes
+from Arrow to Arrow instead: the SQL conditions are evaluated over the chunk's
+symbol column, the functions called once per distinct symbol, the keys step
+together in numpy rounds, and the updates are built as columns, a match's events
+gathered from the chunk's own symbol and time columns::
 
     chunk rows (key, symbol, time)  ->  answers (bits)  ->  rounds  ->  update columns
 
 A key goes the generic way instead (the same rows out) when one of its rows is
 anything but a plain event: values from an earlier run, a null key, time or
-symbol, a time below the frontier, or two events at one time whose order Spark's
-sort does not settle and the symbol's fields cannot (a field that is not text, an
-integer or a boolean). A chunk goes the generic way whole when its columns are not
-plain (see :mod:`statemachines.spark.tabulated`) or its conditions cannot read its
+symbol, a time below the frontier, a symbol a function condition raises on, or two
+events at one time whose order Spark's sort does not settle and the symbol's
+fields cannot (a field that is not text, an integer or a boolean). A chunk goes the
+generic way whole when its columns are not plain (see
+:mod:`statemachines.spark.tabulated`) or its SQL conditions cannot read its
 symbols.
 """
 
@@ -29,12 +32,13 @@ import pyarrow.compute as pc
 
 from statemachines import Machine
 from statemachines.library.cep import Detector
-from statemachines.library.lockstep import Rounds, always_bits, event_lists
+from statemachines.library.lockstep import Rounds, always_bits, event_lists, function_conditions
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
 from statemachines.spark.output import UPDATE
 from statemachines.spark.tabulated import (
     _plain_columns,
     _plain_events,
+    distinct_symbols,
     key_groups,
     whole_key_chunks,
 )
@@ -47,7 +51,7 @@ _PLAIN_FIELDS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integ
 def runs_in_rounds(machine: Machine) -> bool:
     """Whether the batch path runs ``machine`` in rounds: a plain detector (no tag)
     whose table covers its pattern, with whole-number windows and gaps."""
-    if type(machine) is not Detector or machine.tag or not machine.reads_expressions:
+    if type(machine) is not Detector or machine.tag:
         return False
     spans = [machine.pattern.window, *machine._nfa.gaps.values()]
     return all(s is None or type(s) is int for s in spans) and machine.rounds_table() is not None
@@ -84,13 +88,13 @@ def _chunk(
     plain = is_event & _plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
     if upto is not None:
         plain &= times < upto
-    irregular = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
-    irregular[group[~plain]] = True
     try:
-        bits = _answers(machine, symbols)
+        bits, raised = _answers(machine, symbols)
     except EVALUATION_ERRORS:  # conditions that cannot read these symbols: each refuses, event by event
         yield from generic(iter(chunk.to_batches()))
         return
+    irregular = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
+    irregular[group[~plain | raised]] = True
     order = _applied_order(chunk, symbols, group, times, irregular)
     if order is None:  # ties that only Python can rank
         yield from generic(iter(chunk.to_batches()))
@@ -116,11 +120,30 @@ def _chunk(
     yield from out.take(pc.sort_indices(out, [("key", "ascending")])).to_batches()
 
 
-def _answers(machine: Detector, symbols: Any) -> Any:
-    """Each row's answers to the expression conditions, as bits (numpy)."""
-    fields = pa.Table.from_arrays(symbols.flatten(), names=[f.name for f in symbols.type])
-    bits = np.asarray(answer_column(machine._nfa, fields).to_numpy(zero_copy_only=False), np.int64)
-    return bits | always_bits(machine._nfa)
+def _answers(machine: Detector, symbols: Any) -> tuple[Any, Any]:
+    """Each row's answers to the conditions, as bits (numpy), and whether a function
+    condition raised on its symbol (its key then goes the generic way, which asks
+    only what a step needs)."""
+    nfa = machine._nfa
+    bits = np.full(len(symbols), always_bits(nfa), np.int64)
+    if nfa.expression_mask:
+        fields = pa.Table.from_arrays(symbols.flatten(), names=[f.name for f in symbols.type])
+        bits |= np.asarray(answer_column(nfa, fields).to_numpy(zero_copy_only=False), np.int64)
+    raised = np.zeros(len(symbols), bool)
+    functions = function_conditions(nfa)
+    if functions:
+        distinct, inverse = distinct_symbols(symbols)
+        yes, failed = np.zeros(len(distinct), np.int64), np.zeros(len(distinct), bool)
+        for i, symbol in enumerate(distinct):
+            if symbol is None:  # a null symbol's key goes the generic way
+                continue
+            try:
+                yes[i] = sum(bit for bit, condition in functions if condition(symbol, None))
+            except Exception:  # noqa: BLE001 - whatever it raises, the generic way raises it if a step asks
+                failed[i] = True
+        bits |= yes[inverse]
+        raised = failed[inverse]
+    return bits, raised
 
 
 def _applied_order(chunk: Any, symbols: Any, group: Any, times: Any, irregular: Any) -> Any:
@@ -140,11 +163,12 @@ def _applied_order(chunk: Any, symbols: Any, group: Any, times: Any, irregular: 
         tied[:-1] |= same
     if not (tied & ~irregular[group]).any():
         return np.arange(n)
-    if not all(any(test(f.type) for test in _PLAIN_FIELDS) for f in symbols.type):
+    fields = symbols.flatten() if pa.types.is_struct(symbols.type) else [symbols]
+    if not all(any(test(f.type) for test in _PLAIN_FIELDS) for f in fields):
         return None
     columns = {"group": pa.array(group), "time": pa.array(times), "ordered": pa.array(ordered),
                "order": pa.array(order_values)}
-    for i, field in enumerate(symbols.flatten()):  # a null field first: its validity, then its value
+    for i, field in enumerate(fields):  # a null field first: its validity, then its value
         columns[f"valid{i}"] = field.is_valid()
         columns[f"field{i}"] = field
     return pc.sort_indices(pa.table(columns), [(name, "ascending") for name in columns]).to_numpy()

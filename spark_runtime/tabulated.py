@@ -31,7 +31,7 @@ from statemachines.intake import INT64_MAX
 from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
-__all__ = ["CHUNK_ROWS", "key_groups", "runs_tabulated", "tabulated_runner", "whole_key_chunks"]
+__all__ = ["CHUNK_ROWS", "distinct_symbols", "key_groups", "runs_tabulated", "tabulated_runner", "whole_key_chunks"]
 
 CHUNK_ROWS = 65_536
 """Rows of a partition stepped at once (cut at a key's first row)."""
@@ -188,14 +188,22 @@ def key_groups(chunk: Any) -> tuple[Any, Any, Any, Any]:
 
 
 def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:
-    """The table's ids of ``symbols`` (an Arrow column). Equal symbols are found in
-    Arrow where it can tell (codes from each field's dictionary), so only the distinct
-    ones become Python objects; otherwise each symbol does."""
+    """The table's ids of ``symbols`` (an Arrow column)."""
+    distinct, inverse = distinct_symbols(symbols)
+    return table.symbol_ids(distinct)[inverse]
+
+
+def distinct_symbols(symbols: Any) -> tuple[list[Any], Any]:
+    """The distinct values of an Arrow column as Python objects (as
+    :func:`column_to_python` makes them), and each row's index among them. Equal
+    symbols are found in Arrow where it can tell (codes from each field's
+    dictionary), so only the distinct ones become Python objects; otherwise each
+    row's symbol does."""
     codes = _codes(symbols)
     if codes is None:
-        return table.symbol_ids(column_to_python(symbols))
+        return column_to_python(symbols), np.arange(len(symbols))
     inverse, _ = pd.factorize(codes)
-    return table.symbol_ids(column_to_python(symbols.take(pa.array(_first_of_each(inverse)))))[inverse]
+    return column_to_python(symbols.take(pa.array(_first_of_each(inverse)))), inverse
 
 
 def _first_of_each(numbers: Any) -> Any:
