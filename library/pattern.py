@@ -330,7 +330,11 @@ class Pattern:
     # -- conditions ----------------------------------------------------------------------
 
     def where(self, cond: Callable[..., bool] | str | Any) -> Pattern:
-        """The current step also requires ``cond``."""
+        """The current step also requires ``cond``: SQL text, a Spark ``Column``, or a
+        function ``cond(event)`` or ``cond(event, matched)`` (the symbols the partial
+        match took, by step name). A function of the event alone must depend on nothing
+        else: a detector may call it on events no step asks about, and only once for
+        several equal events (see :mod:`statemachines.library.lockstep`)."""
         condition = _as_condition(cond, "where")
         return self._change(lambda old: condition if old is _always else _combined(old, condition, "AND"))
 
