@@ -22,7 +22,8 @@ The result is exactly the per-event detector's (``tests/test_lockstep.py`` check
 against :func:`~statemachines.core.advance_key` with hypothesis); an event the
 expressions cannot read is rejected as there. Every function condition is called on
 every event (event by event, only on those a state asks it about); one that raises
-sends its key event by event, which raises only if a step asks. Patterns it does not
+sends its key event by event, where it raises (and the runtime rejects the event as
+``transition_failed``) only if a step asks. Patterns it does not
 cover (a condition that reads the partial match, a skip strategy) and keys whose
 events it cannot take as they are (times that are not all ints or all floats, a
 symbol the output cannot store) run event by event.

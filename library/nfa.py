@@ -459,7 +459,10 @@ def answer_all(nfa: Nfa, records: Records | None) -> tuple[type | None, dict[Any
 
 def answer_one(nfa: Nfa, symbol: Any, symbol_type: Any) -> int:
     """The expression conditions' answers for one symbol; raises ``TypeError`` /
-    ``KeyError`` / an Arrow error when the symbol does not have what they read."""
+    ``KeyError`` / an Arrow error when the symbol does not have what they read (a
+    null symbol has nothing: on every runtime, whatever its column's type)."""
+    if symbol is None:
+        raise TypeError("a null event has no fields for expression conditions to read")
     names = _field_names(symbol, symbol_type)
     if names is None:
         raise TypeError(

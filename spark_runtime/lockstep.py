@@ -139,7 +139,7 @@ def _answers(machine: Detector, symbols: Any) -> tuple[Any, Any]:
                 continue
             try:
                 yes[i] = sum(bit for bit, condition in functions if condition(symbol, None))
-            except Exception:  # noqa: BLE001 - whatever it raises, the generic way raises it if a step asks
+            except Exception:  # noqa: BLE001 - the generic way raises it only if a step asks
                 failed[i] = True
         bits |= yes[inverse]
         raised = failed[inverse]

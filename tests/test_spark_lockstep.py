@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from statemachines import consolidate, run_local
+from statemachines import Reason, consolidate, run_local
 from statemachines.library import Detector, matches
 from statemachines.library.pattern import Skip
 from tests.test_expressions import AMOUNTS, KINDS, Login
@@ -28,12 +28,12 @@ SCHEMA = "key string, symbol struct<kind: string, amount: bigint>, time long, or
 
 def logins(seed: int, n: int, users: int, span: int) -> list[tuple]:
     """Random logins at times below ``span``, many at one time for a user; some with
-    an order, a few with a null time or key (their keys go the generic way)."""
+    an order, a few with a null time, key or symbol (their keys go the generic way)."""
     rnd = random.Random(seed)
     rows = []
     for _ in range(n):
         key = f"u{rnd.randrange(users)}" if rnd.random() > 0.01 else None
-        symbol = Login(rnd.choice(KINDS), rnd.choice(AMOUNTS))
+        symbol = Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)) if rnd.random() > 0.01 else None
         time = rnd.randrange(span) if rnd.random() > 0.01 else None
         rows.append((key, symbol, time, rnd.choice([None, None, 1, 2])))
     return rows
@@ -90,13 +90,32 @@ def test_a_pattern_of_functions_over_plain_symbols_in_rounds_ranks_ties_by_the_s
 
 
 def test_a_function_that_raises_on_an_event_no_step_asks_about_does_not_stop_a_spark_run(spark):
-    """``amount.bit_length()`` raises on a null amount, which only ``ann``'s first
-    event has; no step asks the second condition before a ``fail``."""
+    """``amount.bit_length()`` raises on a null amount: ``ann``'s first event has
+    one, and no step asks the second condition before a ``fail``; ``cy``'s second
+    is asked, so it is rejected (``transition_failed``) on both runtimes."""
     from statemachines.library import Pattern
 
     pattern = Pattern.begin("fail").where(lambda e: e[0] == "fail").followed_by("big").where(
         lambda e: e[1].bit_length() > 2).within(10)
     rows = [("ann", Login("view", None), 0, None), ("ann", Login("fail", 1), 1, None), ("ann", Login("ok", 9), 2, None),
-            ("bob", Login("fail", 1), 0, None), ("bob", Login("ok", 9), 1, None)]
+            ("bob", Login("fail", 1), 0, None), ("bob", Login("ok", 9), 1, None),
+            ("cy", Login("fail", 1), 0, None), ("cy", Login("ok", None), 1, None), ("cy", Login("ok", 9), 2, None)]
     updates = check_alike(spark, Detector(pattern), rows)
-    assert {m.key for m in matches(updates)} == {"ann", "bob"}
+    assert {m.key for m in matches(updates)} == {"ann", "bob", "cy"}
+    assert [(r.event[0], r.reason) for r in run_local(Detector(pattern), rows).rejected] == [
+        ("cy", Reason.TRANSITION_FAILED)]
+
+
+def test_a_null_symbol_is_rejected_on_spark_as_locally_when_sql_conditions_read_it(spark):
+    from statemachines.library import Pattern
+    from statemachines.library.cep import Why
+
+    fraud = (Pattern.begin("fail").where("kind = 'fail'").times(2)
+             .followed_by("ok").where("kind = 'ok' AND amount > 10").within(10))
+    rows = [(key, symbol, t, None) for key, symbol, t, _ in logins(5, 400, 8, 50)]
+    rows += [("u1", None, 3, None), ("u2", None, 7, 1)]
+    check_alike(spark, Detector(fraud), rows)
+    local = run_local(Detector(fraud), rows)
+    null_symbols = sorted((k, t) for k, s, t, _ in rows if s is None and k is not None and t is not None)
+    assert ("u1", 3) in null_symbols and ("u2", 7) in null_symbols
+    assert sorted((r.event[0], r.event[2]) for r in local.rejected if r.reason == Why.CONDITION_FAILED) == null_symbols
