@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from statemachines.library.cep import Detector
 
 __all__ = [
-    "Rounds", "Table", "advance_keys", "always_bits", "event_answers", "event_lists", "function_conditions", "table_of",
+    "KINDS", "MATCH_KIND", "Rounds", "Table", "advance_keys", "always_bits", "event_answers", "event_lists", "function_conditions", "table_of",
 ]
 
 PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
@@ -58,10 +58,12 @@ _EXACT_INT = 1 << 52  # int times beyond this are not compared exactly as floats
 
 
 class Table:
-    """A pattern's NFA as arrays, indexed ``[state, answers]``: how many steps take the
-    event (``takes``), each one's step name, state after (-1: none) and whether it
-    completes a match; the state the partial match stays in (-1: it ends); whether it
-    completes without taking the event. State 0 is the start."""
+    """A pattern's NFA as flat arrays, row ``state * combos + answers``: how many
+    steps take the event (``takes_at``), each one's step name, state after (-1: none)
+    and whether it completes a match (``step_at``, ``after_at``, ``completes_at``, row
+    times ``width`` plus the take); the state the partial match stays in (-1: it
+    ends; ``stay_at``); whether it completes without taking the event
+    (``completes_here_at``). State 0 is the start."""
 
     def __init__(self, nfa: Nfa) -> None:
         import numpy as np
@@ -92,22 +94,26 @@ class Table:
         self.names = names
         width = max(1, max(len(o.takes) for row in outcomes for o in row))
         n = len(states)
-        self.takes = np.zeros((n, combos), np.int64)
-        self.step = np.zeros((n, combos, width), np.int64)
-        self.after = np.full((n, combos, width), -1, np.int64)
-        self.completes = np.zeros((n, combos, width), bool)
-        self.stay = np.full((n, combos), -1, np.int64)
-        self.completes_here = np.zeros((n, combos), bool)
+        takes = np.zeros((n, combos), np.int64)
+        step = np.zeros((n, combos, width), np.int64)
+        after = np.full((n, combos, width), -1, np.int64)
+        completes = np.zeros((n, combos, width), bool)
+        stay = np.full((n, combos), -1, np.int64)
+        completes_here = np.zeros((n, combos), bool)
         for s, row in enumerate(outcomes):
             for a, outcome in enumerate(row):
-                self.takes[s, a] = len(outcome.takes)
-                for j, (name, after, completes) in enumerate(outcome.takes):
-                    self.step[s, a, j] = names.index(name)
-                    self.after[s, a, j] = ids[after] if after is not None else -1
-                    self.completes[s, a, j] = completes
+                takes[s, a] = len(outcome.takes)
+                for j, (name, state_after, completing) in enumerate(outcome.takes):
+                    step[s, a, j] = names.index(name)
+                    after[s, a, j] = ids[state_after] if state_after is not None else -1
+                    completes[s, a, j] = completing
                 if s:  # the start is never a partial match that stays
-                    self.stay[s, a] = ids[outcome.stay] if outcome.stay is not None else -1
-                    self.completes_here[s, a] = outcome.completes
+                    stay[s, a] = ids[outcome.stay] if outcome.stay is not None else -1
+                    completes_here[s, a] = outcome.completes
+        # kept flat: row ``state * combos + answers`` (times ``width``, plus the take)
+        self.combos, self.width = combos, width
+        self.takes_at, self.stay_at, self.completes_here_at = takes.ravel(), stay.ravel(), completes_here.ravel()
+        self.step_at, self.after_at, self.completes_at = step.ravel(), after.ravel(), completes.ravel()
         # a partial match whose window closes here is a match (a trailing not_followed_by)
         self.match_at_end = np.array([s.text is not None and nfa.pending(s) and not nfa.next_decides for s in states])
         # the gap a partial match waiting here has (within(d, previous_and_current)), else inf
@@ -117,10 +123,6 @@ class Table:
             np.float64,
         )
         self.ids = ids
-        # the same, flat: row ``state * combos + answers`` (times ``width`` plus the take)
-        self.combos, self.width = combos, width
-        self.takes_at, self.stay_at, self.completes_here_at = self.takes.ravel(), self.stay.ravel(), self.completes_here.ravel()
-        self.step_at, self.after_at, self.completes_at = self.step.ravel(), self.after.ravel(), self.completes.ravel()
 
 
 class _Uncovered(Exception):  # noqa: N818 - an internal signal: run event by event
@@ -331,7 +333,7 @@ def _python_outcomes(
         k = -1
         for _ in range(start, end):
             what, k, s, c, t, d = next(rows)
-            value = (_KINDS[what], "" if what == _MATCH else texts[s], events_of(c)) + tag
+            value = (KINDS[what], "" if what == _MATCH else texts[s], events_of(c)) + tag
             updates[k].append(_NEW(Update, ((keys[k], value), t, d)))
         if end - start > 1:  # one key's changes at one time, in value order
             _order_by_value(updates[k], len(updates[k]) - (end - start))
@@ -535,7 +537,9 @@ def _join(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 _PARTIAL, _MATCH, _TIMEOUT = 0, 1, 2
-_KINDS = (PARTIAL, MATCH, TIMEOUT)
+KINDS = (PARTIAL, MATCH, TIMEOUT)
+"""The value kinds, by the number the rounds log for each."""
+MATCH_KIND = _MATCH
 
 
 def event_lists(rounds: Rounds, chains: Any) -> tuple[Any, Any, Any]:

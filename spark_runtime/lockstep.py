@@ -32,7 +32,14 @@ import pyarrow.compute as pc
 
 from statemachines import Machine
 from statemachines.library.cep import Detector
-from statemachines.library.lockstep import Rounds, always_bits, event_lists, function_conditions
+from statemachines.library.lockstep import (
+    KINDS,
+    MATCH_KIND,
+    Rounds,
+    always_bits,
+    event_lists,
+    function_conditions,
+)
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
 from statemachines.spark.output import UPDATE
 from statemachines.spark.tabulated import (
@@ -195,10 +202,10 @@ def _update_batch(
         fields=list(event_type),
     )
     texts = ["" if t is None else t for t in table.texts]
-    state_text = pa.array(texts, pa.string()).take(pa.array(np.where(kind == 1, 0, state)))
+    state_text = pa.array(texts, pa.string()).take(pa.array(np.where(kind == MATCH_KIND, 0, state)))
     value = pa.StructArray.from_arrays(
         [
-            pa.array(["partial", "match", "timeout"], pa.string()).take(pa.array(kind)),
+            pa.array(KINDS, pa.string()).take(pa.array(kind)),
             state_text,
             pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), taken),
         ],
