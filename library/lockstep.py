@@ -192,7 +192,7 @@ def advance_keys(
     given = _GivenChains(stepped, table.ids, dtype)
     rounds = Rounds(
         table, detector.pattern.window, np.array(counts, np.int64), np.array(times, dtype), np.array(bits, np.int64),
-        given.rows, len(given.events), _ends_dtype(run_kind, spans), upto,
+        given.rows, len(given.events), dtype, upto,
     )
     yield from _python_outcomes(rounds, given.events, stepped, symbols, times, seqs, detector.tag)
 
@@ -261,7 +261,10 @@ def _answered(
 
 def _time_kind(events: list[Event], values: frozenset[Any], spans: list[Any]) -> type | None:
     """``int`` or ``float``: the one type of the key's times, if numpy compares them
-    (and their sums with the window and gaps) exactly as Python does; else ``None``."""
+    (and their sums with the window and gaps) exactly as Python does and those sums
+    are of the same type (int times with a float window end at float times, which
+    the rounds' one time column cannot tell from the events' int ones); else
+    ``None``."""
     times = [e[2] for e in events]
     times += [t for v in values if v[0] == PARTIAL for t in (v[2][0][1], v[2][-1][1])]
     kinds = {type(t) for t in times}
@@ -270,17 +273,9 @@ def _time_kind(events: list[Event], values: frozenset[Any], spans: list[Any]) ->
     kind = kinds.pop()
     if kind is float:
         return float
-    if kind is int and all(-_EXACT_INT < t < _EXACT_INT for t in (*times, *spans)):
+    if kind is int and all(type(s) is int for s in spans) and all(-_EXACT_INT < t < _EXACT_INT for t in (*times, *spans)):
         return int
     return None
-
-
-def _ends_dtype(kind: type | None, spans: list[Any]) -> Any:
-    """The type of the time a partial match ends: its times', or float where Python's
-    sum with a span is a float."""
-    import numpy as np
-
-    return np.float64 if kind is float or any(type(s) is float for s in spans) else np.int64
 
 
 class _GivenChains:

@@ -55,6 +55,8 @@ def both_ways(detector: Detector, by_key: dict[str, list[Event]], cut: float | N
             return
         got = {key: outcome for key, _, outcome in advance_keys(detector, table, work, upto, None)}
         assert got == expected
+        for key, (_, updates, _) in expected.items():  # 0 == 0.0: the times' types too
+            assert [type(u[1]) for u in got[key][1]] == [type(u[1]) for u in updates]
         before = {key: expected[key][0] for key in by_key}
 
 
