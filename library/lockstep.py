@@ -192,7 +192,7 @@ def advance_keys(
     given = _GivenChains(stepped, table.ids, dtype)
     rounds = Rounds(
         table, detector.pattern.window, np.array(counts, np.int64), np.array(times, dtype), np.array(bits, np.int64),
-        given.rows, len(given.events), dtype, upto,
+        given.rows, len(given.events), upto,
     )
     yield from _python_outcomes(rounds, given.events, stepped, symbols, times, seqs, detector.tag)
 
@@ -351,11 +351,11 @@ class Rounds:
 
     def __init__(
         self, table: Table, window: Any, counts: Any, event_time: Any, event_bits: Any,
-        given: dict[str, Any], given_chains: int, ends_dtype: Any, upto: Any,
+        given: dict[str, Any], given_chains: int, upto: Any,
     ) -> None:
         import numpy as np
 
-        self.np, self.table, self.upto, self.ends_dtype = np, table, upto, ends_dtype
+        self.np, self.table, self.upto = np, table, upto
         self.window = float("inf") if window is None else window
         self.event_time, self.event_bits = event_time, event_bits
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -492,12 +492,12 @@ class Rounds:
         np = self.np
         if not self.logs:
             empty = np.zeros(0, np.int64)
-            return empty, empty, empty, empty, np.zeros(0, self.ends_dtype), empty
+            return empty, empty, empty, empty, np.zeros(0, self.event_time.dtype), empty
         kinds, keys, states, chains, times, diffs = zip(*self.logs, strict=True)
         lengths = [len(k) for k in keys]
         kind, diff = np.repeat(np.array(kinds, np.int64), lengths), np.repeat(np.array(diffs, np.int64), lengths)
         key, state, chain = np.concatenate(keys), np.concatenate(states), np.concatenate(chains)
-        time = np.concatenate(times).astype(self.ends_dtype)
+        time = np.concatenate(times).astype(self.event_time.dtype)  # ends: times plus spans of their type
         key = self.order[key]
         partial = np.flatnonzero(kind == _PARTIAL)
         if len(partial):
