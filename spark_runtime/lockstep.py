@@ -47,6 +47,7 @@ from statemachines.spark.tabulated import (
     _plain_events,
     distinct_symbols,
     key_groups,
+    tied_with_previous,
     whole_key_chunks,
 )
 
@@ -102,7 +103,7 @@ def _chunk(
         return
     irregular = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
     irregular[group[~plain | raised]] = True
-    order = _applied_order(chunk, symbols, group, times, irregular)
+    order = _applied_order(chunk, symbols, new_key, group, is_event, times, irregular)
     if order is None:  # ties that only Python can rank
         yield from generic(iter(chunk.to_batches()))
         return
@@ -115,7 +116,7 @@ def _chunk(
     run_start = np.maximum.accumulate(np.where(same_time, 0, np.arange(len(rows))))
     seq = np.arange(len(rows)) - run_start  # the event's place among its key's events at its time
     given = {name: np.zeros(0, np.int64) for name in ("key", "state", "chain", "start", "last")}
-    rounds = Rounds(table, machine.pattern.window, counts, time, bits[rows], given, 0, np.int64, upto)
+    rounds = Rounds(table, machine.pattern.window, counts, time, bits[rows], given, 0, upto)
     updates = _update_batch(rounds, table, chunk, rows, np.flatnonzero(new_key)[key_of[starts]], seq, arrow_schema)
     if not irregular.any():
         yield updates
@@ -153,28 +154,23 @@ def _answers(machine: Detector, symbols: Any) -> tuple[Any, Any]:
     return bits, raised
 
 
-def _applied_order(chunk: Any, symbols: Any, group: Any, times: Any, irregular: Any) -> Any:
+def _applied_order(
+    chunk: Any, symbols: Any, new_key: Any, group: Any, is_event: Any, times: Any, irregular: Any
+) -> Any:
     """The chunk's rows in the order the intake applies each key's events: Spark's
     sort settles all but events at one time with equal orders (or none), which
     rank by their symbols (``event_rank``: no order first, then by order, then by
     the symbol's fields, nulls first). ``None`` if a field cannot be ranked here."""
-    orders = chunk.column("order")
-    ordered = orders.is_valid().to_numpy(zero_copy_only=False)
-    order_values = orders.fill_null(0).to_numpy()
-    n = chunk.num_rows
-    tied = np.zeros(n, bool)
-    if n > 1:
-        same = (group[1:] == group[:-1]) & (times[1:] == times[:-1]) & (ordered[1:] == ordered[:-1]) & (
-            order_values[1:] == order_values[:-1])
-        tied[1:] |= same
-        tied[:-1] |= same
+    same = tied_with_previous(chunk, new_key, is_event, times)
+    tied = same | np.r_[same[1:], False]
     if not (tied & ~irregular[group]).any():
-        return np.arange(n)
+        return np.arange(chunk.num_rows)
     fields = symbols.flatten() if pa.types.is_struct(symbols.type) else [symbols]
     if not all(any(test(f.type) for test in _PLAIN_FIELDS) for f in fields):
         return None
-    columns = {"group": pa.array(group), "time": pa.array(times), "ordered": pa.array(ordered),
-               "order": pa.array(order_values)}
+    orders = chunk.column("order").combine_chunks()
+    columns = {"group": pa.array(group), "time": pa.array(times), "ordered": orders.is_valid(),
+               "order": orders.fill_null(0)}
     for i, field in enumerate(fields):  # a null field first: its validity, then its value
         columns[f"valid{i}"] = field.is_valid()
         columns[f"field{i}"] = field

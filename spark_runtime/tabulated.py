@@ -31,7 +31,10 @@ from statemachines.intake import INT64_MAX
 from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
-__all__ = ["CHUNK_ROWS", "distinct_symbols", "key_groups", "runs_tabulated", "tabulated_runner", "whole_key_chunks"]
+__all__ = [
+    "CHUNK_ROWS", "distinct_symbols", "key_groups", "runs_tabulated", "tabulated_runner", "tied_with_previous",
+    "whole_key_chunks",
+]
 
 CHUNK_ROWS = 65_536
 """Rows of a partition stepped at once (cut at a key's first row)."""
@@ -134,15 +137,9 @@ def _chunk(
         return
     new_key, group, is_event, times = key_groups(chunk)
     starts = np.flatnonzero(new_key)
-    orders = chunk.column("order").fill_null(0).to_numpy()
-    ordered = chunk.column("order").is_valid().to_numpy(zero_copy_only=False)
     odd = is_event & ~_plain_events(chunk, lower)
-    # two events at one time whose ranks Spark's sort does not settle (equal orders,
-    # or none): the intake ranks them by their symbols
-    tied = np.where(ordered[1:] & ordered[:-1], orders[1:] == orders[:-1], ~ordered[1:] & ~ordered[:-1])
-    same = np.r_[False, (~new_key[1:]) & is_event[1:] & is_event[:-1] & (times[1:] == times[:-1]) & tied]
     irregular = np.zeros(len(starts), bool)
-    irregular[group[odd | same]] = True
+    irregular[group[odd | tied_with_previous(chunk, new_key, is_event, times)]] = True
 
     key_list = column_to_python(chunk.column("key").take(pa.array(starts)))
     initial = np.zeros(len(starts), np.int64)
@@ -185,6 +182,16 @@ def key_groups(chunk: Any) -> tuple[Any, Any, Any, Any]:
     new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
     is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
     return new_key, np.cumsum(new_key) - 1, is_event, chunk.column("time").fill_null(0).to_numpy()
+
+
+def tied_with_previous(chunk: Any, new_key: Any, is_event: Any, times: Any) -> Any:
+    """Per row of a chunk (as :func:`key_groups` reads it), whether it is an event
+    at the time of the row before, of the same key, whose rank Spark's sort does not
+    settle (equal orders, or none): the intake ranks such events by their symbols."""
+    orders = chunk.column("order").fill_null(0).to_numpy()
+    ordered = chunk.column("order").is_valid().to_numpy(zero_copy_only=False)
+    tied = np.where(ordered[1:] & ordered[:-1], orders[1:] == orders[:-1], ~ordered[1:] & ~ordered[:-1])
+    return np.r_[False, (~new_key[1:]) & is_event[1:] & is_event[:-1] & (times[1:] == times[:-1]) & tied]
 
 
 def _symbol_ids(symbols: Any, table: TransitionTable) -> Any:
