@@ -47,14 +47,17 @@ from __future__ import annotations
 import bisect
 import datetime
 import enum
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import attrs
 
 from statemachines import Emit, Machine
+from statemachines.core import _fire_deadline, _order_by_value, advance_key
 from statemachines.diagram import Diagram
 from statemachines.errors import DefinitionError, InvalidArgument
 from statemachines.events import Refused
@@ -72,6 +75,7 @@ from statemachines.library.cep import (
 from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
 from statemachines.times import decode_time, encode_time, time_kind
+from statemachines.updates import Update
 
 __all__ = [
     "REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended", "row_as_json",
@@ -138,6 +142,9 @@ class RuleBook:
         if len(kinds) > 1:
             raise InvalidArgument(f"rules are valid from times of several kinds ({', '.join(sorted(kinds))})")
         self.time_kind = kinds.pop() if kinds else None
+        types = {type(t) for v in self.versions for t in (v.valid_from, v.valid_until) if t is not None}
+        # the one type of the rules' times, if they have one (int, float, datetime, ...)
+        self.time_type = types.pop() if len(types) == 1 else None
         # the times at which the rules in force change, and which are in force from each
         self._changes = sorted({v.valid_from for v in self.versions} | {
             v.valid_until for v in self.versions if v.valid_until is not None
@@ -573,6 +580,75 @@ class RuleDetector(Machine):
                 after.extend(left)
         return Emit(after, found)
 
+    def advance_keys(
+        self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any
+    ) -> Iterable[tuple[Any, frozenset[Any], tuple[frozenset[Any], list[Any], list[Any]]]]:
+        """Many keys at once, one rule version at a time: each version's detector runs
+        every key's events of its validity interval (in rounds where it can, see
+        :meth:`Detector.advance_keys`) up to its end, where what is left ends as the
+        version does; each key's updates are then merged in time and value order::
+
+            version         events        run to      then at its end
+            fraud from 0    t in [0, 10)  upto 10     partial matches end "replaced"
+            fraud from 10   t >= 10       upto        (none: in force)
+
+        A key one of whose events a version rejects (every rule in force must read
+        an event, or it is rejected for all) runs whole, event by event, as do keys
+        with values of no version or times of another type than the rules' times.
+        """
+        by_version: dict[Version, list[tuple[Any, frozenset[Any], list[Any]]]] = {}
+        split: dict[Any, tuple[frozenset[Any], list[Any], list[Version]]] = {}
+        for key, values, events in work:
+            parts = self._split(values, events, upto)
+            if parts is None:
+                yield key, values, advance_key(self, key, values, events, upto, check)
+                continue
+            split[key] = (values, events, list(parts))
+            for version, (own_values, own_events) in parts.items():
+                by_version.setdefault(version, []).append((key, own_values, own_events))
+        outcomes: dict[Any, list[tuple[frozenset[Any], list[Any], list[Any]]]] = {}
+        for version, version_work in by_version.items():
+            until = version.valid_until
+            cut = until is not None and (upto is None or until < upto)
+            version_upto = until if cut else upto
+            for key, _, (after, updates, rejected) in version.detector.advance_keys(version_work, version_upto, check):
+                if cut and after and not rejected:
+                    ending, found = _fire_deadline(self, key, after, until)
+                    updates = updates + _changes(key, after, ending, found, until)
+                    after = ending
+                outcomes.setdefault(key, []).append((after, updates, rejected))
+        for key, (values, events, _) in split.items():
+            parts = outcomes.get(key, [])  # none: no rule in force at its events
+            if any(rejected for _, _, rejected in parts):  # rejected by one rule: by all
+                yield key, values, advance_key(self, key, values, events, upto, check)
+                continue
+            after = frozenset().union(*(after for after, _, _ in parts))
+            yield key, values, (after, _merged([updates for _, updates, _ in parts]), [])
+
+    def _split(
+        self, values: frozenset[Any], events: list[Any], upto: Any
+    ) -> dict[Version, tuple[frozenset[Any], list[Any]]] | None:
+        """A key's values and events by the rule version they belong to (events to
+        every version in force at their time), or ``None`` if the key must run whole."""
+        book = self.rules
+        if upto is not None and events and not events[-1][2] < upto:
+            return None  # advance_key says why
+        if any(type(e[2]) is not book.time_type for e in events):
+            # an event at a rule's time of another type (5.0 at 5) takes that time's
+            # type event by event, as a deadline at it fires first
+            return None
+        parts: dict[Version, tuple[set[Any], list[Any]]] = {}
+        for rule, group in _by_rule(v for v in values if not self.is_finding(v)).items():
+            version = book.version_at(rule, _start(group))
+            if version is None:
+                return None
+            parts[version] = (set(group), [])
+        for time, same in itertools.groupby(events, key=_TIME):
+            same_time = list(same)
+            for version in book.in_force(time):
+                parts.setdefault(version, (set(), []))[1].extend(same_time)
+        return {version: (frozenset(own), own_events) for version, (own, own_events) in parts.items()}
+
 
 def _by_rule(values: Iterable[Any]) -> dict[str, list[Any]]:
     """A key's values by rule id."""
@@ -580,6 +656,35 @@ def _by_rule(values: Iterable[Any]) -> dict[str, list[Any]]:
     for value in values:
         groups.setdefault(value[3], []).append(value)
     return groups
+
+
+_TIME = itemgetter(2)
+
+
+def _changes(key: Any, before: frozenset[Any], after: frozenset[Any], found: Iterable[Any], time: Any) -> list[Any]:
+    """The updates of a key's values going from ``before`` to ``after`` at ``time``,
+    with ``found`` reported, in value order."""
+    changes = [Update((key, v), time, -1) for v in before - after]
+    changes += [Update((key, v), time, 1) for v in after - before]
+    changes += [Update((key, v), time, 1) for v in found]
+    _order_by_value(changes, 0)
+    return changes
+
+
+def _merged(parts: list[list[Any]]) -> list[Any]:
+    """One key's updates from several lists, each in time and value order, as one."""
+    if len(parts) == 1:
+        return parts[0]
+    merged: list[Any] = []
+    for _, same in itertools.groupby(sorted(itertools.chain(*parts), key=_UPDATE_TIME), key=_UPDATE_TIME):
+        start = len(merged)
+        merged.extend(same)
+        if len(merged) - start > 1:
+            _order_by_value(merged, start)
+    return merged
+
+
+_UPDATE_TIME = itemgetter(1)
 
 
 def _start(group: list[Any]) -> Any:

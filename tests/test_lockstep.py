@@ -12,10 +12,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from statemachines import advance_key, run_local
+from statemachines import Machine, advance_key, run_local
 from statemachines.events import Event
 from statemachines.library import Detector, Pattern, matches
-from statemachines.library.lockstep import advance_keys, table_of
+from statemachines.library.lockstep import table_of
 from statemachines.library.pattern import Skip
 from tests.test_expressions import AMOUNTS, KINDS, Login
 from tests.test_pattern_data import patterns
@@ -33,11 +33,9 @@ def keyed_events(seed: int, n: int, keys: int, span: int, floats: bool) -> dict[
     return {k: sorted(es, key=lambda e: e.time) for k, es in by_key.items()}
 
 
-def both_ways(detector: Detector, by_key: dict[str, list[Event]], cut: float | None):
+def both_ways(machine: Machine, by_key: dict[str, list[Event]], cut: float | None):
     """Each key's outcome up to ``cut``, then from there to the end, is the same
-    event by event and in rounds."""
-    table = table_of(detector)
-    assert table is not None
+    event by event and through the machine's ``advance_keys`` (in rounds)."""
     before = {k: frozenset() for k in by_key}
     steps = [(cut, lambda e: e.time < cut), (None, lambda e: True)] if cut is not None else [(None, lambda e: True)]
     done: dict[str, int] = dict.fromkeys(by_key, 0)
@@ -48,12 +46,12 @@ def both_ways(detector: Detector, by_key: dict[str, list[Event]], cut: float | N
             done[key] += len(now)
             work.append((key, before[key], now))
         try:
-            expected = {key: advance_key(detector, key, values, events, upto, None) for key, values, events in work}
+            expected = {key: advance_key(machine, key, values, events, upto, None) for key, values, events in work}
         except TypeError:  # a function condition asked about a symbol it cannot read
             with pytest.raises(TypeError):
-                list(advance_keys(detector, table, work, upto, None))
+                list(machine.advance_keys(work, upto, None))
             return
-        got = {key: outcome for key, _, outcome in advance_keys(detector, table, work, upto, None)}
+        got = {key: outcome for key, _, outcome in machine.advance_keys(work, upto, None)}
         assert got == expected
         for key, (_, updates, _) in expected.items():  # 0 == 0.0: the times' types too
             assert [type(u[1]) for u in got[key][1]] == [type(u[1]) for u in updates]

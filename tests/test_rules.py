@@ -9,14 +9,17 @@ import json
 import random
 from collections import Counter
 
+import attrs
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from statemachines import DefinitionError, InvalidArgument, run_local
 from statemachines.library import Detector, Pattern, RuleBook, RuleDetector, ended, matches
+from statemachines.library.pattern import Skip
 from statemachines.library.rules import RuleWhy, Version
 from tests.test_expressions import Login, logins
+from tests.test_lockstep import both_ways, keyed_events
 from tests.test_pattern_data import patterns
 
 FINDINGS = ("match", "timeout", "replaced", "retired")
@@ -97,6 +100,40 @@ def test_each_rule_version_finds_what_its_pattern_finds_alone_over_its_interval(
     result = run_local(RuleDetector(book), events)
     assert result.rejected == []
     assert observed(result.updates) == model(book, events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.booleans().flatmap(lambda functions: book_of_patterns(functions)),
+    # at most 14 events: a loop taking any event may hold 2^n partial matches of n events
+    st.integers(0, 2**32), st.integers(1, 14), st.integers(1, 3), st.booleans(), st.booleans(),
+)
+def test_a_rule_book_steps_many_keys_at_once_as_each_key_steps_event_by_event(book, seed, n, keys, floats, cut):
+    """``RuleDetector.advance_keys`` (each version's keys in rounds where its pattern
+    allows, cut at the version's end) gives each key exactly what ``advance_key`` gives,
+    up to a frontier and from there on; events a condition cannot read included."""
+    by_key = keyed_events(seed, n, keys, 30, floats)
+    if floats and seed % 4:  # float times (else int rules' times, where keys run whole)
+        book = book.with_times(float)
+    both_ways(RuleDetector(book), by_key, 12.5 if cut else None)
+
+
+@st.composite
+def book_of_patterns(draw, functions: bool):
+    """A rule book of random patterns (SQL, or Python functions), most of them without
+    a skip strategy (so that their keys step in rounds), valid from times in 0-24."""
+    versions = []
+    for rule in draw(st.lists(st.sampled_from(["r1", "r2", "r3"]), min_size=1, max_size=3, unique=True)):
+        times = sorted(draw(st.lists(st.integers(0, 24), min_size=1, max_size=3, unique=True)))
+        for i, valid_from in enumerate(times):
+            pattern = draw(patterns(functions=functions))
+            assume(pattern is not None and not isinstance(pattern.window, datetime.timedelta))
+            if draw(st.integers(0, 3)):
+                pattern = attrs.evolve(pattern, skip=Skip.NO_SKIP, skip_step=None)
+            until = times[i + 1] if i + 1 < len(times) else draw(st.sampled_from([None, 27]))
+            ends = None if until is None else draw(st.sampled_from(["replaced", "retired"]))
+            versions.append(Version(rule, pattern, valid_from, until, ends))
+    return RuleBook(versions)
 
 
 @pytest.mark.parametrize("seed", range(6))
