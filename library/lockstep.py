@@ -47,10 +47,11 @@ if TYPE_CHECKING:
     from statemachines.library.cep import Detector
 
 __all__ = [
-    "KINDS", "MATCH_KIND", "Rounds", "Table", "advance_keys", "always_bits", "event_answers", "event_lists", "function_conditions", "table_of",
+    "KINDS", "MATCH_KIND", "REPLACED", "RETIRED", "Rounds", "Table", "advance_keys", "always_bits", "event_answers", "event_lists", "function_conditions", "table_of",
 ]
 
 PARTIAL, MATCH, TIMEOUT = "partial", "match", "timeout"
+RETIRED, REPLACED = "retired", "replaced"  # a rule version's partial matches ending with it
 _NEW = tuple.__new__
 _MAX_STATES = 4096  # a pattern whose NFA has more states runs event by event
 _MAX_CONDITIONS = 10  # the table holds a row per state and answer vector
@@ -346,16 +347,19 @@ class Rounds:
     ``counts[k]``: key ``k``'s events, which are ``event_time``/``event_bits`` one key
     after another, in the order applied;
     ``given``: its partial matches before them, rows ``key, state, chain, start,
-    last`` whose chains ``0 .. given_chains - 1`` the caller knows the events of.
+    last`` whose chains ``0 .. given_chains - 1`` the caller knows the events of;
+    ``ending``: ``(time, kind)``, at ``time`` (not below ``upto``) the partial matches
+    left end, after the windows closing by then have closed, found as ``kind`` (a
+    number of :data:`KINDS`: a rule version replaced or retired).
     """
 
     def __init__(
         self, table: Table, window: Any, counts: Any, event_time: Any, event_bits: Any,
-        given: dict[str, Any], given_chains: int, upto: Any,
+        given: dict[str, Any], given_chains: int, upto: Any, *, ending: tuple[Any, int] | None = None,
     ) -> None:
         import numpy as np
 
-        self.np, self.table, self.upto = np, table, upto
+        self.np, self.table, self.upto, self.ending = np, table, upto, ending
         self.window = float("inf") if window is None else window
         self.event_time, self.event_bits = event_time, event_bits
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -475,7 +479,17 @@ class Rounds:
         rows = _join(rows, *done)
         closing = rows["end"] < float("inf") if self.upto is None else rows["end"] < self.upto
         self._expire(rows, closing)
-        return _take(rows, ~closing)
+        left = _take(rows, ~closing)
+        if self.ending is None:
+            return left
+        at, kind = self.ending
+        closing = left["end"] <= at
+        self._expire(left, closing)
+        ended = _take(left, ~closing)
+        now = np.full(len(ended["key"]), at, self.event_time.dtype)
+        self._log(_PARTIAL, ended, now, -1)
+        self._log(kind, ended, now, 1)
+        return _take(ended, np.zeros(len(now), bool))
 
     def _chains(self, parents: Any, names: Any, events: Any) -> Any:
         """New chains: each ``parent`` (-1: none) and the event taken by step ``name``."""
@@ -532,7 +546,7 @@ def _join(*parts: dict[str, Any]) -> dict[str, Any]:
 
 
 _PARTIAL, _MATCH, _TIMEOUT = 0, 1, 2
-KINDS = (PARTIAL, MATCH, TIMEOUT)
+KINDS = (PARTIAL, MATCH, TIMEOUT, REPLACED, RETIRED)
 """The value kinds, by the number the rounds log for each."""
 MATCH_KIND = _MATCH
 

@@ -486,15 +486,17 @@ def _bits(nfa: Nfa, table: Any) -> list[int]:
     return bits.to_pylist() if bits is not None else [0] * table.num_rows
 
 
-def answer_column(nfa: Nfa, table: Any) -> Any:
+def answer_column(nfa: Nfa, table: Any, answers: dict[str, Any] | None = None) -> Any:
     """The expression conditions' answers for each row of ``table`` (the events'
     fields) as an Arrow int64 array, bit i set where condition i holds (``None``:
-    the pattern has no expressions)."""
+    the pattern has no expressions). ``answers``: each SQL text's answers over
+    ``table`` already evaluated (by other patterns), where new ones are kept."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     bits = None
-    answers: dict[str, Any] = {}  # by SQL text: a group's copies of a step share their condition
+    if answers is None:  # by SQL text: a group's copies of a step share their condition
+        answers = {}
     for i, expression in nfa.expressions:
         if expression.sql not in answers:
             answers[expression.sql] = pc.cast(expression.evaluate(table), pa.int64())

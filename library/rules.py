@@ -72,6 +72,7 @@ from statemachines.library.cep import (
     found_in,
     value_fields,
 )
+from statemachines.library.lockstep import REPLACED, RETIRED
 from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
 from statemachines.times import decode_time, encode_time, time_kind
@@ -82,7 +83,6 @@ __all__ = [
     "row_from_json",
 ]
 
-RETIRED, REPLACED = "retired", "replaced"
 _ENDINGS = frozenset({MATCH, TIMEOUT, RETIRED, REPLACED})
 
 
