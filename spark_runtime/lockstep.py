@@ -11,9 +11,20 @@ gathered from the chunk's own symbol and time columns::
 
     chunk rows (key, symbol, time)  ->  answers (bits)  ->  rounds  ->  update columns
 
+A :class:`~statemachines.library.RuleDetector` whose versions are all such
+detectors (and whose rules' times are whole numbers) runs the same way, one round
+set per rule version over the events of its validity interval, the partial matches
+left at a version's end ending there as ``replaced`` or ``retired``; SQL texts
+shared by several rules are evaluated once per chunk::
+
+    version         its events        stepped up to     then
+    fraud from 0    time in [0, 10)   10                left partial matches end "replaced"
+    fraud from 10   time >= 10        the frontier      (in force)
+
 A key goes the generic way instead (the same rows out) when one of its rows is
 anything but a plain event: values from an earlier run, a null key, time or
-symbol, a time below the frontier, a symbol a function condition raises on, or two
+symbol, a time below the frontier, a symbol a function condition raises on (of
+any rule: a rule that cannot read an event rejects it for all), or two
 events at one time whose order Spark's sort does not settle and the symbol's
 fields cannot (a field that is not text, an integer or a boolean). A chunk goes the
 generic way whole when its columns are not plain (see
@@ -26,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +53,7 @@ from statemachines.library.lockstep import (
     function_conditions,
 )
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
+from statemachines.library.rules import RuleDetector
 from statemachines.spark.output import UPDATE
 from statemachines.spark.tabulated import (
     _plain_columns,
@@ -56,35 +69,70 @@ __all__ = ["lockstep_runner", "runs_in_rounds"]
 _PLAIN_FIELDS = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_boolean)
 
 
+@attrs.frozen
+class _Plan:
+    """One detector's part of a machine's rounds: its events are those at times in
+    ``[valid_from, valid_until)`` (``None``: no bound), stepped up to ``upto``; at
+    ``ending = (time, kind)`` its partial matches left end (a rule version's end);
+    its values end with ``tag``."""
+
+    detector: Detector
+    table: Any
+    valid_from: Any
+    valid_until: Any
+    upto: Any
+    ending: tuple[Any, int] | None
+    tag: tuple[Any, ...]
+
+
 def runs_in_rounds(machine: Machine) -> bool:
     """Whether the batch path runs ``machine`` in rounds: a plain detector (no tag)
-    whose table covers its pattern, with whole-number windows and gaps."""
-    if type(machine) is not Detector or machine.tag:
-        return False
-    spans = [machine.pattern.window, *machine._nfa.gaps.values()]
-    return all(s is None or type(s) is int for s in spans) and machine.rounds_table() is not None
+    whose table covers its pattern, or a rule detector whose versions' detectors all
+    do, with whole-number windows, gaps and rule times."""
+    if type(machine) is RuleDetector:
+        book = machine.rules
+        return bool(book.versions) and book.time_type is int and all(_covered(v.detector) for v in book.versions)
+    return type(machine) is Detector and not machine.tag and _covered(machine)
+
+
+def _covered(detector: Detector) -> bool:
+    spans = [detector.pattern.window, *detector._nfa.gaps.values()]
+    return all(s is None or type(s) is int for s in spans) and detector.rounds_table() is not None
+
+
+def _plans(machine: Detector | RuleDetector, upto: Any) -> list[_Plan]:
+    """The detectors a machine's rounds run, each over its events."""
+    if type(machine) is Detector:
+        return [_Plan(machine, machine.rounds_table(), None, None, upto, None, ())]
+    plans = []
+    for v in machine.rules.versions:
+        cut = v.valid_until is not None and (upto is None or v.valid_until < upto)
+        plans.append(_Plan(
+            v.detector, v.detector.rounds_table(), v.valid_from, v.valid_until, v.valid_until if cut else upto,
+            (v.valid_until, KINDS.index(v.ends_as)) if cut else None, v.detector.tag,
+        ))
+    return plans
 
 
 def lockstep_runner(
-    machine: Detector, lower: Any, upto: Any, arrow_schema: Any,
+    machine: Detector | RuleDetector, lower: Any, upto: Any, arrow_schema: Any,
     generic: Callable[[Iterator[Any]], Iterator[Any]], counter: Any = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The partition function: whole keys in chunks; ``generic`` (the per-event
     partition function, counting nothing) takes the rows of the keys that are not
     plain. ``counter``, an accumulator, is given the number of events the partition
     held."""
-    table = machine.rounds_table()
-    assert table is not None
+    plans = _plans(machine, upto)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         for chunk in whole_key_chunks(batches, counter):
-            yield from _chunk(machine, table, chunk, lower, upto, arrow_schema, generic)
+            yield from _chunk(plans, chunk, lower, upto, arrow_schema, generic)
 
     return run
 
 
 def _chunk(
-    machine: Detector, table: Any, chunk: Any, lower: Any, upto: Any, arrow_schema: Any,
+    plans: list[_Plan], chunk: Any, lower: Any, upto: Any, arrow_schema: Any,
     generic: Callable[[Iterator[Any]], Iterator[Any]],
 ) -> Iterator[Any]:
     """The output batches of a chunk of whole keys."""
@@ -97,46 +145,74 @@ def _chunk(
     if upto is not None:
         plain &= times < upto
     try:
-        bits, raised = _answers(machine, symbols)
+        answers = _answers([plan.detector for plan in plans], symbols)
     except EVALUATION_ERRORS:  # conditions that cannot read these symbols: each refuses, event by event
         yield from generic(iter(chunk.to_batches()))
         return
     irregular = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
-    irregular[group[~plain | raised]] = True
+    irregular[group[~plain]] = True
+    for _, raised in answers:  # a rule that cannot read an event rejects it for all
+        irregular[group[raised]] = True
     order = _applied_order(chunk, symbols, new_key, group, is_event, times, irregular)
     if order is None:  # ties that only Python can rank
         yield from generic(iter(chunk.to_batches()))
         return
     rows = order[~irregular[group[order]]]  # the stepped events, in the order each key applies them
     key_of = group[rows]
-    starts = np.flatnonzero(np.r_[True, key_of[1:] != key_of[:-1]]) if len(rows) else np.zeros(0, np.int64)
-    counts = np.diff(np.r_[starts, len(rows)]).astype(np.int64)
     time = times[rows].astype(np.int64)
     same_time = np.r_[False, (key_of[1:] == key_of[:-1]) & (time[1:] == time[:-1])]
     run_start = np.maximum.accumulate(np.where(same_time, 0, np.arange(len(rows))))
     seq = np.arange(len(rows)) - run_start  # the event's place among its key's events at its time
-    given = {name: np.zeros(0, np.int64) for name in ("key", "state", "chain", "start", "last")}
-    rounds = Rounds(table, machine.pattern.window, counts, time, bits[rows], given, 0, upto)
-    updates = _update_batch(rounds, table, chunk, rows, np.flatnonzero(new_key)[key_of[starts]], seq, arrow_schema)
-    if not irregular.any():
-        yield updates
+    key_rows = np.flatnonzero(new_key)
+    out = []
+    for plan, (bits, _) in zip(plans, answers, strict=True):
+        inside = np.ones(len(rows), bool)
+        if plan.valid_from is not None:
+            inside &= time >= plan.valid_from
+        if plan.valid_until is not None:
+            inside &= time < plan.valid_until
+        own = np.flatnonzero(inside)
+        if not len(own):
+            continue
+        own_key = key_of[own]
+        starts = np.flatnonzero(np.r_[True, own_key[1:] != own_key[:-1]])
+        counts = np.diff(np.r_[starts, len(own)]).astype(np.int64)
+        given = {name: np.zeros(0, np.int64) for name in ("key", "state", "chain", "start", "last")}
+        rounds = Rounds(
+            plan.table, plan.detector.pattern.window, counts, time[own], bits[rows[own]], given, 0, plan.upto,
+            ending=plan.ending,
+        )
+        out.append(_update_batch(rounds, plan, chunk, rows[own], key_rows[own_key[starts]], seq[own], arrow_schema))
+    if len(out) == 1 and not irregular.any():
+        yield out[0]
         return
-    # the keys stepped event by event join the others in key order (a file's row
-    # groups then hold key ranges)
+    # the keys stepped event by event join the others, and the detectors' updates
+    # each other, in key order (a file's row groups then hold key ranges)
     others = np.flatnonzero(irregular[group])
-    out = pa.Table.from_batches([updates, *generic(iter(chunk.take(pa.array(others)).to_batches()))], arrow_schema)
-    yield from out.take(pc.sort_indices(out, [("key", "ascending")])).to_batches()
+    if len(others):
+        out.extend(generic(iter(chunk.take(pa.array(others)).to_batches())))
+    if out:
+        both = pa.Table.from_batches(out, arrow_schema)
+        yield from both.take(pc.sort_indices(both, [("key", "ascending")])).to_batches()
 
 
-def _answers(machine: Detector, symbols: Any) -> tuple[Any, Any]:
-    """Each row's answers to the conditions, as bits (numpy), and whether a function
-    condition raised on its symbol (its key then goes the generic way, which asks
-    only what a step needs)."""
-    nfa = machine._nfa
+def _answers(detectors: list[Detector], symbols: Any) -> list[tuple[Any, Any]]:
+    """For each detector, each row's answers to its conditions, as bits (numpy),
+    and whether a function condition raised on its symbol (its key then goes the
+    generic way, which asks only what a step needs). Detectors share the answers
+    of one SQL text."""
+    fields = None
+    if any(detector._nfa.expression_mask for detector in detectors):
+        fields = pa.Table.from_arrays(symbols.flatten(), names=[f.name for f in symbols.type])
+    shared: dict[str, Any] = {}
+    return [_detector_answers(detector, symbols, fields, shared) for detector in detectors]
+
+
+def _detector_answers(detector: Detector, symbols: Any, fields: Any, shared: dict[str, Any]) -> tuple[Any, Any]:
+    nfa = detector._nfa
     bits = np.full(len(symbols), always_bits(nfa), np.int64)
     if nfa.expression_mask:
-        fields = pa.Table.from_arrays(symbols.flatten(), names=[f.name for f in symbols.type])
-        bits |= np.asarray(answer_column(nfa, fields).to_numpy(zero_copy_only=False), np.int64)
+        bits |= np.asarray(answer_column(nfa, fields, shared).to_numpy(zero_copy_only=False), np.int64)
     raised = np.zeros(len(symbols), bool)
     functions = function_conditions(nfa)
     if functions:
@@ -178,10 +254,12 @@ def _applied_order(
 
 
 def _update_batch(
-    rounds: Rounds, table: Any, chunk: Any, rows: Any, key_rows: Any, seq: Any, arrow_schema: Any
+    rounds: Rounds, plan: _Plan, chunk: Any, rows: Any, key_rows: Any, seq: Any, arrow_schema: Any
 ) -> Any:
     """The rounds' updates as one record batch of the output schema: the rounds'
-    events are the chunk's ``rows``, their keys those of rows ``key_rows``."""
+    events are the chunk's ``rows``, their keys those of rows ``key_rows``, their
+    values ending with the plan's tag."""
+    table = rounds.table
     kind, key, state, chain, time, diff = rounds.logged(by_time=False)  # a table has no order within a key
     total = len(kind)
     offsets, events, steps = event_lists(rounds, chain)
@@ -204,6 +282,7 @@ def _update_batch(
             pa.array(KINDS, pa.string()).take(pa.array(kind)),
             state_text,
             pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), taken),
+            *(pa.array([tag] * total, value_type[3 + i].type) for i, tag in enumerate(plan.tag)),
         ],
         fields=list(value_type),
     )

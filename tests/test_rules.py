@@ -119,17 +119,20 @@ def test_a_rule_book_steps_many_keys_at_once_as_each_key_steps_event_by_event(bo
 
 
 @st.composite
-def book_of_patterns(draw, functions: bool):
+def book_of_patterns(draw, functions: bool, rounds: bool = False):
     """A rule book of random patterns (SQL, or Python functions), most of them without
-    a skip strategy (so that their keys step in rounds), valid from times in 0-24."""
+    a skip strategy (so that their keys step in rounds; ``rounds``: all of them, with
+    whole-number windows), valid from times in 0-24."""
     versions = []
     for rule in draw(st.lists(st.sampled_from(["r1", "r2", "r3"]), min_size=1, max_size=3, unique=True)):
         times = sorted(draw(st.lists(st.integers(0, 24), min_size=1, max_size=3, unique=True)))
         for i, valid_from in enumerate(times):
             pattern = draw(patterns(functions=functions))
             assume(pattern is not None and not isinstance(pattern.window, datetime.timedelta))
-            if draw(st.integers(0, 3)):
+            if rounds or draw(st.integers(0, 3)):
                 pattern = attrs.evolve(pattern, skip=Skip.NO_SKIP, skip_step=None)
+            if rounds and isinstance(pattern.window, float):
+                pattern = attrs.evolve(pattern, window=int(pattern.window) + 1)
             until = times[i + 1] if i + 1 < len(times) else draw(st.sampled_from([None, 27]))
             ends = None if until is None else draw(st.sampled_from(["replaced", "retired"]))
             versions.append(Version(rule, pattern, valid_from, until, ends))

@@ -13,12 +13,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from statemachines import Reason, consolidate, run_local
-from statemachines.library import Detector, matches
+from statemachines import Machine, Reason, consolidate, run_local
+from statemachines.library import Detector, RuleDetector, matches
 from statemachines.library.pattern import Skip
 from tests.test_expressions import AMOUNTS, KINDS, Login
 from tests.test_lockstep import one_by_one
 from tests.test_pattern_data import patterns
+from tests.test_rules import book_of_patterns
 from tests.test_spark_cep import plain
 
 pytestmark = pytest.mark.spark
@@ -119,3 +120,27 @@ def test_a_null_symbol_is_rejected_on_spark_as_locally_when_sql_conditions_read_
     null_symbols = sorted((k, t) for k, s, t, _ in rows if s is None and k is not None and t is not None)
     assert ("u1", 3) in null_symbols and ("u2", 7) in null_symbols
     assert sorted((r.event[0], r.event[2]) for r in local.rejected if r.reason == Why.CONDITION_FAILED) == null_symbols
+
+
+class EventByEvent(RuleDetector):
+    """A rule detector run key by key, event by event (the local reference)."""
+
+    advance_keys = Machine.advance_keys
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.booleans().flatmap(lambda functions: book_of_patterns(functions, rounds=True)), st.integers(0, 2**32))
+def test_a_rule_book_finds_on_spark_in_rounds_what_it_finds_event_by_event(spark, book, seed):
+    """Each rule version's keys step in rounds over the events of its interval, and
+    what is left ends at the version's end (``replaced`` or ``retired``)."""
+    from statemachines.spark import run_batch
+    from statemachines.spark.lockstep import runs_in_rounds
+
+    assume(runs_in_rounds(RuleDetector(book)))
+    rows = logins(seed, 50, 4, 30)
+    local = run_local(EventByEvent(book), rows)
+    batch = run_batch(RuleDetector(book), spark.createDataFrame(rows, SCHEMA), order="order")
+    got = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
+    assert got == consolidate(((k, plain(v)), t, d) for (k, v), t, d in local.updates)
+    rejected = sorted((r.key or "", r.time or -1, r.reason) for r in batch.rejected.collect())
+    assert rejected == sorted((e.event[0] or "", e.event[2] or -1, str(e.reason)) for e in local.rejected)
