@@ -71,9 +71,10 @@ def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
 
 
 def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
-    out = run_script("cep_rules.py", "--n", "3000", "--k", "30", "--rules", "1,4", "--skip-spark")
+    out = run_script("cep_rules.py", "--n", "3000", "--k", "30", "--rules", "1,4", "--skip-spark", "--event-by-event")
     rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
     assert [row[0] for row in rows] == ["1", "4"]
+    assert out.count("local, one by one:") == 2  # checked against run_local as each run is
     assert int(rows[1][-1].replace(",", "")) > int(rows[0][-1].replace(",", ""))  # more rules, more matches
 
 
