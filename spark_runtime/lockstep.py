@@ -164,7 +164,7 @@ def _chunk(
     run_start = np.maximum.accumulate(np.where(same_time, 0, np.arange(len(rows))))
     seq = np.arange(len(rows)) - run_start  # the event's place among its key's events at its time
     key_rows = np.flatnonzero(new_key)
-    out = []
+    parts = []
     for plan, (bits, _) in zip(plans, answers, strict=True):
         inside = np.ones(len(rows), bool)
         if plan.valid_from is not None:
@@ -182,18 +182,17 @@ def _chunk(
             plan.table, plan.detector.pattern.window, counts, time[own], bits[rows[own]], given, 0, plan.upto,
             ending=plan.ending,
         )
-        out.append(_update_batch(rounds, plan, chunk, rows[own], key_rows[own_key[starts]], seq[own], arrow_schema))
-    if len(out) == 1 and not irregular.any():
+        parts.append(_Stepped(rounds, plan.tag, rows[own], key_rows[own_key[starts]], seq[own]))
+    out = [_update_batch(parts, chunk, arrow_schema)]
+    if not irregular.any():
         yield out[0]
         return
-    # the keys stepped event by event join the others, and the detectors' updates
-    # each other, in key order (a file's row groups then hold key ranges)
+    # the keys stepped event by event join the others in key order (a file's row
+    # groups then hold key ranges)
     others = np.flatnonzero(irregular[group])
-    if len(others):
-        out.extend(generic(iter(chunk.take(pa.array(others)).to_batches())))
-    if out:
-        both = pa.Table.from_batches(out, arrow_schema)
-        yield from both.take(pc.sort_indices(both, [("key", "ascending")])).to_batches()
+    out.extend(generic(iter(chunk.take(pa.array(others)).to_batches())))
+    both = pa.Table.from_batches(out, arrow_schema)
+    yield from both.take(pc.sort_indices(both, [("key", "ascending")])).to_batches()
 
 
 def _answers(detectors: list[Detector], symbols: Any) -> list[tuple[Any, Any]]:
@@ -253,46 +252,83 @@ def _applied_order(
     return pc.sort_indices(pa.table(columns), [(name, "ascending") for name in columns]).to_numpy()
 
 
-def _update_batch(
-    rounds: Rounds, plan: _Plan, chunk: Any, rows: Any, key_rows: Any, seq: Any, arrow_schema: Any
-) -> Any:
-    """The rounds' updates as one record batch of the output schema: the rounds'
-    events are the chunk's ``rows``, their keys those of rows ``key_rows``, their
-    values ending with the plan's tag."""
-    table = rounds.table
-    kind, key, state, chain, time, diff = rounds.logged(by_time=False)  # a table has no order within a key
+@attrs.frozen
+class _Stepped:
+    """One detector's rounds over a chunk: its events are the chunk's ``rows``
+    (``seq``: each one's place among its key's events at its time), its keys those
+    of rows ``key_rows``, its values ending with ``tag``."""
+
+    rounds: Rounds
+    tag: tuple[Any, ...]
+    rows: Any
+    key_rows: Any
+    seq: Any
+
+
+def _update_batch(parts: list[_Stepped], chunk: Any, arrow_schema: Any) -> Any:
+    """The rounds' updates as one record batch of the output schema, in key order."""
+    key_row, kinds, states, times, diffs, part_of, lengths = [], [], [], [], [], [], []
+    event_rows, event_steps, event_seqs = [], [], []
+    texts: list[str] = []
+    names: list[str] = []
+    for n, part in enumerate(parts):
+        kind, key, state, chain, time, diff = part.rounds.logged(by_time=False)  # a table has no order within a key
+        offsets, events, steps = event_lists(part.rounds, chain)
+        table = part.rounds.table
+        key_row.append(part.key_rows[key])
+        kinds.append(kind)
+        states.append(len(texts) + np.where(kind == MATCH_KIND, 0, state))  # a match's state: "" (the start's)
+        times.append(time)
+        diffs.append(diff)
+        part_of.append(np.full(len(kind), n, np.int64))
+        lengths.append(np.diff(offsets))
+        event_rows.append(part.rows[events])
+        event_steps.append(len(names) + steps)
+        event_seqs.append(part.seq[events])
+        texts += ["" if t is None else t for t in table.texts]
+        names += table.names
+    key_row, kind, state, time, diff, part, length = (
+        np.concatenate(c) if c else np.zeros(0, np.int64) for c in (key_row, kinds, states, times, diffs, part_of, lengths)
+    )
+    rows, steps, seqs = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in (event_rows, event_steps, event_seqs))
+    if len(parts) > 1:  # the parts' rows in key order, and their events with them
+        order = np.argsort(key_row, kind="stable")
+        key_row, kind, state, time, diff, part = (c[order] for c in (key_row, kind, state, time, diff, part))
+        first = (np.cumsum(length) - length)[order]
+        length = length[order]
+        start = np.cumsum(length) - length
+        taken = np.repeat(first - start, length) + np.arange(int(length.sum()))
+        rows, steps, seqs = rows[taken], steps[taken], seqs[taken]
     total = len(kind)
-    offsets, events, steps = event_lists(rounds, chain)
-    event_rows = pa.array(rows[events])
     value_type = arrow_schema.field("value").type
     event_type = value_type.field("events").type.value_type
-    taken = pa.StructArray.from_arrays(
+    at = pa.array(rows)
+    taken_events = pa.StructArray.from_arrays(
         [
-            pa.array(table.names, pa.string()).take(pa.array(steps)),
-            chunk.column("time").take(event_rows).combine_chunks().cast(event_type.field("time").type),
-            pa.array(seq[events], pa.int64()),
-            chunk.column("symbol").take(event_rows).combine_chunks(),
+            pa.array(names, pa.string()).take(pa.array(steps)),
+            chunk.column("time").take(at).combine_chunks().cast(event_type.field("time").type),
+            pa.array(seqs, pa.int64()),
+            chunk.column("symbol").take(at).combine_chunks(),
         ],
         fields=list(event_type),
     )
-    texts = ["" if t is None else t for t in table.texts]
-    state_text = pa.array(texts, pa.string()).take(pa.array(np.where(kind == MATCH_KIND, 0, state)))
+    offsets = np.concatenate([[0], np.cumsum(length)])
+    tags = [pa.array([p.tag[i] for p in parts], value_type[3 + i].type).take(pa.array(part)) for i in range(len(value_type) - 3)]
     value = pa.StructArray.from_arrays(
         [
             pa.array(KINDS, pa.string()).take(pa.array(kind)),
-            state_text,
-            pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), taken),
-            *(pa.array([tag] * total, value_type[3 + i].type) for i, tag in enumerate(plan.tag)),
+            pa.array(texts, pa.string()).take(pa.array(state)),
+            pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), taken_events),
+            *tags,
         ],
         fields=list(value_type),
     )
     columns = {
         "kind": pa.array(np.full(total, UPDATE, np.int8)),
-        "key": chunk.column("key").take(pa.array(key_rows[key])).combine_chunks(),
+        "key": chunk.column("key").take(pa.array(key_row)).combine_chunks(),
         "value": value,
         "time": pa.array(time).cast(arrow_schema.field("time").type),
         "diff": pa.array(diff, pa.int64()),
     }
     arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(total, f.type) for f in arrow_schema]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
