@@ -597,13 +597,13 @@ class RuleDetector(Machine):
         with values of no version or times of another type than the rules' times.
         """
         by_version: dict[Version, list[tuple[Any, frozenset[Any], list[Any]]]] = {}
-        split: dict[Any, tuple[frozenset[Any], list[Any], list[Version]]] = {}
+        split: dict[Any, tuple[frozenset[Any], list[Any]]] = {}
         for key, values, events in work:
             parts = self._split(values, events, upto)
             if parts is None:
                 yield key, values, advance_key(self, key, values, events, upto, check)
                 continue
-            split[key] = (values, events, list(parts))
+            split[key] = (values, events)
             for version, (own_values, own_events) in parts.items():
                 by_version.setdefault(version, []).append((key, own_values, own_events))
         outcomes: dict[Any, list[tuple[frozenset[Any], list[Any], list[Any]]]] = {}
@@ -617,7 +617,7 @@ class RuleDetector(Machine):
                     updates = updates + _changes(key, after, ending, found, until)
                     after = ending
                 outcomes.setdefault(key, []).append((after, updates, rejected))
-        for key, (values, events, _) in split.items():
+        for key, (values, events) in split.items():
             parts = outcomes.get(key, [])  # none: no rule in force at its events
             if any(rejected for _, _, rejected in parts):  # rejected by one rule: by all
                 yield key, values, advance_key(self, key, values, events, upto, check)
