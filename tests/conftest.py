@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from tests import background
-from tests.servers import JVM_OPTIONS
+from tests.servers import jvm_options
 
-os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)  # every Spark driver the tests start
+# every Spark driver the tests start (see tests/servers.py)
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(Path(tempfile.gettempdir()) / "statemachines-tests")
 
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
