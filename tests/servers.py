@@ -43,7 +43,6 @@ puts it in ``SPARK_SUBMIT_OPTS``, which every driver ``spark-submit`` starts rea
 _TRAINING = """\
 import tempfile
 from pyspark import SparkContext
-from statemachines import Machine
 from statemachines.library import Upsert
 from statemachines.spark import local_session, run_batch, run_stream
 
