@@ -57,7 +57,7 @@ from typing import Any
 import attrs
 
 from statemachines import Emit, Machine
-from statemachines.core import _fire_deadline, _order_by_value, advance_key
+from statemachines.core import _order_by_value, advance_key
 from statemachines.diagram import Diagram
 from statemachines.errors import DefinitionError, InvalidArgument
 from statemachines.events import Refused
@@ -75,8 +75,7 @@ from statemachines.library.cep import (
 from statemachines.library.lockstep import REPLACED, RETIRED
 from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
-from statemachines.times import decode_time, encode_time, time_kind
-from statemachines.updates import Update
+from statemachines.times import decode_time, encode_time, time_after, time_kind
 
 __all__ = [
     "REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended", "row_as_json",
@@ -612,10 +611,9 @@ class RuleDetector(Machine):
             cut = until is not None and (upto is None or until < upto)
             version_upto = until if cut else upto
             for key, _, (after, updates, rejected) in version.detector.advance_keys(version_work, version_upto, check):
-                if cut and after and not rejected:
-                    ending, found = _fire_deadline(self, key, after, until)
-                    updates = updates + _changes(key, after, ending, found, until)
-                    after = ending
+                if cut and after and not rejected:  # the version's end: its deadline, alone
+                    after, ended, _ = advance_key(self, key, after, [], time_after(until), check)
+                    updates = updates + ended
                 outcomes.setdefault(key, []).append((after, updates, rejected))
         for key, (values, events) in split.items():
             parts = outcomes.get(key, [])  # none: no rule in force at its events
@@ -659,16 +657,6 @@ def _by_rule(values: Iterable[Any]) -> dict[str, list[Any]]:
 
 
 _TIME = itemgetter(2)
-
-
-def _changes(key: Any, before: frozenset[Any], after: frozenset[Any], found: Iterable[Any], time: Any) -> list[Any]:
-    """The updates of a key's values going from ``before`` to ``after`` at ``time``,
-    with ``found`` reported, in value order."""
-    changes = [Update((key, v), time, -1) for v in before - after]
-    changes += [Update((key, v), time, 1) for v in after - before]
-    changes += [Update((key, v), time, 1) for v in found]
-    _order_by_value(changes, 0)
-    return changes
 
 
 def _merged(parts: list[list[Any]]) -> list[Any]:
