@@ -77,7 +77,6 @@ class _Plan:
     its values end with ``tag``."""
 
     detector: Detector
-    table: Any
     valid_from: Any
     valid_until: Any
     upto: Any
@@ -91,7 +90,7 @@ def runs_in_rounds(machine: Machine) -> bool:
     do, with whole-number windows, gaps and rule times."""
     if type(machine) is RuleDetector:
         book = machine.rules
-        return bool(book.versions) and book.time_type is int and all(_covered(v.detector) for v in book.versions)
+        return book.time_type is int and all(_covered(v.detector) for v in book.versions)
     return type(machine) is Detector and not machine.tag and _covered(machine)
 
 
@@ -103,12 +102,12 @@ def _covered(detector: Detector) -> bool:
 def _plans(machine: Detector | RuleDetector, upto: Any) -> list[_Plan]:
     """The detectors a machine's rounds run, each over its events."""
     if type(machine) is Detector:
-        return [_Plan(machine, machine.rounds_table(), None, None, upto, None, ())]
+        return [_Plan(machine, None, None, upto, None, ())]
     plans = []
     for v in machine.rules.versions:
         cut = v.valid_until is not None and (upto is None or v.valid_until < upto)
         plans.append(_Plan(
-            v.detector, v.detector.rounds_table(), v.valid_from, v.valid_until, v.valid_until if cut else upto,
+            v.detector, v.valid_from, v.valid_until, v.valid_until if cut else upto,
             (v.valid_until, KINDS.index(v.ends_as)) if cut else None, v.detector.tag,
         ))
     return plans
@@ -179,7 +178,7 @@ def _chunk(
         counts = np.diff(np.r_[starts, len(own)]).astype(np.int64)
         given = {name: np.zeros(0, np.int64) for name in ("key", "state", "chain", "start", "last")}
         rounds = Rounds(
-            plan.table, plan.detector.pattern.window, counts, time[own], bits[rows[own]], given, 0, plan.upto,
+            plan.detector.rounds_table(), plan.detector.pattern.window, counts, time[own], bits[rows[own]], given, 0, plan.upto,
             ending=plan.ending,
         )
         parts.append(_Stepped(rounds, plan.tag, rows[own], key_rows[own_key[starts]], seq[own]))

@@ -10,11 +10,12 @@ import pytest
 from hypothesis import settings
 
 from tests import background
-from tests.servers import jvm_options
+from tests.servers import JVM_OPTIONS, jvm_options
 
-# every Spark driver the tests start (see tests/servers.py)
-if "SPARK_SUBMIT_OPTS" not in os.environ:
-    os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(Path(tempfile.gettempdir()) / "statemachines-tests")
+# every Spark driver the tests start (see tests/servers.py); the class archive is
+# added once tests that start Spark are collected (pytest_collection_finish)
+_OWN_JVM_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
 
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
@@ -39,10 +40,22 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_collection_finish(session):
-    """Start the background jobs of the tests that will run, in the tests' order."""
+    """Give Spark's JVMs their class archive if tests that start Spark will run (a
+    run of local tests alone does not make it), then start the background jobs of
+    the tests that will run, in the tests' order."""
+    if _OWN_JVM_OPTIONS and any(_starts_spark(item) for item in session.items):
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(Path(tempfile.gettempdir()) / "statemachines-tests")
     names = [marker.args[0] for item in session.items for marker in item.iter_markers("background")]
     background.start(dict.fromkeys(names))
 
 
 def pytest_sessionfinish(session):
     background.stop()
+
+
+def _starts_spark(item) -> bool:
+    """Whether a test runs Spark: marked so, using the session, or waiting for a job
+    (a test missed here only starts its JVMs without the archive)."""
+    return any(item.iter_markers("spark")) or any(item.iter_markers("background")) or "spark" in getattr(
+        item, "fixturenames", ()
+    )
