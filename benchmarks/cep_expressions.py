@@ -41,9 +41,8 @@ class Login(NamedTuple):
 def patterns(window: int) -> dict[str, Pattern]:
     return {
         "functions": (
-            # by position: on Spark a struct reaches a function as a plain tuple
-            Pattern.begin("fail").where(lambda e: e[0] == "fail").times(3)
-            .followed_by("ok").where(lambda e: e[0] == "ok" and e[1] is not None and e[1] > 10)
+            Pattern.begin("fail").where(lambda e: e.kind == "fail").times(3)
+            .followed_by("ok").where(lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10)
             .within(window)
         ),
         "SQL": (

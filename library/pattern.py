@@ -342,8 +342,9 @@ class Pattern:
         """The current step also requires its event to be an instance of ``cls``, as
         Flink's ``subtype(SubEvent.class)``; ``where`` conditions given after it see only
         such events. The symbol is checked as the runtime hands it: on Spark a struct
-        symbol is a plain tuple of its fields, so there ``subtype`` tells apart only
-        the Python types a column holds (``str``, ``int``, ``tuple``, ...).
+        symbol is a :class:`~statemachines.records.Record` of its fields, not the class
+        it was written from, so there ``subtype`` tells apart only the Python types a
+        column holds (``str``, ``int``, ``Record``, ...).
 
         ======================  ===================================
         ``subtype(Click)``      takes

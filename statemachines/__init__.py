@@ -23,6 +23,7 @@ from statemachines.linear import Linear, LinearView
 from statemachines.local import LocalRuntime, run_local
 from statemachines.machine import Emit, Machine, MachineSpec
 from statemachines.persisted import PersistedArrangement
+from statemachines.records import Record
 from statemachines.results import RunProgress, RunResult
 from statemachines.tables import format_table, parse_table
 from statemachines.times import time_after, time_kind
@@ -57,6 +58,7 @@ __all__ = [
     "MachineSpec",
     "MissingDependency",
     "Reason",
+    "Record",
     "Refused",
     "Rejected",
     "RunProgress",

@@ -3,14 +3,14 @@
 A persisted arrangement and the Spark runtime store keys and values in typed
 columns that any engine reads. Python values map to Arrow as follows, and read back
 as the value on the right (keys and values must be hashable, so structs and lists
-read back as tuples):
+read back as tuples, a struct's with its field names: :mod:`statemachines.records`):
 
     Python value                 Arrow type                       reads back as
     3, 2.5, "a", b"x", True      int64, double, string, binary, bool   the same
     float("nan")                 double                           math.nan (NaN is one value)
     datetime, date               timestamp[us], date32                  the same
     (1, "x")                     struct<_1: int64, _2: string>          (1, "x")
-    Point(x=1, y=2) (NamedTuple) struct<x: int64, y: int64>             (1, 2), equal
+    Point(x=1, y=2) (NamedTuple) struct<x: int64, y: int64>             Record(x=1, y=2), equal
     frozenset, dataclass, object no type                                refused
 
 A value whose round trip is not equal to itself (a frozenset, a dataclass, a custom
@@ -36,6 +36,7 @@ from typing import Any
 
 from statemachines.errors import InvalidArgument
 from statemachines.intake import INT64_MAX, INT64_MIN
+from statemachines.records import record_type
 from statemachines.updates import hashable, one_nan
 
 __all__ = [
@@ -342,10 +343,11 @@ def _struct_array(items: list[Any]) -> Any:
 
 
 def column_to_python(column: Any) -> list[Any]:
-    """An Arrow column as hashable Python values: structs and lists become tuples.
+    """An Arrow column as hashable Python values: structs become records (tuples
+    whose fields have names, :mod:`statemachines.records`) and lists tuples.
 
     Keys and values must be hashable; a struct column (a Spark struct) therefore
-    reads as tuples of its fields, in field order.
+    reads as tuples of its fields, in field order, with their names.
     """
     import pyarrow as pa
 
@@ -353,6 +355,9 @@ def column_to_python(column: Any) -> list[Any]:
     if pa.types.is_struct(kind):  # field by field: much faster than dicts made tuples
         fields = column.flatten()
         rows: list[Any] = list(zip(*(column_to_python(f) for f in fields), strict=True)) if fields else [()] * len(column)
+        named = record_type(tuple(f.name for f in kind))
+        if named is not tuple:
+            rows = list(map(named._make, rows))
         if column.null_count:
             rows = [row if valid else None for row, valid in zip(rows, column.is_valid().to_pylist(), strict=True)]
         return rows

@@ -684,7 +684,7 @@ def table_events(events: Any) -> Iterable[Any]:
     else:
         columns = [events[name].tolist() for name in read]
         nested = [events[name].dtype == object for name in read]
-    for i in (0, 1):  # keys and symbols: structs (dicts) and lists as tuples, as Spark's rows
+    for i in (0, 1):  # keys and symbols: structs (dicts) as records and lists as tuples, as from Spark
         if nested[i]:
             columns[i] = [hashable(cell) for cell in columns[i]]
     return zip(*columns, strict=True)

@@ -22,6 +22,8 @@ from collections.abc import Hashable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from statemachines.records import record
+
 __all__ = [
     "Update",
     "collection_at",
@@ -56,18 +58,20 @@ _DATA = itemgetter(0)
 def hashable(item: Any) -> Any:
     """``item`` with lists and dicts made tuples, recursively, so it can be a key or value.
 
-    A dict becomes the tuple of its values in order, as a struct reads from Arrow,
-    Spark or JSON; a list (or a NumPy array, as pandas holds a list cell) becomes a
-    tuple (JSON has no tuples).
+    A dict becomes the tuple of its values in order, with its keys as field names
+    (a :class:`~statemachines.records.Record`), as a struct reads from Arrow, Spark
+    or JSON; a list (or a NumPy array, as pandas holds a list cell) becomes a tuple
+    (JSON has no tuples).
 
     >>> hashable({"name": "Ada", "tags": ["x", "y"]}), hashable([1, [2, 3]]), hashable("s")
-    (('Ada', ('x', 'y')), (1, (2, 3)), 's')
+    (Record(name='Ada', tags=('x', 'y')), (1, (2, 3)), 's')
     """
     kind = type(item)
     if kind is str or kind is int or kind is float or item is None:  # most cells: no test below
         return item
     if isinstance(item, dict):
-        return tuple(hashable(v) for v in item.values())
+        values = (hashable(v) for v in item.values())
+        return record(tuple(item), values) if all(type(k) is str for k in item) else tuple(values)
     if isinstance(item, list):
         return tuple(hashable(v) for v in item)
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":

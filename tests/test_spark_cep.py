@@ -142,10 +142,23 @@ def test_skip_strategies_are_alike_on_every_runtime(spark, tmp_path, pattern, sy
     assert streamed == local and rejected == []
 
 
-def test_expression_conditions_on_struct_events_find_on_spark_what_they_find_locally(spark, tmp_path):
-    """A data pattern reads a struct column's fields by name on Spark (batch and
-    streaming) as it reads a NamedTuple's locally, NULLs included; a field the
-    struct lacks rejects each event, naming it."""
+def _bigger_than_a_failure(e, matched):
+    return e.amount is not None and any(f.amount is not None and e.amount > f.amount for f in matched["fail"])
+
+
+FRAUD_CONDITIONS = {  # as SQL, as functions reading fields by name, and reading the match's too
+    "sql": ("kind = 'fail'", "kind = 'ok' AND amount > 10"),
+    "functions": (lambda e: e.kind == "fail", lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10),
+    "functions of the match": (lambda e: e.kind == "fail", lambda e, m: e.kind == "ok" and _bigger_than_a_failure(e, m)),
+}
+
+
+@pytest.mark.parametrize("conditions", FRAUD_CONDITIONS.values(), ids=FRAUD_CONDITIONS)
+def test_conditions_on_struct_events_read_fields_by_name_on_spark_as_locally(spark, tmp_path, conditions):
+    """A pattern reads a struct column's fields by name on Spark (batch, and streaming
+    over micro-batches whose partial matches come back from Spark's state) as it reads
+    a NamedTuple's locally, NULLs included: SQL conditions, and functions reading the
+    event's or the partial match's fields as attributes."""
     from statemachines.spark import run_batch
     from tests.test_expressions import KINDS, Login
 
@@ -154,11 +167,8 @@ def test_expression_conditions_on_struct_events_find_on_spark_what_they_find_loc
         (f"u{rnd.randrange(6)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3)
         for t in range(300)
     ]
-    pattern = (
-        Pattern.begin("fail").where("kind = 'fail'").times(3)
-        .followed_by("ok").where("kind = 'ok' AND amount > 10")
-        .within(10)
-    )
+    fail, ok = conditions
+    pattern = Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10)
     detector = Detector(pattern)
     local = run_local(detector, events).updates
     assert matches(local) and timeouts(local)
@@ -168,11 +178,20 @@ def test_expression_conditions_on_struct_events_find_on_spark_what_they_find_loc
     assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
     assert batch.rejected.count() == 0
 
-    streamed, rejected = stream_runner(Case("fraud as data", detector, events, [], schema=schema), tmp_path, spark)
+    case = Case("fraud, fields by name", detector, events, [], schema=schema)
+    streamed, rejected = stream_runner(case, tmp_path, spark, batches=3)
     assert streamed == local and rejected == []
 
+
+def test_a_field_the_struct_lacks_rejects_each_event_naming_it(spark):
+    """An SQL condition over a field the symbol struct does not have."""
+    from statemachines.spark import run_batch
+    from tests.test_expressions import Login
+
+    events = [("u1", Login("fail", t), t, 0) for t in range(5)]
+    schema = "key string, symbol struct<kind: string, amount: bigint>, time long, order long"
     unknown = Detector(Pattern.begin("a").where("status = 'locked'"))
-    refused = run_batch(unknown, spark.createDataFrame(events[:5], schema), order="order").rejected.collect()
+    refused = run_batch(unknown, spark.createDataFrame(events, schema), order="order").rejected.collect()
     assert [r.reason for r in refused] == ["condition_failed"] * 5
     assert all("'status'" in r.detail for r in refused)
 
