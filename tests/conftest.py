@@ -27,7 +27,10 @@ def spark():
     """One local Spark session for the whole test run (2 cores, few partitions)."""
     from statemachines.spark import local_session
 
-    session = local_session(master="local[2]", shuffle_partitions=2)
+    # PySpark records each DataFrame call's Python call site for error messages: JVM
+    # calls that were 60% of a small run's; the drivers the tests start elsewhere keep it
+    no_call_sites = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+    session = local_session(master="local[2]", shuffle_partitions=2, extra=no_call_sites)
     yield session
     session.stop()
 
