@@ -7,12 +7,12 @@ attributes. A machine or a pattern condition that reads ``symbol.kind`` from a
 NamedTuple locally therefore reads it from the same event on Spark, and from the
 values Spark's state gives back:
 
-    ============================  ===============================  ====================
-    struct                        reads as                         equal to
-    ============================  ===============================  ====================
-    ``{kind: 'fail', amount: 5}``  ``Record(kind='fail', amount=5)``  ``('fail', 5)``
-    ``{_1: 'a', _2: 1}``          ``('a', 1)`` (a tuple's names)    ``('a', 1)``
-    ============================  ===============================  ====================
+    ==============================  =====================================  ===============
+    struct                          reads as                               equal to
+    ==============================  =====================================  ===============
+    ``{kind: 'fail', amount: 5}``   ``Record(kind='fail', amount=5)``      ``('fail', 5)``
+    ``{_1: 'a', _2: 1}``            ``('a', 1)`` (a tuple's field names)   ``('a', 1)``
+    ==============================  =====================================  ===============
 
 A struct whose fields are named ``_1, _2, ...`` (as Arrow and Spark name a plain
 tuple's) reads as a plain tuple, as it was written. A record pickles, and writes
