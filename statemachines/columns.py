@@ -354,10 +354,12 @@ def column_to_python(column: Any) -> list[Any]:
     kind = column.type
     if pa.types.is_struct(kind):  # field by field: much faster than dicts made tuples
         fields = column.flatten()
-        rows: list[Any] = list(zip(*(column_to_python(f) for f in fields), strict=True)) if fields else [()] * len(column)
-        named = record_type(tuple(f.name for f in kind))
-        if named is not tuple:
-            rows = list(map(named._make, rows))
+        named = record_type(tuple(f.name for f in kind))  # a plain tuple's (or no) names: tuple
+        if not fields:
+            rows: list[Any] = [()] * len(column)
+        else:  # a record made of each row as zip yields it: no list of tuples in between
+            tuples = zip(*(column_to_python(f) for f in fields), strict=True)
+            rows = list(tuples if named is tuple else map(named._make, tuples))
         if column.null_count:
             rows = [row if valid else None for row, valid in zip(rows, column.is_valid().to_pylist(), strict=True)]
         return rows
