@@ -20,7 +20,9 @@ def test_objects_made_while_paused_go_to_the_oldest_generation_unscanned():
     assert gc.isenabled()
     oldest = {id(x) for x in gc.get_objects(generation=2)}
     assert all(id(x) in oldest for x in made)
-    assert gc.get_count()[0] < 100  # nothing young is left for the next collection to scan
+    # nothing made while paused is left young for the next collection to scan (other
+    # threads, such as Spark's, may have allocated a few objects since)
+    assert gc.get_count()[0] < len(made)
     del made
     assert gc.collect() >= 1000  # cycles made while paused are still collected
 
