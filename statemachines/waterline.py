@@ -160,7 +160,7 @@ def settle(
     run: Callable[[Machine], R],
     marks_of: Callable[[R], Mapping[Any, Mark]],
     *,
-    max_rounds: int,
+    max_rounds: int | Callable[[], int],
 ) -> tuple[R, Waterline]:
     """Run ``run`` with better and better waterlines until the guess is the truth.
 
@@ -170,18 +170,25 @@ def settle(
         run: runs every key with the given bound machine; must not commit anything.
         marks_of: the inserts' high marks per time in one run's result.
         max_rounds: a bound the rounds cannot exceed (one more than the number of
-            distinct event times suffices, since each round fixes one more time).
+            distinct event times suffices, since each round fixes one more time), or
+            a function giving it, called only if two rounds do not settle.
 
     Returns:
         ``(the result of the final run, its waterline)``.
     """
     guess = Waterline(base)
-    for _ in range(max(max_rounds, 1)):
+    bound = max_rounds if isinstance(max_rounds, int) else None
+    rounds = 0
+    while True:
         result = run(machine.with_waterline(guess))
+        rounds += 1
         found = Waterline.from_marks(base, marks_of(result))
         if found == guess:
             return result, found
         guess = found
-    raise MachineError(  # pragma: no cover - impossible unless a machine is not deterministic
-        f"the waterline did not settle in {max_rounds} rounds; is the machine deterministic?"
-    )
+        if bound is None and rounds >= 2:
+            bound = max_rounds()  # type: ignore[operator]  # a function here
+        if bound is not None and rounds >= max(bound, 1):
+            raise MachineError(  # pragma: no cover - impossible unless a machine is not deterministic
+                f"the waterline did not settle in {bound} rounds; is the machine deterministic?"
+            )

@@ -98,14 +98,20 @@ def stream_runner(case, tmp_path, spark, batches=1, rules=None, rules_schema="ru
 
 def file_stream(spark, files, schema, source):
     """A stream reading the row lists ``files`` as parquet files in ``source``, one
-    file per micro-batch, in order."""
+    file per micro-batch, in order. The files are written with pyarrow in the Arrow
+    schema Spark gives ``schema`` (a Spark job per file would cost more than the
+    micro-batch that reads it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(spark.createDataFrame([], schema).schema)
     source.mkdir(exist_ok=True)
     for i, rows in enumerate(files):
-        staging = source.parent / f"staging-{source.name}-{i}"
-        spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(staging))
-        (part,) = staging.glob("part-*.parquet")
+        columns = list(zip(*rows, strict=True)) or [()] * len(arrow_schema)
+        table = pa.table([pa.array(c, f.type) for f, c in zip(arrow_schema, columns, strict=True)], schema=arrow_schema)
         target = source / f"{i:02d}.parquet"
-        part.rename(target)
+        pq.write_table(table, target)
         os.utime(target, (1_700_000_000 + i,) * 2)
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
 
