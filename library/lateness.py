@@ -126,6 +126,10 @@ class UpsertWithLateness(Machine):
             None if self.key_time is None else self.key_time(key),
         )
 
+    def guess_marks(self, key: Any, symbol: Any) -> Mark | None:
+        """The marks of ``symbol`` as the key's new value (a delete inserts nothing)."""
+        return None if symbol is None else self.insert_marks(key, symbol)
+
     def with_waterline(self, waterline: Waterline) -> UpsertWithLateness:
         """The same machine reading its waterlines from ``waterline``."""
         return UpsertWithLateness(

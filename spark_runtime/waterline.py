@@ -24,35 +24,40 @@ from statemachines.spark.output import UPDATE
 from statemachines.waterline import (
     NOTE,
     Mark,
+    Waterline,
+    guessed_marks,
     highest,
     mark_from_note,
     mark_note,
+    marks_by_time,
     settle,
 )
 
 __all__ = ["arrangement_high", "settled_output"]
 
 
-def _marks_runner(machine: Machine) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _collected_marks(frame: Any, marks_of: Callable[[Iterator[tuple[Any, ...]]], dict[Any, Mark]]) -> dict[Any, Mark]:
+    """``marks_of`` over the rows of each partition of ``frame``, merged per time (one
+    small row per partition is collected)."""
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        found: dict[Any, Mark] = {}
-        for batch in batches:
-            for key, value, time in python_rows(batch):
-                found[time] = highest(found.get(time), machine.insert_marks(key, value))  # type: ignore[assignment]
+        found = marks_of(row for batch in batches for row in python_rows(batch))
         yield pa.RecordBatch.from_pydict({"marks": [pickle.dumps(found)]})
 
-    return run
+    merged: dict[Any, Mark] = {}
+    for row in frame.mapInArrow(run, "marks binary").collect():
+        for time, mark in pickle.loads(row.marks).items():
+            merged[time] = highest(merged.get(time), mark)  # type: ignore[assignment]
+    return merged
 
 
 def _insert_marks(updates: Any, machine: Machine) -> dict[Any, Mark]:
     """The high mark of the inserts at each time of an updates DataFrame."""
 
     inserts = updates.where(F.col("diff") > 0).select("key", "value", "time")
-    merged: dict[Any, Mark] = {}
-    for row in inserts.mapInArrow(_marks_runner(machine), "marks binary").collect():
-        for time, mark in pickle.loads(row.marks).items():
-            merged[time] = highest(merged.get(time), mark)  # type: ignore[assignment]
-    return merged
+    return _collected_marks(
+        inserts, lambda rows: marks_by_time(machine, (((k, v), t, 1) for k, v, t in rows))
+    )
 
 
 def arrangement_high(spark: Any, path: str, machine: Machine) -> Mark | None:
@@ -93,7 +98,7 @@ def settled_output(
 
     outputs: list[Any] = []
 
-    def run_cached(bound: Machine) -> Any:
+    def run_cached(bound: Machine, line: Waterline) -> Any:
         output = run(bound).persist()
         outputs.append(output)
         return output
@@ -101,7 +106,12 @@ def settled_output(
     def marks_of(output: Any) -> dict[Any, Mark]:
         return _insert_marks(output.where(F.col("kind") == UPDATE), machine)
 
-    output, waterline = settle(machine, base, run_cached, marks_of, max_rounds=rounds)
+    guess = None
+    if machine.spec.guesses_marks:  # a job over the events that usually saves a run
+        guess = _collected_marks(
+            prepared.select("key", "symbol", "time"), lambda rows: guessed_marks(machine, rows)
+        )
+    output, waterline = settle(machine, base, run_cached, marks_of, max_rounds=rounds, guess=guess)
     if notes is not None:
         notes[NOTE] = mark_note(waterline.high)
     for earlier in outputs[:-1]:

@@ -41,7 +41,9 @@ from statemachines.updates import Update, hashable, one_nan, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
+    Waterline,
     arrangement_high,
+    guessed_marks,
     mark_note,
     marks_by_time,
     settle,
@@ -551,11 +553,26 @@ class LocalRuntime:
             return ((key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work)
         work = list(work)
 
-        def run(machine: Machine) -> list[Any]:
-            check = self._check
-            return [(key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work]
+        check = self._check
+        last: list[tuple[Waterline, list[Any]]] = []  # the previous run's waterline and outcomes
+
+        def run(machine: Machine, line: Waterline) -> list[Any]:
+            if not last:
+                outcomes = [(key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work]
+            else:  # a key whose events all see the high marks they saw last time runs as it ran
+                seen, before = last.pop()
+                outcomes = [
+                    ran if all(line.high_before(e[2]) == seen.high_before(e[2]) for e in events)
+                    else (key, values, advance_key(machine, key, values, events, upto, check))
+                    for (key, values, events), ran in zip(work, before, strict=True)
+                ]
+            last.append((line, outcomes))
+            return outcomes
 
         times = {e[2] for _, _, events in work for e in events}
+        guess = None
+        if self.machine.spec.guesses_marks:
+            guess = guessed_marks(self.machine, ((key, e[1], e[2]) for key, _, events in work for e in events))
         outcomes, waterline = settle(
             self.machine,
             self._high,
@@ -565,6 +582,7 @@ class LocalRuntime:
                 (u for _, _, (_, key_updates, _) in outcomes for u in key_updates),
             ),
             max_rounds=len(times) + 2,
+            guess=guess,
         )
         self._high = waterline.high
         return outcomes

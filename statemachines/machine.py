@@ -43,6 +43,10 @@ Optional hooks, each with a default that does nothing special:
   what the whole collection accepted at earlier times (see
   :mod:`statemachines.waterline`). Define both or neither. ``forgets(key, high)``
   says a key's later commands are all refused, so a runtime may drop its state.
+  ``guess_marks(key, symbol)``: the marks an event would insert if the machine
+  accepted it (``None``: it inserts nothing), which a runtime takes as its first
+  guess of the waterline: when the events are mostly accepted, one run settles it
+  instead of two or three. Only the number of runs depends on it, never the result.
 - ``value_type(symbol_type, time_type)``: the Arrow type of the machine's values,
   given its input's Arrow types (default ``None``: the symbol's type). A class that
   sets ``values_fit_own_type = True`` builds every value and finding only from its
@@ -123,6 +127,7 @@ _SIGNATURES = {
     "insert_marks": ("key", "value"),
     "with_waterline": ("waterline",),
     "forgets": ("key", "high"),
+    "guess_marks": ("key", "symbol"),
     "value_type": ("symbol_type", "time_type"),
     "prepare_symbols": ("symbols", "symbol_type"),
     "diagram": (),
@@ -186,6 +191,7 @@ class MachineSpec:
     emits_findings: bool  # is_finding: some values are reported once, never held
     has_waterline: bool  # insert_marks and with_waterline: rules read earlier inserts
     forgets_keys: bool  # forgets: a runtime may drop the state of keys it names
+    guesses_marks: bool  # guess_marks: the events give a first guess of the waterline
     declares_value_type: bool
     has_diagram: bool
     takes_position: bool  # transition accepts ``position``
@@ -248,6 +254,10 @@ class Machine:
     def forgets(self, key: Any, high: Mark | None) -> bool:
         """True if every later event of ``key`` is refused, given the high mark ``high``."""
         return False
+
+    def guess_marks(self, key: Any, symbol: Any) -> Mark | None:
+        """The marks an event would insert if accepted: a first guess of the waterline."""
+        return None
 
     def value_type(self, symbol_type: Any, time_type: Any) -> Any:
         """The Arrow type of the values, given the symbol's and time's (``None``: the symbol's)."""
@@ -335,11 +345,12 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
             raise DefinitionError(
                 f"{name} defines {given} but not {missing}; define both or neither ({why})"
             )
-    if _overrides(cls, "forgets") and not _overrides(cls, "insert_marks"):
-        raise DefinitionError(
-            f"{name} defines forgets but no waterline (insert_marks, with_waterline); "
-            f"forgets(key, high) reads the waterline's high mark"
-        )
+    for hook in ("forgets", "guess_marks"):
+        if _overrides(cls, hook) and not _overrides(cls, "insert_marks"):
+            raise DefinitionError(
+                f"{name} defines {hook} but no waterline (insert_marks, with_waterline); "
+                f"{hook} is about the waterline's marks"
+            )
     if cls.values_fit_own_type and not _overrides(cls, "value_type"):
         raise DefinitionError(
             f"{name} sets values_fit_own_type but does not define value_type(symbol_type, time_type); "
@@ -356,6 +367,7 @@ def _check_definition(cls: type[Machine]) -> MachineSpec:
         emits_findings=_overrides(cls, "is_finding"),
         has_waterline=_overrides(cls, "insert_marks"),
         forgets_keys=_overrides(cls, "forgets"),
+        guesses_marks=_overrides(cls, "guess_marks"),
         declares_value_type=_overrides(cls, "value_type"),
         has_diagram=_overrides(cls, "diagram"),
         takes_position=_accepts(cls.transition, "position"),

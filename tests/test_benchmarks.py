@@ -78,6 +78,12 @@ def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
     assert int(rows[1][-1].replace(",", "")) > int(rows[0][-1].replace(",", ""))  # more rules, more matches
 
 
+def test_the_lateness_benchmark_checks_both_first_guesses_and_counts_their_runs():
+    out = run_script("lateness.py", "--n", "3000", "--k", "300", "--runs", "1", "--skip-spark")
+    runs = {line[:26].strip(): int(line[47:53]) for line in out.splitlines() if line.startswith("run_local")}
+    assert runs == {"run_local, not guessed": 2, "run_local, guessed": 1}  # no command refused at this lateness
+
+
 @pytest.mark.spark
 def test_the_spark_sql_scd2_floor_gives_the_scd2_table_of_the_model(spark, tmp_path):
     """The feeds benchmark's floor is only a floor if it computes the same table."""

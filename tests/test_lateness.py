@@ -132,6 +132,45 @@ def test_value_lateness_matches_the_reference(events, lateness):
     check_against_reference(events, lateness, value_time=at)
 
 
+@given(sst.events(timed_values, max_size=50), latenesses, st.lists(st.none() | st.integers(-5, 40), min_size=1))
+def test_any_first_guess_of_the_waterline_gives_the_same_result(events, lateness, guesses):
+    """The first guess (``guess_marks``) only decides how many runs settle the
+    waterline: guesses too high, too low or missing give the reference's result."""
+    drawn = iter(guesses * (len(events) + 1))
+
+    class Guessing(UpsertWithLateness):
+        def guess_marks(self, key, symbol):
+            guess = next(drawn, None)
+            return None if guess is None else (guess, None)
+
+    result = run_local(Guessing(lateness, value_time=at), events)
+    expected, expected_rejected = upsert_with_lateness(events, lateness, value_time=at)
+    assert result.updates == sort_updates(consolidate(expected))
+    assert sorted(((r.event, r.reason.value) for r in result.rejected), key=repr) == sorted(expected_rejected, key=repr)
+
+
+def test_commands_all_accepted_settle_the_waterline_in_one_run_with_the_guess_and_two_without():
+    runs = []
+
+    class Counted(UpsertWithLateness):
+        def with_waterline(self, waterline):
+            runs.append(waterline)
+            return super().with_waterline(waterline)
+
+    class Unguessed(Counted):
+        def guess_marks(self, key, symbol):
+            return None
+
+    events = [Event(f"k{i % 3}", (i, "v"), i) for i in range(20)]  # each newer than the last
+    counts = {}
+    for machine in (Counted(5, value_time=at), Unguessed(5, value_time=at)):
+        runs.clear()
+        result = run_local(machine, events)
+        assert not result.rejected
+        counts[type(machine).__name__] = len(runs)
+    assert counts == {"Counted": 1, "Unguessed": 2}
+
+
 keyed_by_time = st.tuples(st.sampled_from(["s1", "s2"]), st.integers(0, 30))
 
 

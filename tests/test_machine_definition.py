@@ -103,6 +103,15 @@ def test_waterline_hooks_come_in_pairs_and_forgets_needs_them():
             def forgets(self, key, high):
                 return True
 
+    with pytest.raises(DefinitionError, match="defines guess_marks but no waterline"):
+
+        class Guessing(Machine):
+            def transition(self, key, values, symbol, time):
+                return values
+
+            def guess_marks(self, key, symbol):
+                return (symbol,)
+
 
 def test_the_spec_records_each_declared_hook():
     class Plain(Machine):
