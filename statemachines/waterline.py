@@ -46,10 +46,10 @@ __all__ = [
     "Mark",
     "Waterline",
     "arrangement_high",
+    "guessed_marks",
     "highest",
     "mark_from_note",
     "mark_note",
-    "guessed_marks",
     "marks_by_time",
     "settle",
 ]
@@ -168,7 +168,7 @@ def guessed_marks(machine: Machine, events: Iterable[tuple[Any, Any, Any]]) -> d
             mark = machine.guess_marks(key, symbol)
             if mark is not None:
                 marks[time] = highest(marks.get(time), mark)  # type: ignore[assignment]
-        except Exception:  # noqa: BLE001, S112 - only a guess: the run judges the event
+        except Exception:  # noqa: BLE001 - only a guess: the run judges the event
             continue
     return marks
 
