@@ -105,7 +105,9 @@ def file_stream(spark, files, schema, source):
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    arrow_schema = to_arrow_schema(spark.createDataFrame([], schema).schema)
+    arrow_schema = to_arrow_schema(
+        spark.createDataFrame([], schema).schema, timezone=spark.conf.get("spark.sql.session.timeZone")
+    )
     source.mkdir(exist_ok=True)
     for i, rows in enumerate(files):
         columns = list(zip(*rows, strict=True)) or [()] * len(arrow_schema)
