@@ -9,6 +9,7 @@ partition), and runs again until guess and truth agree
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,9 +28,9 @@ from statemachines.waterline import (
     Waterline,
     guessed_marks,
     highest,
+    highs_by_time,
     mark_from_note,
     mark_note,
-    marks_by_time,
     settle,
 )
 
@@ -44,20 +45,15 @@ def _collected_marks(frame: Any, marks_of: Callable[[Iterator[tuple[Any, ...]]],
         found = marks_of(row for batch in batches for row in python_rows(batch))
         yield pa.RecordBatch.from_pydict({"marks": [pickle.dumps(found)]})
 
-    merged: dict[Any, Mark] = {}
-    for row in frame.mapInArrow(run, "marks binary").collect():
-        for time, mark in pickle.loads(row.marks).items():
-            merged[time] = highest(merged.get(time), mark)  # type: ignore[assignment]
-    return merged
+    rows = frame.mapInArrow(run, "marks binary").collect()
+    return highs_by_time(item for row in rows for item in pickle.loads(row.marks).items())
 
 
 def _insert_marks(updates: Any, machine: Machine) -> dict[Any, Mark]:
     """The high mark of the inserts at each time of an updates DataFrame."""
 
     inserts = updates.where(F.col("diff") > 0).select("key", "value", "time")
-    return _collected_marks(
-        inserts, lambda rows: marks_by_time(machine, (((k, v), t, 1) for k, v, t in rows))
-    )
+    return _collected_marks(inserts, lambda rows: highs_by_time((t, machine.insert_marks(k, v)) for k, v, t in rows))
 
 
 def arrangement_high(spark: Any, path: str, machine: Machine) -> Mark | None:
@@ -108,9 +104,10 @@ def settled_output(
 
     guess = None
     if machine.spec.guesses_marks:  # a job over the events that usually saves a run
-        guess = _collected_marks(
-            prepared.select("key", "symbol", "time"), lambda rows: guessed_marks(machine, rows)
-        )
+        with contextlib.suppress(TypeError):  # partitions' marks that do not compare: no guess
+            guess = _collected_marks(
+                prepared.select("key", "symbol", "time"), lambda rows: guessed_marks(machine, rows)
+            )
     output, waterline = settle(machine, base, run_cached, marks_of, max_rounds=rounds, guess=guess)
     if notes is not None:
         notes[NOTE] = mark_note(waterline.high)

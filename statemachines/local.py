@@ -554,19 +554,20 @@ class LocalRuntime:
         work = list(work)
 
         check = self._check
-        last: list[tuple[Waterline, list[Any]]] = []  # the previous run's waterline and outcomes
+        last: tuple[Waterline, list[Any]] | None = None  # the previous run's waterline and outcomes
 
         def run(machine: Machine, line: Waterline) -> list[Any]:
-            if not last:
+            nonlocal last
+            if last is None:
                 outcomes = [(key, values, advance_key(machine, key, values, events, upto, check)) for key, values, events in work]
             else:  # a key whose events all see the high marks they saw last time runs as it ran
-                seen, before = last.pop()
+                seen, before = last
                 outcomes = [
                     ran if all(line.high_before(e[2]) == seen.high_before(e[2]) for e in events)
                     else (key, values, advance_key(machine, key, values, events, upto, check))
                     for (key, values, events), ran in zip(work, before, strict=True)
                 ]
-            last.append((line, outcomes))
+            last = (line, outcomes)
             return outcomes
 
         times = {e[2] for _, _, events in work for e in events}

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -48,6 +48,7 @@ __all__ = [
     "arrangement_high",
     "guessed_marks",
     "highest",
+    "highs_by_time",
     "mark_from_note",
     "mark_note",
     "marks_by_time",
@@ -138,39 +139,54 @@ def mark_from_note(note: Any) -> Mark | None:
     return None if note is None else tuple(decode_time(t) for t in note)
 
 
+def highs_by_time(marks: Iterable[tuple[Any, Mark | None]]) -> dict[Any, Mark]:
+    """The high mark at each time of ``(time, mark)`` pairs (a ``None`` mark adds nothing).
+
+    >>> highs_by_time([(1, (3, None)), (2, None), (1, (2, 5))])
+    {1: (3, 5)}
+    """
+    highs: dict[Any, Mark] = {}
+    for time, mark in marks:
+        if mark is not None:
+            highs[time] = highest(highs.get(time), mark)  # type: ignore[assignment]
+    return highs
+
+
 def marks_by_time(
     machine: Machine, updates: Iterable[tuple[Any, Any, int]]
 ) -> dict[Any, Mark]:
     """The high mark of the inserts (positive diffs) at each time."""
-    marks: dict[Any, Mark] = {}
-    for (key, value), time, diff in updates:
-        if diff > 0:
-            mark = machine.insert_marks(key, value)
-            marks[time] = highest(marks.get(time), mark)  # type: ignore[assignment]
-    return marks
+    return highs_by_time(
+        (time, machine.insert_marks(key, value)) for (key, value), time, diff in updates if diff > 0
+    )
 
 
 def guessed_marks(machine: Machine, events: Iterable[tuple[Any, Any, Any]]) -> dict[Any, Mark]:
     """The high mark per time of what ``(key, symbol, time)`` events would insert if
     the machine accepted them all (its ``guess_marks``): the first guess of a run.
-    An event without a time, or whose guess raises, guesses nothing.
+    An event without a time, or whose guess raises, guesses nothing; marks that do
+    not compare give no guess at all.
 
     >>> from statemachines.library import UpsertWithLateness
     >>> machine = UpsertWithLateness(5, value_time=lambda v: v[0])
     >>> guessed_marks(machine, [("a", (3,), 1), ("b", (9,), 1), ("a", None, 2), ("c", 7, 3)])
     {1: (9, None)}
     """
-    marks: dict[Any, Mark] = {}
-    for key, symbol, time in events:
-        if time is None:
-            continue
-        try:
-            mark = machine.guess_marks(key, symbol)
-            if mark is not None:
-                marks[time] = highest(marks.get(time), mark)  # type: ignore[assignment]
-        except Exception:  # noqa: BLE001 - only a guess: the run judges the event
-            continue
-    return marks
+
+    def guesses() -> Iterator[tuple[Any, Mark | None]]:
+        for key, symbol, time in events:
+            if time is None:
+                continue
+            try:
+                mark = machine.guess_marks(key, symbol)
+            except Exception:  # noqa: BLE001 - only a guess: the run judges the event
+                continue
+            yield time, mark
+
+    try:
+        return highs_by_time(guesses())
+    except TypeError:
+        return {}
 
 
 def arrangement_high(machine: Machine, arrangement: Any) -> Mark | None:

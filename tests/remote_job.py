@@ -89,7 +89,7 @@ def write_files(files: list[list], source: str, schema: dict[str, pa.DataType]) 
     in order of modification time."""
     os.makedirs(source)
     for i, rows in enumerate(files):
-        columns = list(zip(*rows, strict=True))
+        columns = list(zip(*rows, strict=True)) or [()] * len(schema)  # a file may hold no rows
         table = pa.table({name: pa.array(c, t) for (name, t), c in zip(schema.items(), columns, strict=True)})
         path = os.path.join(source, f"{i:02d}.parquet")
         pq.write_table(table, path)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
@@ -101,20 +99,14 @@ def file_stream(spark, files, schema, source):
     file per micro-batch, in order. The files are written with pyarrow in the Arrow
     schema Spark gives ``schema`` (a Spark job per file would cost more than the
     micro-batch that reads it)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
+
+    from tests.remote_job import write_files
 
     arrow_schema = to_arrow_schema(
         spark.createDataFrame([], schema).schema, timezone=spark.conf.get("spark.sql.session.timeZone")
     )
-    source.mkdir(exist_ok=True)
-    for i, rows in enumerate(files):
-        columns = list(zip(*rows, strict=True)) or [()] * len(arrow_schema)
-        table = pa.table([pa.array(c, f.type) for f, c in zip(arrow_schema, columns, strict=True)], schema=arrow_schema)
-        target = source / f"{i:02d}.parquet"
-        pq.write_table(table, target)
-        os.utime(target, (1_700_000_000 + i,) * 2)
+    write_files(files, str(source), {f.name: f.type for f in arrow_schema})
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
 
 
