@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from statemachines import Event, LocalRuntime, Machine, Rejected, Update
 from statemachines.columns import column_to_python, columns_of, python_rows
+from statemachines.core import held_values
 from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
@@ -233,7 +234,8 @@ class BucketState:
         due = {}
         if machine.spec.has_deadlines:
             for key, vs in values.items():
-                time = machine.deadline(key, vs)
+                held = held_values(machine, vs)
+                time = machine.deadline(key, held) if held else None
                 if time is not None:
                     due[key] = time
         checkpoint = {

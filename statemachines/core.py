@@ -19,7 +19,7 @@ from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.updates import Update, total_order_key
 
-__all__ = ["OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "run_key"]
+__all__ = ["OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "held_values", "run_key"]
 
 ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
@@ -160,6 +160,18 @@ def _outcome(machine: Machine, result: Any, hook: str) -> tuple[frozenset[Any], 
     return frozenset(result), ()
 
 
+def held_values(machine: Machine, values: frozenset[Any]) -> frozenset[Any]:
+    """The values a key holds: ``values`` (as an output stores them) without the
+    findings among them, which were reported once and are not the machine's state::
+
+        stored values                        held
+        {partial p, match m}                 {partial p}
+    """
+    if machine.spec.emits_findings and values:
+        return frozenset(v for v in values if not machine.is_finding(v))
+    return values
+
+
 def advance_key(
     machine: Machine,
     key: Any,
@@ -209,8 +221,7 @@ def advance_key(
             f"advance_key takes final events only (below upto={upto!r}); the last is at time {events[-1][2]!r}"
         )
     spec = machine.spec
-    if spec.emits_findings and values:
-        values = frozenset(v for v in values if not machine.is_finding(v))
+    values = held_values(machine, values)
     updates: list[Update] = []
     rejected: list[Rejected] = []
     wake = machine.deadline if spec.has_deadlines else None

@@ -27,7 +27,7 @@ import attrs
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
 from statemachines.columns import storage_problem
-from statemachines.core import OwnTypeCheck, ValueCheck, advance_key
+from statemachines.core import OwnTypeCheck, ValueCheck, advance_key, held_values
 from statemachines.deadlines import Deadlines
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
 from statemachines.errors import InvalidArgument
@@ -354,7 +354,7 @@ class LocalRuntime:
         if self.machine.spec.has_deadlines:
             keys = self._into.keys() if self._into is not None else list(self._values)
             for key in keys:
-                self._deadlines.arm(key, self.values(key))
+                self._deadlines.arm(key, held_values(self.machine, self.values(key)))
 
     # -- writing --------------------------------------------------------------------
 

@@ -338,6 +338,25 @@ def test_a_run_continuing_an_arrangement_keeps_the_rules_earlier_runs_used(rows,
     assert observed([*first.updates, *rest.updates]) == observed(alone)
 
 
+def test_a_run_continuing_an_arrangement_asks_each_version_of_the_partial_matches_it_holds():
+    """The arrangement holds the findings of the version replaced at 1 (begun at 0)
+    beside the partial matches of its successor: the continuing run reads the
+    successor's states with the successor's pattern, not the one the findings began in."""
+    from statemachines import Arrangement
+
+    gap = Pattern.begin("fail").where("kind = 'fail'").followed_by("ok").where("kind = 'ok'").within(5, "previous_and_current")
+    three = Pattern.begin("fail").where("kind = 'fail'").times(3).followed_by("ok").where("kind = 'ok'")
+    rows = [("fraud", gap.to_json(), 0), ("fraud", three.to_json(), 1)]
+    events = [("u", Login("fail", 1), t) for t in (0, 1, 1, 3)] + [("u", Login("ok", 1), 8)]
+    arrangement = Arrangement()
+    first = run_local(RuleDetector(rows), [e for e in events if e[2] < 2], frontier=2, into=arrangement)
+    assert {v[0] for v in arrangement.values("u")} == {"replaced", "partial"}
+    rest = run_local(RuleDetector(rows), [e for e in events if e[2] >= 2], frontier=END, into=arrangement)
+    alone = run_local(RuleDetector(rows), events, frontier=END).updates
+    assert observed([*first.updates, *rest.updates]) == observed(alone)
+    assert [len(m.events) for m in matches(alone)] == [4]
+
+
 def test_a_rule_row_below_the_arrangements_upper_that_earlier_runs_did_not_use_is_refused():
     from statemachines import Arrangement
 
