@@ -1,10 +1,12 @@
 """Benchmark: the fraud pattern with SQL conditions against the same pattern with functions.
 
 Usage:
-    python benchmarks/cep_expressions.py [--n N] [--k K] [--runs R] [--skip-spark | --skip-local]
+    python benchmarks/cep_expressions.py [--n N] [--k K] [--runs R] [--many-amounts] [--skip-spark | --skip-local]
 
 Events are records ``Login(kind, amount)`` (a NamedTuple locally, a struct on Spark),
-``amount`` NULL in a fifth of them; the pattern is three ``kind = 'fail'`` then
+``amount`` NULL in a fifth of them (with ``--many-amounts``, one in a thousand, the
+others spread over 1,000 values: about as many distinct logins as events in a Spark
+chunk, where the default's 15 let a function be called once per distinct login); the pattern is three ``kind = 'fail'`` then
 ``kind = 'ok' AND amount > 10`` within 10, its conditions given once as SQL text
 (evaluated for a batch of events at once) and once as Python functions (per event).
 Measured warm and interleaved (A B A B ...) in one process, run_local and run_batch
@@ -53,11 +55,11 @@ def patterns(window: int) -> dict[str, Pattern]:
     }
 
 
-def logins(n: int, k: int, window: int, seed: int = 5) -> list[tuple[str, Login, int]]:
+def logins(n: int, k: int, window: int, seed: int = 5, many_amounts: bool = False) -> list[tuple[str, Login, int]]:
     """``(user, Login, time)``: a user has about 10 events per window."""
     rnd = random.Random(seed)
     kinds = ["fail"] * 5 + ["ok"] * 2 + ["view"] * 3
-    amounts = [None, 5, 20, 50, 500]
+    amounts = [None, *range(1000)] if many_amounts else [None, 5, 20, 50, 500]
     span = max(1, n * window // (10 * k))
     return [(f"u{rnd.randrange(k)}", Login(rnd.choice(kinds), rnd.choice(amounts)), i * span // n) for i in range(n)]
 
@@ -99,10 +101,11 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--many-amounts", action="store_true", help="1,000 distinct amounts, not 4")
     parser.add_argument("--skip-spark", action="store_true")
     parser.add_argument("--skip-local", action="store_true", help="time run_batch only (still checked against run_local)")
     args = parser.parse_args()
-    events = logins(args.n, args.k, args.window)
+    events = logins(args.n, args.k, args.window, many_amounts=args.many_amounts)
     detectors = {name: Detector(p) for name, p in patterns(args.window).items()}
     expected = local_digest(run_local(detectors["functions"], events).updates)
 
@@ -119,7 +122,8 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"N={args.n:,} events, K={args.k:,} users, within {args.window}; {os.cpu_count()} cores; "
+    amounts = "1,000 amounts" if args.many_amounts else "4 amounts"
+    print(f"N={args.n:,} events, K={args.k:,} users, {amounts}, within {args.window}; {os.cpu_count()} cores; "
           f"median of {args.runs} interleaved runs, each checked against run_local with functions")
     print(f"{expected[0]:,} matches, {expected[1]:,} timeouts")
     print(f"{'approach':<28}{'seconds':>9}{'events/s':>12}{'SQL vs functions':>18}")

@@ -67,7 +67,9 @@ def test_the_cep_benchmark_prints_its_table():
 
 def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
     out = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark")
-    assert "run_local, SQL" in out and "run_local, functions" in out
+    assert "run_local, SQL" in out and "run_local, functions" in out and "4 amounts" in out
+    many = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--many-amounts")
+    assert "1,000 amounts" in many and "run_local, SQL" in many
 
 
 def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
