@@ -284,3 +284,25 @@ def test_spark_batch_continued_from_its_arrangement_equals_run_local(spark, tmp_
     assert sort_updates(consolidate(stored)) == whole.updates
     expected = [(r.event.key, r.event.symbol, r.event.time, r.reason.value) for r in whole.rejected]
     assert sorted(rejected, key=repr) == sorted(expected, key=repr)
+
+
+@pytest.mark.spark
+@settings(max_examples=4, deadline=None)
+@given(sst.events(timed_values, key=st.sampled_from(["a", "b", "c", "d"]), max_size=30), latenesses, st.integers(-15, 15))
+def test_spark_settles_from_any_first_guess_to_the_reference(spark, events, lateness, shift):
+    """First guesses ``shift`` too high or too low take several runs to settle, to
+    the reference's result."""
+    from statemachines.spark import run_batch
+
+    class Guessing(UpsertWithLateness):
+        def guess_marks(self, key, symbol):
+            return None if symbol is None else (symbol[0] + shift, None)
+
+    schema = "key string, symbol struct<at: long, p: string>, time long, order long"
+    result = run_batch(Guessing(lateness, value_time=at), spark.createDataFrame(events, schema), order="order")
+    expected, expected_rejected = upsert_with_lateness(events, lateness, value_time=at)
+    got = [((r.key, r.value and tuple(r.value)), r.time, r.diff) for r in result.updates.collect()]
+    assert sort_updates(consolidate(got)) == sort_updates(consolidate(expected))
+    rejected = [((r.key, r.symbol and tuple(r.symbol), r.time, r.order), r.reason) for r in result.rejected.collect()]
+    assert sorted(rejected, key=repr) == sorted(((tuple(e), why) for e, why in expected_rejected), key=repr)
+
