@@ -6,7 +6,8 @@ Usage:
 Events are records ``Login(kind, amount)`` (a NamedTuple locally, a struct on Spark),
 ``amount`` NULL in a fifth of them (with ``--many-amounts``, one in a thousand, the
 others spread over 1,000 values: about as many distinct logins as events in a Spark
-chunk, where the default's 15 let a function be called once per distinct login); the pattern is three ``kind = 'fail'`` then
+chunk, where the default's 15 let a function be called once per distinct login); the
+pattern is three ``kind = 'fail'`` then
 ``kind = 'ok' AND amount > 10`` within 10, its conditions given once as SQL text
 (evaluated for a batch of events at once) and once as Python functions (per event).
 Measured warm and interleaved (A B A B ...) in one process, run_local and run_batch
