@@ -76,7 +76,10 @@ def jvm_options(cache: Path) -> str:
     if java is None:
         return JVM_OPTIONS
     java = os.path.realpath(java)
-    made = hashlib.sha256(f"{pyspark.__version__} {java} {os.stat(java).st_mtime} {JVM_OPTIONS}".encode()).hexdigest()
+    # the class path is the Spark home's: an archive made for another install is ignored
+    made = hashlib.sha256(
+        f"{pyspark.__version__} {SPARK_HOME} {java} {os.stat(java).st_mtime} {JVM_OPTIONS}".encode()
+    ).hexdigest()
     archive = cache / f"spark-classes-{made[:16]}.jsa"
     if not archive.exists():
         cache.mkdir(parents=True, exist_ok=True)
