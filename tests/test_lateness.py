@@ -265,6 +265,10 @@ def test_waterline_step_function():
     assert line.high == (3, 7)
 
 
+# the events of timed_values as Spark rows
+SPARK_SCHEMA = "key string, symbol struct<at: long, p: string>, time long, order long"
+
+
 @pytest.mark.spark
 @settings(max_examples=4, deadline=None)
 @given(sst.events(timed_values, key=st.sampled_from(["a", "b", "c"]), max_size=30), latenesses, st.integers(0, 13))
@@ -272,12 +276,11 @@ def test_spark_batch_continued_from_its_arrangement_equals_run_local(spark, tmp_
     from statemachines.spark import run_batch
 
     machine = UpsertWithLateness(lateness, value_time=at)
-    schema = "key string, symbol struct<at: long, p: string>, time long, order long"
     into = tmp_path_factory.mktemp("arr")
     rejected = []
     for part in ([e for e in events if e.time < split], [e for e in events if e.time >= split]):
         if part:
-            result = run_batch(machine, spark.createDataFrame(part, schema), order="order", into=into)
+            result = run_batch(machine, spark.createDataFrame(part, SPARK_SCHEMA), order="order", into=into)
             rejected += [(r.key, r.symbol and tuple(r.symbol), r.time, r.reason) for r in result.rejected.collect()]
     whole = run_local(machine, events)
     stored = PersistedArrangement(into).updates() if events else []
@@ -298,8 +301,7 @@ def test_spark_settles_from_any_first_guess_to_the_reference(spark, events, late
         def guess_marks(self, key, symbol):
             return None if symbol is None else (symbol[0] + shift, None)
 
-    schema = "key string, symbol struct<at: long, p: string>, time long, order long"
-    result = run_batch(Guessing(lateness, value_time=at), spark.createDataFrame(events, schema), order="order")
+    result = run_batch(Guessing(lateness, value_time=at), spark.createDataFrame(events, SPARK_SCHEMA), order="order")
     expected, expected_rejected = upsert_with_lateness(events, lateness, value_time=at)
     got = [((r.key, r.value and tuple(r.value)), r.time, r.diff) for r in result.updates.collect()]
     assert sort_updates(consolidate(got)) == sort_updates(consolidate(expected))
