@@ -23,7 +23,15 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``+ - *``, unary minus, and
 ``lower upper abs length coalesce``. Anything else is refused when the pattern is
-built, naming what is not supported.
+built, naming what is not supported, and so is a test that can never be TRUE or
+FALSE (a number, text or arithmetic as the condition or as a side of ``AND``, ``OR``,
+``NOT``). A field is typed only by the events: one that is not boolean where a test
+is needed rejects each event it is read for (``condition_failed``), naming it::
+
+    condition                  built     an event Login('ok', 1)
+    amount + 1                 refused   -
+    kind = 'ok' AND amount     yes       rejected: AND needs TRUE or FALSE: 'amount' gives int64 values
+    kind = 'ok' AND amount > 0 yes       met
 """
 
 from __future__ import annotations
@@ -98,7 +106,7 @@ class Expression:
         if pa.types.is_null(result.type):
             result = result.cast(pa.bool_())
         if not pa.types.is_boolean(result.type):
-            raise TypeError(f"the condition {self.sql!r} is a {result.type}, not a boolean")
+            raise TypeError(f"the condition {self.sql!r} gives {result.type} values, not TRUE or FALSE")
         if isinstance(result, pa.ChunkedArray):
             result = result.combine_chunks()
         return pc.fill_null(result, False)
@@ -145,6 +153,28 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r}: IS takes NULL only ({node.sql(dialect='spark')!r})")
         if kind in (exp.Like, exp.ILike) and not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
             raise DefinitionError(f"the condition {sql!r}: LIKE needs a string literal pattern")
+    operands = (part for node in tree.find_all(exp.And, exp.Or, exp.Not) for part in node.iter_expressions())
+    for test, name in [(tree, "it"), *((part, None) for part in operands)]:
+        while isinstance(test, exp.Paren):
+            test = test.this
+        gives = _never_a_test(test)
+        if gives:
+            name = name or repr(test.sql(dialect="spark"))
+            raise DefinitionError(f"the condition {sql!r} is not a test: {name} gives {gives}, not TRUE or FALSE")
+
+
+def _never_a_test(node: Any) -> str | None:
+    """What a node gives that is never TRUE or FALSE ("numbers", "text"), or None: a
+    field or a function of fields may be boolean, known only when events come."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Literal):
+        return "text" if node.is_string else "numbers"
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Neg | exp.Abs | exp.Length):
+        return "numbers"
+    if isinstance(node, exp.Lower | exp.Upper):
+        return "text"
+    return None
 
 
 # -- evaluating --------------------------------------------------------------------------------
@@ -186,11 +216,11 @@ class _Evaluator:
             equal = pc.fill_null(_compare(pc.equal, left, right, self.rows), False)
             return pc.or_(both_null, equal)
         if kind is exp.And:
-            return pc.and_kleene(self._boolean(node.this), self._boolean(node.expression))
+            return pc.and_kleene(self._boolean(node.this, "AND"), self._boolean(node.expression, "AND"))
         if kind is exp.Or:
-            return pc.or_kleene(self._boolean(node.this), self._boolean(node.expression))
+            return pc.or_kleene(self._boolean(node.this, "OR"), self._boolean(node.expression, "OR"))
         if kind is exp.Not:
-            return pc.invert(self._boolean(node.this))
+            return pc.invert(self._boolean(node.this, "NOT"))
         if kind is exp.Is:  # IS NULL (checked when built)
             return _is_null(self.value(node.this), self.rows)
         if kind is exp.In:
@@ -234,10 +264,14 @@ class _Evaluator:
             return pc.struct_field(column, node.name)
         return self.table.column(node.name)
 
-    def _boolean(self, node: Any) -> Any:
+    def _boolean(self, node: Any, operator: str) -> Any:
+        import pyarrow as pa
+
         value = self.value(node)
         if _is_null_type(value):
             return _nulls(self.rows)
+        if not pa.types.is_boolean(value.type):
+            raise TypeError(f"{operator} needs TRUE or FALSE: {node.sql(dialect='spark')!r} gives {value.type} values")
         return value
 
 

@@ -155,12 +155,32 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
 @pytest.mark.parametrize(
     "sql, says",
     [
+        ("amount", "the condition 'amount' gives int64 values, not TRUE or FALSE"),
+        ("kind = 'ok' OR amount", "OR needs TRUE or FALSE: 'amount' gives int64 values"),
+        ("NOT kind", "NOT needs TRUE or FALSE: 'kind' gives string values"),
+    ],
+)
+def test_a_field_that_is_no_boolean_where_a_test_is_needed_rejects_each_event_naming_it(sql, says):
+    events = [("u", Login("ok", 1), 1), ("v", Login("fail", 3), 2)]
+    result = run_local(Detector(Pattern.begin("a").where(sql)), events)
+    rejected = [(r.event.key, r.event.symbol, r.event.time, r.reason) for r in result.rejected]
+    assert rejected == [(*e, "condition_failed") for e in events]
+    assert all(says in r.detail for r in result.rejected) and result.updates == []
+
+
+@pytest.mark.parametrize(
+    "sql, says",
+    [
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
         ("amount / 2 > 1", "do not support"),
         ("kind IS TRUE", "IS takes NULL only"),
         ("kind LIKE kind", "string literal pattern"),
         ("", "needs SQL text"),
+        ("amount + 1", "not a test: it gives numbers"),
+        ("'fail'", "not a test: it gives text"),
+        ("kind = 'fail' AND (length(kind))", "not a test: 'LENGTH.kind.' gives numbers"),
+        ("NOT lower(kind)", "not a test: 'LOWER.kind.' gives text"),
     ],
 )
 def test_an_expression_the_evaluator_cannot_run_is_refused_when_the_pattern_is_built(sql, says):

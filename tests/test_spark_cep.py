@@ -183,15 +183,23 @@ def test_conditions_on_struct_events_read_fields_by_name_on_spark_as_locally(spa
     assert streamed == local and rejected == []
 
 
-def test_a_field_the_struct_lacks_rejects_each_event_naming_it(spark):
-    """An SQL condition over a field the symbol struct does not have."""
+@pytest.mark.parametrize(
+    "condition, says",
+    [("status = 'locked'", "reads 'status', which the events do not have"), ("kind = 'ok' OR amount", "OR needs TRUE")],
+    ids=["a field the struct lacks", "a field that is no boolean"],
+)
+def test_a_condition_the_struct_cannot_meet_rejects_each_event_as_locally(spark, condition, says):
+    """An SQL condition over a field the symbol struct does not have, or one that is
+    not boolean where a test is needed: each event is rejected with the reason the
+    local runtime gives."""
     from statemachines.spark import run_batch
     from tests.test_expressions import Login
 
     events = [("u1", Login("fail", t), t, 0) for t in range(5)]
     schema = "key string, symbol struct<kind: string, amount: bigint>, time long, order long"
-    unknown = Detector(Pattern.begin("a").where("status = 'locked'"))
-    refused = run_batch(unknown, spark.createDataFrame(events, schema), order="order").rejected.collect()
-    assert [r.reason for r in refused] == ["condition_failed"] * 5
-    assert all("'status'" in r.detail for r in refused)
+    detector = Detector(Pattern.begin("a").where(condition))
+    refused = run_batch(detector, spark.createDataFrame(events, schema), order="order").rejected.collect()
+    local = run_local(detector, events).rejected
+    assert sorted((r.time, r.reason, r.detail) for r in refused) == [(r.event.time, r.reason, r.detail) for r in local]
+    assert len(refused) == 5 and all(says in r.detail for r in refused)
 
