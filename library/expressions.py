@@ -209,11 +209,11 @@ class _Evaluator:
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
-            return _compare(_COMPARISONS[kind], self.value(node.this), self.value(node.expression), self.rows)
+            return _compare(node, _COMPARISONS[kind], self.value(node.this), self.value(node.expression), self.rows)
         if kind is exp.NullSafeEQ:
             left, right = self.value(node.this), self.value(node.expression)
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
-            equal = pc.fill_null(_compare(pc.equal, left, right, self.rows), False)
+            equal = pc.fill_null(_compare(node, pc.equal, left, right, self.rows), False)
             return pc.or_(both_null, equal)
         if kind is exp.And:
             return pc.and_kleene(self._boolean(node.this, "AND"), self._boolean(node.expression, "AND"))
@@ -227,12 +227,12 @@ class _Evaluator:
             left = self.value(node.this)
             result: Any = pa.scalar(False)
             for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
-                result = pc.or_kleene(result, _compare(pc.equal, left, self.value(item), self.rows))
+                result = pc.or_kleene(result, _compare(node, pc.equal, left, self.value(item), self.rows))
             return result
         if kind is exp.Between:
             left = self.value(node.this)
-            low = _compare(pc.greater_equal, left, self.value(node.args["low"]), self.rows)
-            high = _compare(pc.less_equal, left, self.value(node.args["high"]), self.rows)
+            low = _compare(node, pc.greater_equal, left, self.value(node.args["low"]), self.rows)
+            high = _compare(node, pc.less_equal, left, self.value(node.args["high"]), self.rows)
             return pc.and_kleene(low, high)
         if kind in (exp.Like, exp.ILike):
             pattern = self.value(node.expression)  # a string literal (checked when built)
@@ -319,8 +319,9 @@ def _is_null(value: Any, rows: int) -> Any:
     return pc.is_null(_array(value, rows))
 
 
-def _compare(op: Callable[..., Any], left: Any, right: Any, rows: int) -> Any:
-    """``op`` of two values; NULL (of no type) on either side gives NULL."""
+def _compare(node: Any, op: Callable[..., Any], left: Any, right: Any, rows: int) -> Any:
+    """``op`` of two values of the comparison ``node``; NULL (of no type) on either
+    side gives NULL."""
     if _is_null_type(left) or _is_null_type(right):
         return _nulls(rows)
     import pyarrow as pa
@@ -328,4 +329,4 @@ def _compare(op: Callable[..., Any], left: Any, right: Any, rows: int) -> Any:
     try:
         return op(left, right)
     except pa.ArrowNotImplementedError:
-        raise TypeError(f"cannot compare {left.type} with {right.type}") from None
+        raise TypeError(f"{node.sql(dialect='spark')!r} cannot compare {left.type} with {right.type}") from None

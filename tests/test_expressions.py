@@ -158,9 +158,10 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("amount", "the condition 'amount' gives int64 values, not TRUE or FALSE"),
         ("kind = 'ok' OR amount", "OR needs TRUE or FALSE: 'amount' gives int64 values"),
         ("NOT kind", "NOT needs TRUE or FALSE: 'kind' gives string values"),
+        ("kind = 'ok' AND amount BETWEEN 'a' AND 'z'", """"amount BETWEEN 'a' AND 'z'" cannot compare int64 with string"""),
     ],
 )
-def test_a_field_that_is_no_boolean_where_a_test_is_needed_rejects_each_event_naming_it(sql, says):
+def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
     events = [("u", Login("ok", 1), 1), ("v", Login("fail", 3), 2)]
     result = run_local(Detector(Pattern.begin("a").where(sql)), events)
     rejected = [(r.event.key, r.event.symbol, r.event.time, r.reason) for r in result.rejected]
