@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import pathlib
 import re
+import shlex
 
 import pytest
 
@@ -39,3 +42,24 @@ def test_the_spark_blocks_run(spark, tmp_path):
     query.processAllAvailable()
     query.stop()
     assert (tmp_path / "customers_arrangement" / "_delta_log").is_dir()
+
+
+def command_lines():
+    """Every ``statemachines ...`` command the README shows, as argument lists."""
+    text = README.read_text().replace("\\\n", " ")  # continued lines joined
+    found = re.findall(r"(?:^|`)\s*(?:[A-Z_]+=\S+\s+)*statemachines\s([^`\n]*)", text, flags=re.M)
+    parts = [re.sub(r"^\s*statemachines\s", "", part) for line in found for part in line.split("&&")]
+    return [shlex.split(part, comments=True) for part in parts]
+
+
+def test_every_command_line_the_readme_shows_is_one_the_command_takes():
+    from statemachines.library.cli import parser
+
+    commands = command_lines()
+    assert len(commands) >= 20 and {c[0] for c in commands} >= {"run", "feed", "show", "diagram", "cdc"}
+    for argv in commands:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as errors:
+            try:
+                parser().parse_args(argv)
+            except SystemExit as exit:
+                assert exit.code == 0, f"statemachines {shlex.join(argv)}: {errors.getvalue().strip()}"
