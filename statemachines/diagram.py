@@ -72,7 +72,7 @@ class Diagram:
         """Graphviz DOT source."""
         lines = [f"digraph {_dot_id(self.title)} {{", "  rankdir=LR;", '  node [shape=ellipse, fontname="Helvetica"];']
         lines.append('  edge [fontname="Helvetica", fontsize=10];')
-        label = "\\n".join([self.title, *self.notes])
+        label = "\n".join([self.title, *self.notes])  # a line each (_dot_text escapes new lines for DOT)
         lines.append(f'  labelloc="t"; label="{_dot_text(label)}";')
         for node in self.nodes:
             shape = ', peripheries=2' if node.final else ""

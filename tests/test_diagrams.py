@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import os
 import pathlib
+import re
 import shutil
 import sys
 from operator import itemgetter
@@ -222,6 +224,16 @@ def test_real_svg_and_png_files(tmp_path):
     assert "<svg" in svg.read_text() and "locked" in svg.read_text()
     png = render(Detector(fraud()), tmp_path / "fraud.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@needs_dot
+def test_the_title_and_each_note_are_lines_of_their_own_in_the_drawing(tmp_path):
+    drawn = diagram(Detector(fraud()))
+    assert drawn.notes
+    svg = render(Detector(fraud()), tmp_path / "fraud.svg").read_text()
+    lines = [html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)]
+    assert drawn.title in lines and all(note in lines for note in drawn.notes)
+    assert not any("\\" in line for line in lines)
 
 
 def test_a_missing_dot_binary_gives_the_install_hint(tmp_path, monkeypatch):
