@@ -509,7 +509,8 @@ class RuleDetector(Machine):
 
     def diagram(self) -> Diagram:
         """Every rule version's NFA side by side, its states named after its rule and
-        the time it is valid from, its validity among the notes."""
+        the time it is valid from, its validity and its own notes (its window, its
+        skip strategy) among the notes."""
         nodes, edges, notes = [], [], []
         for n, version in enumerate(self.rules.versions):
             own = version.detector.diagram()
@@ -518,6 +519,7 @@ class RuleDetector(Machine):
             edges += [attrs.evolve(e, source=f"v{n}_{e.source}", target=f"v{n}_{e.target}") for e in own.edges]
             until = "on" if version.valid_until is None else f"until {version.valid_until} ({version.ends_as})"
             notes.append(f"{name} {until}: {own.title}")
+            notes += [f"{name}: {note}" for note in own.notes]
         return Diagram(f"RuleDetector({len(self.rules.versions)} rule versions)", tuple(nodes), tuple(edges), tuple(notes))
 
     def transition(

@@ -185,11 +185,13 @@ def test_the_rule_detector_diagram_holds_each_rule_versions_diagram_and_validity
     from statemachines.library import RuleDetector
 
     def fraud_sql(fails):
-        return Pattern.begin("fail").where("kind = 'fail'").times(fails).followed_by("ok").where("kind = 'ok'")
+        return Pattern.begin("fail").where("kind = 'fail'").times(fails).followed_by("ok").where("kind = 'ok'").within(fails * 2)
 
     rules = RuleDetector([("fraud", fraud_sql(2).to_json(), 0), ("fraud", fraud_sql(3).to_json(), 5), ("fraud", None, 9)])
     drawn = diagram(rules)
     alone = [diagram(Detector(fraud_sql(n))) for n in (2, 3)]
+    for start, own in zip((0, 5), alone, strict=True):  # each version's notes, its window among them
+        assert own.notes and all(f"fraud from {start}: {note}" in drawn.notes for note in own.notes)
     assert len(drawn.nodes) == sum(len(d.nodes) for d in alone)
     assert sorted(e.label for e in drawn.edges) == sorted(e.label for d in alone for e in d.edges)
     assert len({n.id for n in drawn.nodes}) == len(drawn.nodes)  # the versions' states stay apart
