@@ -51,7 +51,7 @@ from typing import Any
 from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.times import time_kind
+from statemachines.times import is_duration, time_kind
 from statemachines.waterline import Mark, Waterline
 
 __all__ = ["Late", "UpsertWithLateness"]
@@ -87,8 +87,9 @@ class UpsertWithLateness(Machine):
 
     Args:
         lateness: how far behind the newest time a time may be (same units as the
-            times ``value_time`` and ``key_time`` return: a number, or a
-            ``timedelta`` for datetimes).
+            times ``value_time`` and ``key_time`` return: a finite number of at least
+            0, or a ``timedelta`` for datetimes; anything else is refused, NaN
+            included, which would let every late command through).
         value_time: a value's event time (value lateness), or ``None``.
         key_time: a key's event time (key lateness), or ``None``.
     """
@@ -109,6 +110,10 @@ class UpsertWithLateness(Machine):
         for name, fn in (("value_time", value_time), ("key_time", key_time)):
             if fn is not None and not callable(fn):
                 raise InvalidArgument(f"{name} must be a function, got {fn!r}")
+        if not is_duration(lateness):
+            raise InvalidArgument(
+                f"lateness is a finite duration of at least 0 (a number, or a timedelta for datetimes), got {lateness!r}"
+            )
         self.lateness = lateness
         self.value_time = value_time
         self.key_time = key_time

@@ -71,6 +71,7 @@ import attrs
 
 from statemachines.errors import DefinitionError
 from statemachines.library.expressions import Expression
+from statemachines.times import is_duration
 
 __all__ = ["Contiguity", "Group", "Negation", "Pattern", "Skip", "Step", "WithinType"]
 
@@ -435,9 +436,9 @@ class Pattern:
         if kind == WithinType.PREVIOUS_AND_CURRENT:
             bound = self._pending[-1].gap if self._pending else getattr(self.steps[-1], "gap", None)
         try:
-            positive = duration > duration * 0
+            positive = is_duration(duration, positive=True)
             smallest = duration if bound is None else min(bound, duration)
-        except TypeError:
+        except TypeError:  # a timedelta beside a number
             positive = False
         if not positive:
             raise DefinitionError(

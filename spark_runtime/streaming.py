@@ -75,7 +75,7 @@ from statemachines.spark.output import (
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
 from statemachines.spark.rule_stream import check_rules, kept_settings, taken_rules
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
-from statemachines.times import decode_time, encode_time
+from statemachines.times import decode_time, encode_time, is_duration
 
 __all__ = [
     "BucketSink",
@@ -479,8 +479,9 @@ def run_stream(
             buckets' state, including events not yet final: a query started on a
             new checkpoint continues from the arrangement's values only.
         key, symbol, time, order: the event columns.
-        delay: how far behind the latest event time the frontier stays (a number,
-            or a ``timedelta`` for timestamp and date times). The frontier of a
+        delay: how far behind the latest event time the frontier stays (a finite
+            number of at least 0, or a ``timedelta`` for timestamp and date times;
+            anything else is refused before the query starts). The frontier of a
             micro-batch comes from the events of earlier ones; events below it
             when they arrive are rejected as late.
         value_type: as for :func:`~statemachines.spark.batch.run_batch`.
@@ -511,6 +512,10 @@ def run_stream(
     require_frame(events, "run_stream")
     if not events.isStreaming:
         raise InvalidArgument("run_stream needs a streaming DataFrame; use run_batch for a static one")
+    if not is_duration(delay):
+        raise InvalidArgument(
+            f"delay is a finite duration of at least 0 (a number, or a timedelta for timestamps), got {delay!r}"
+        )
     if rules is not None:
         check_rules(machine, rules)
     columns = EventColumns(key, symbol, time, order, refusal)

@@ -11,7 +11,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["decode_time", "encode_time", "time_after", "time_kind"]
+__all__ = ["decode_time", "encode_time", "is_duration", "time_after", "time_kind"]
 
 
 def time_kind(time: Any) -> str | None:
@@ -29,6 +29,28 @@ def time_kind(time: Any) -> str | None:
     if isinstance(time, _dt.date):
         return "date"
     return None
+
+
+def is_duration(value: Any, *, positive: bool = False) -> bool:
+    """Whether ``value`` is a finite, non-negative (with ``positive``: greater than zero)
+    span of some clock: a number (not a bool), or a ``timedelta`` for datetimes and dates.
+
+    ====================  =========  ===============
+    value                 duration   positive
+    ====================  =========  ===============
+    5, 0.5, timedelta(1)  yes        yes
+    0, timedelta(0)       yes        no
+    -1, nan, inf          no         no
+    "5", True, None       no         no
+    ====================  =========  ===============
+    """
+    if isinstance(value, _dt.timedelta):
+        zero: Any = _dt.timedelta(0)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+        zero = 0
+    else:
+        return False
+    return value > zero if positive else value >= zero
 
 
 def time_after(time: Any) -> Any:

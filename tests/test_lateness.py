@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import random
 from operator import itemgetter
 
@@ -90,6 +91,9 @@ def test_definition_and_user_function_errors():
         UpsertWithLateness(5)
     with pytest.raises(InvalidArgument, match="must be a function"):
         UpsertWithLateness(5, value_time=3)
+    for lateness in (-1, float("nan"), float("inf"), "5", True, None, datetime.timedelta(seconds=-1)):
+        with pytest.raises(InvalidArgument, match="lateness is a finite duration of at least 0"):
+            UpsertWithLateness(lateness, value_time=at)
     machine = UpsertWithLateness(5, value_time=at, key_time=len)
     events = [("k", (10, "x"), 1), ("k", "no time", 2), ("k", (None,), 2), ("k", None, 3, None)]
     events += [(3, (11, "x"), 3)]

@@ -341,6 +341,16 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
     assert not (tmp_path / "ckpt").exists()
 
 
+@pytest.mark.parametrize("delay", [-3, float("nan"), float("inf"), "3", True])
+def test_a_delay_that_is_no_duration_of_at_least_0_is_refused_before_the_query_starts(spark, tmp_path, delay):
+    """A negative delay would make events final before they were seen; NaN, infinity
+    or text would fail the query at its first micro-batch."""
+    frame = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    with pytest.raises(InvalidArgument, match="delay is a finite duration of at least 0"):
+        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", delay=delay)
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "arr").exists()
+
+
 @pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow", "runtime"])
 def test_number_times_beyond_sparks_clock_are_refused_not_a_failed_query(spark, tmp_path, machine):
     """Spark hands its event-time clock to Python as nanosecond timestamps: number
