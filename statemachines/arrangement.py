@@ -41,6 +41,7 @@ from sortedcontainers import SortedKeyList
 from statemachines._gc import gc_paused
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_time
 from statemachines.errors import InvalidArgument
+from statemachines.times import is_time, time_kind
 from statemachines.updates import Update, one_nan, sort_updates, total_order_key
 
 __all__ = ["REPLAY_WINDOW", "Arrangement", "Batch", "HistoryRow", "ReadHandle"]
@@ -421,6 +422,7 @@ class Arrangement:
         Returns:
             The ``since`` actually reached.
         """
+        self._check_time(since, "advance since")
         if self._upper is None:
             return self._since  # nothing written, nothing to compact
         with self._holds_lock:
@@ -458,7 +460,16 @@ class Arrangement:
             self._check_readable(since, "hold")
             return ReadHandle(self, since)
 
+    def _check_time(self, time: Any, what: str) -> None:
+        """Refuse to ``what`` at a ``time`` that is no time of the arrangement's kind."""
+        kind = None if self._upper is None else time_kind(self._upper)
+        if not is_time(time, kind):
+            of_kind = f" of the arrangement's kind ({kind})" if kind else ""
+            raise InvalidArgument(f"cannot {what} at {time!r}: it is not a time{of_kind}")
+
     def _check_readable(self, time: Any, what: str) -> None:
+        if time is not None:
+            self._check_time(time, what)
         if self._since is not None and time is not None and time < self._since:
             raise InvalidArgument(
                 f"cannot {what} at {time!r}: the arrangement is compacted up to since="
@@ -558,6 +569,8 @@ class Arrangement:
         When ``lower == since``, updates compacted from earlier times appear at ``since``.
         """
         self._check_readable(lower, "read changes")
+        if upper is not None:
+            self._check_time(upper, "read changes")
         found = []
         for key, entries in self.cursor():
             for value, times in entries.items():

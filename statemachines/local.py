@@ -36,7 +36,7 @@ from statemachines.intake import Intake
 from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
-from statemachines.times import time_after, time_kind
+from statemachines.times import is_time, time_after, time_kind
 from statemachines.updates import Update, hashable, one_nan, sort_key_runs
 from statemachines.waterline import (
     NOTE,
@@ -428,7 +428,7 @@ class LocalRuntime:
         if self._finished:
             raise InvalidArgument("the run is finished; start a new LocalRuntime")
         kind = time_kind(frontier)
-        if kind is None or (self._intake.kind is not None and kind != self._intake.kind):
+        if not is_time(frontier, self._intake.kind):
             raise InvalidArgument(
                 f"frontier {frontier!r} is not a time of this run's kind "
                 f"({self._intake.kind or 'any'})"

@@ -11,7 +11,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["decode_time", "encode_time", "is_duration", "time_after", "time_kind"]
+__all__ = ["decode_time", "encode_time", "is_duration", "is_time", "time_after", "time_kind"]
 
 
 def time_kind(time: Any) -> str | None:
@@ -29,6 +29,17 @@ def time_kind(time: Any) -> str | None:
     if isinstance(time, _dt.date):
         return "date"
     return None
+
+
+def is_time(value: Any, kind: str | None = None) -> bool:
+    """Whether ``value`` is a time (of ``kind``, if given): NaN is none, since it is
+    neither before nor after any time.
+
+    >>> is_time(3), is_time(float("nan")), is_time(3, "date"), is_time("3")
+    (True, False, False, False)
+    """
+    found = time_kind(value)
+    return found is not None and value == value and (kind is None or found == kind)
 
 
 def is_duration(value: Any, *, positive: bool = False) -> bool:

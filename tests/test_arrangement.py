@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
+import re
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statemachines import (
     Arrangement,
     HistoryRow,
+    InvalidArgument,
     PersistedArrangement,
     Reason,
     run_local,
@@ -87,6 +92,25 @@ def test_compaction_to_upper_stores_only_live_pairs_while_a_reader_keeps_history
     assert arr.stored_updates() == len(live) == 3
     assert PersistedArrangement(tmp_path).stored_updates() == 3
     assert len(arr.files()) == 1
+
+
+@pytest.mark.parametrize("persisted", [False, True], ids=["memory", "persisted"])
+@pytest.mark.parametrize("bad", [float("nan"), "3", datetime.date(2024, 1, 1)], ids=repr)
+def test_a_time_argument_that_is_no_time_of_the_arrangements_kind_is_refused(tmp_path, persisted, bad):
+    """NaN compares with no time: read as of it, an arrangement would show nothing, and
+    compacted to it, its since would never move again."""
+    arr = PersistedArrangement(tmp_path) if persisted else Arrangement()
+    run_local(Upsert(), [("k", "a", 1), ("k", "b", 5)], into=arr)
+    before = (arr.since, arr.snapshot(), arr.changes())
+    reads = [
+        lambda: arr.snapshot(bad), lambda: arr.get("k", bad), lambda: arr.changes(bad), lambda: arr.changes(0, bad),
+        lambda: arr.reader(bad), lambda: arr.compact(bad), lambda: arr.advance_since(bad),
+    ]
+    for read in reads:
+        with pytest.raises(InvalidArgument, match=f"at {re.escape(repr(bad))}: it is not a time of the arrangement's kind"):
+            read()
+    assert (arr.since, arr.snapshot(), arr.changes()) == before
+    assert arr.compact(3) == 3 and arr.snapshot(5) == [(("k", "b"), 1)]
 
 
 def test_a_dropped_reader_releases_its_hold():

@@ -179,6 +179,11 @@ def test_frontiers_only_advance_and_keep_their_kind():
         runtime.advance_to(4)
     with pytest.raises(InvalidArgument, match="kind"):
         runtime.advance_to("tomorrow")
+    with pytest.raises(InvalidArgument, match="frontier nan is not a time"):  # it would never compare
+        runtime.advance_to(float("nan"))
+    assert runtime.frontier == 5 and runtime.advance_to(6).updates == []
+    with pytest.raises(InvalidArgument, match="frontier nan is not a time"):
+        run_local(Tags(), [("k", ("add", "x"), 1)], frontier=float("nan"))
 
 
 def test_pending_events_stay_buffered_until_final():
