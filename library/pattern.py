@@ -373,13 +373,13 @@ class Pattern:
         upper = n if m is ... else m
         if n == 0 and type(n) is int and m is not ... and m != 0:
             return self.times(1, upper).optional()
-        if not isinstance(n, int) or n < 1 or (upper is not None and (not isinstance(upper, int) or upper < n)):
+        if not _is_count(n) or n < 1 or (upper is not None and (not _is_count(upper) or upper < n)):
             raise DefinitionError(f"times needs 1 <= n <= m (or 0 < m); got n={n!r}, m={upper!r}")
         return self._quantify(n, upper)
 
     def times_or_more(self, n: int) -> Pattern:
         """At least ``n`` events."""
-        if not isinstance(n, int) or n < 1:
+        if not _is_count(n) or n < 1:
             raise DefinitionError(f"times_or_more needs n >= 1; got {n!r}")
         return self._quantify(n, None)
 
@@ -655,6 +655,11 @@ def _larger(gap: Any, window: Any) -> bool:
         raise DefinitionError(
             f"within(..., previous_and_current) of {gap!r} and the window {window!r} are durations of different kinds"
         ) from None
+
+
+def _is_count(n: Any) -> bool:
+    """Whether ``n`` is an int that counts events (``True`` is no count)."""
+    return isinstance(n, int) and not isinstance(n, bool)
 
 
 def _member(kind: type[EnumT], value: Any, what: str) -> EnumT:
