@@ -601,7 +601,7 @@ def bucketed_output(
     started = _started(checkpoint)
     if buckets is None:
         buckets = kept if kept is not None and started else default_buckets(spark)
-    if not isinstance(buckets, int) or buckets < 1:
+    if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
         raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
     if kept is not None and kept != buckets and started:
         raise InvalidArgument(

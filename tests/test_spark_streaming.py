@@ -341,14 +341,22 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
     assert not (tmp_path / "ckpt").exists()
 
 
-@pytest.mark.parametrize("delay", [-3, float("nan"), float("inf"), "3", True])
-def test_a_delay_that_is_no_duration_of_at_least_0_is_refused_before_the_query_starts(spark, tmp_path, delay):
+@pytest.mark.parametrize(
+    "setting, says",
+    [
+        *(({"delay": d}, "delay is a finite duration of at least 0") for d in (-3, float("nan"), float("inf"), "3", True)),
+        *(({"buckets": b}, "buckets must be a positive integer") for b in (0, True, 2.5)),
+        ({"trigger": "availableNow"}, "trigger is a dict"),
+    ],
+    ids=repr,
+)
+def test_a_setting_out_of_its_range_is_refused_before_the_query_starts(spark, tmp_path, setting, says):
     """A negative delay would make events final before they were seen; NaN, infinity
-    or text would fail the query at its first micro-batch."""
+    or text would fail the query at its first micro-batch; True is no number of buckets."""
     frame = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
-    with pytest.raises(InvalidArgument, match="delay is a finite duration of at least 0"):
-        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", delay=delay)
-    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "arr").exists()
+    with pytest.raises(InvalidArgument, match=says):
+        run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", **setting)
+    assert not (tmp_path / "ckpt").exists()
 
 
 @pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow", "runtime"])
