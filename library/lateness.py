@@ -51,7 +51,7 @@ from typing import Any
 from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.times import is_duration, time_kind
+from statemachines.times import is_duration, is_time
 from statemachines.waterline import Mark, Waterline
 
 __all__ = ["Late", "UpsertWithLateness"]
@@ -227,6 +227,6 @@ def _time_of(fn: Callable[[Any], Any], item: Any) -> Any:
         time = fn(item)
     except Exception as exc:  # noqa: BLE001 - user code; the command is rejected
         return f"failed: {type(exc).__name__}: {exc}"
-    if time_kind(time) is None or time != time:  # not a time, or NaN
+    if not is_time(time):  # NaN included
         return f"returned {time!r}, which is not a time (a number, datetime or date)"
     return time

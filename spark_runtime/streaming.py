@@ -517,7 +517,9 @@ def run_stream(
             f"delay is a finite duration of at least 0 (a number, or a timedelta for timestamps), got {delay!r}"
         )
     if trigger is not None and not isinstance(trigger, dict):
-        raise InvalidArgument(f"trigger is a dict of DataStreamWriter.trigger's arguments, such as {{'availableNow': True}}; got {trigger!r}")
+        raise InvalidArgument(
+            f"trigger is a dict of DataStreamWriter.trigger's arguments, such as {{'availableNow': True}}; got {trigger!r}"
+        )
     if rules is not None:
         check_rules(machine, rules)
     columns = EventColumns(key, symbol, time, order, refusal)
