@@ -12,6 +12,7 @@ import csv
 import datetime as dt
 import importlib
 import json
+import math
 import os
 import sys
 import time
@@ -263,6 +264,7 @@ def command_run(args: argparse.Namespace) -> None:
     machine = load_machine(args.machine, args.param)
     if args.stream and args.runtime != "spark":
         raise CliError("--stream runs on Spark: add --runtime spark")
+    refuse_rejected_file_on_spark(args)
     if args.remote:  # the server resolves relative paths against its own directory
         from statemachines.spark.streaming import absolute
 
@@ -338,12 +340,42 @@ def _run_local(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any
         for start in range(0, len(events), CHUNK):
             runtime.feed(events[start : start + CHUNK])
         result = runtime.finish()
-    if args.rejected:
-        with open(args.rejected, "w") as out:
-            for r in result.rejected:
-                out.write(json.dumps({"event": list(r.event), "reason": r.reason.value, "detail": r.detail}, default=str) + "\n")
+    write_rejected(args.rejected, result.rejected)
     reasons = Counter(r.reason.value for r in result.rejected)
     return RunSummary(len(events), len(result.updates), reasons)
+
+
+def write_rejected(path: str | None, rejected: list[Any]) -> None:
+    """A local run's rejected events as JSON Lines at ``path`` (if given): each
+    ``{"event": [key, symbol, time, order], "reason", "detail"}``, a value JSON has
+    no type for as its text."""
+    if not path:
+        return
+    with open(path, "w") as out:
+        for r in rejected:
+            row = {"event": _json_safe(r.event), "reason": r.reason.value, "detail": r.detail}
+            out.write(json.dumps(row, default=str, allow_nan=False) + "\n")
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with its tuples as lists and its NaN and infinities as text
+    (``"nan"``), which strict JSON has no numbers for."""
+    if isinstance(value, tuple | list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
+
+
+def refuse_rejected_file_on_spark(args: argparse.Namespace) -> None:
+    """``--rejected FILE`` is for local runs: Spark keeps a run's rejected rows in the arrangement."""
+    if args.rejected and args.runtime == "spark":
+        raise CliError(
+            "--rejected writes a local run's rejected rows; on Spark they are kept in the arrangement: "
+            "read them with statemachines.spark.read_rejected(spark, INTO)"
+        )
 
 
 def _run_spark(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any) -> RunSummary:
@@ -435,6 +467,7 @@ def read_rejected_reasons(spark: Any, path: str) -> dict[str, int]:
 def command_feed(args: argparse.Namespace) -> None:
     if args.stream and args.runtime != "spark":
         raise CliError("--stream runs on Spark: add --runtime spark")
+    refuse_rejected_file_on_spark(args)
     if args.remote:  # the server resolves relative paths against its own directory
         from statemachines.spark.streaming import absolute
 
@@ -480,6 +513,7 @@ def command_feed(args: argparse.Namespace) -> None:
         else:
             table = inputs.read_table(args.input, fmt, schema)
             done = run_feed(feed, table, into=args.into, start=args.start_column, end=args.end_column, **tables)
+            write_rejected(args.rejected, done.result.rejected)
             rows, updates = table.num_rows, len(done.result.updates)
             reasons = Counter(r.reason.value for r in done.result.rejected)
         kept = "".join(f"; SCD type {name[-1]} table {path}" for name, path in tables.items() if path)
@@ -799,6 +833,7 @@ def parser() -> argparse.ArgumentParser:
     feed.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
     feed.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
     feed.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest sequence")
+    feed.add_argument("--rejected", help="write the rejected rows here as JSON Lines (local runtime)")
     feed.set_defaults(handler=command_feed, py_files=[])
 
     show = command("show", "read an arrangement: the latest snapshot, a past one, changes or history")

@@ -112,6 +112,8 @@ def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(fe
         (["show", "{arr}"], "holds no arrangement"),
         (["feed", "{feed}", "--into", "{arr}", "--keys", "id,", "--sequence-by", "lsn"], "--keys takes column names"),
         (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--sequence-by", "lsn,,offset"], "--sequence-by takes"),
+        (["run", "upsert", "{feed}", "--into", "{arr}", "--runtime", "spark", "--rejected", "{bad}"], "read_rejected"),
+        (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--runtime", "spark", "--rejected", "{bad}"], "read_rejected"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, message):

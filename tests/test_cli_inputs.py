@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statemachines import PersistedArrangement
+from statemachines.library import ChangeFeed, run_feed
 from statemachines.scd import ScdTable
 from tests.feed_models import debezium, flat_feed, last_write_wins, scd2
 
@@ -46,6 +47,19 @@ def test_the_feed_command_keeps_the_scd_tables_of_the_models(tmp_path):
     assert done.stdout.startswith(f"{len(rows)} rows in") and f"{rejected} rejected" in done.stdout
     assert scd_rows(tmp_path / "s2") == scd2(rows)
     assert {r[0]: r[1:] for r in scd_rows(tmp_path / "s1", 1)} == last_write_wins(rows)
+
+
+def test_the_feed_command_writes_its_rejected_rows_where_asked(tmp_path):
+    rows = [*flat_feed(5), {"id": 9, "name": "n", "city": "c", "lsn": float("nan"), "op": "c"}]
+    source = write_jsonl(tmp_path / "feed.jsonl", rows)
+    report = tmp_path / "rejected.jsonl"
+    done = cli("feed", source, "--into", tmp_path / "arr", *FEED_ARGS, "--rejected", report)
+    assert done.returncode == 0, done.stderr
+    got = [json.loads(line) for line in report.read_text().splitlines()]  # strict JSON: NaN as text
+    feed = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
+    expected = run_feed(feed, pa.Table.from_pylist(rows)).result.rejected
+    assert sorted((r["reason"], r["detail"]) for r in got) == sorted((r.reason.value, r.detail) for r in expected)
+    assert any(r["event"][2] == "nan" for r in got)
 
 
 def test_the_feed_command_reads_debezium_envelopes(tmp_path):
