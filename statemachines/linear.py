@@ -33,6 +33,7 @@ import attrs
 from statemachines.arrangement import Arrangement
 from statemachines.errors import InvalidArgument
 from statemachines.local import RunResult
+from statemachines.times import is_time
 from statemachines.updates import Update, collection_at, consolidate
 
 __all__ = [
@@ -80,13 +81,19 @@ class Step:
             return [(item, None, diff) for item, diff in fns[0](data)]
         if kind == "temporal_filter":
             lower, upper = fns[0](data), fns[1](data)
+            for bound in (lower, upper):
+                if bound is not None and not is_time(bound):  # NaN would make every interval empty
+                    raise InvalidArgument(f"temporal_filter's bounds are times or None; got {bound!r} for {data!r}")
             if lower is not None and upper is not None and not lower < upper:
                 return ()  # an empty interval: never present
             out: list[Triple] = [(data, lower, 1)]
             if upper is not None:
                 out.append((data, upper, -1))
             return out
-        return fns[0](data)  # "logic": the general operator
+        triples = list(fns[0](data))  # "logic": the general operator
+        if any(t is not None and t != t for _, t, _ in triples):  # NaN is no time: it would never compare
+            raise InvalidArgument(f"{self} gave the time nan for {data!r}; its times are times or None")
+        return triples
 
     def __str__(self) -> str:
         names = ", ".join(_name(f) for f in self.functions)

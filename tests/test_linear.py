@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from functools import reduce
 
+import pytest
 from hypothesis import given
 
-from statemachines import Arrangement, consolidate, format_table, linear, run_local
+from statemachines import Arrangement, InvalidArgument, consolidate, format_table, linear, run_local
 from statemachines.library import Upsert
 from tests import strategies as sst
 
@@ -72,6 +74,21 @@ def test_temporal_filter_appears_at_max_time_lower_and_goes_at_max_time_upper():
     ]
     # an empty interval keeps nothing
     assert linear.temporal_filter(lambda d: 5, lambda d: 5).apply([(("a", 1), 0, 1)]) == []
+
+
+@pytest.mark.parametrize(
+    "op, says",
+    [
+        (linear.temporal_filter(lambda d: 0, lambda d: float("nan")), "temporal_filter's bounds are times or None; got nan"),
+        (linear.temporal_filter(lambda d: "soon", lambda d: None), "got 'soon'"),
+        (linear.logic(lambda d: [(d, float("nan"), 1)]) | linear.map(lambda d: d[0]), "gave the time nan for ('a', 2)"),
+        (linear.map(lambda d: d[0]) | linear.logic(lambda d: [(d, float("nan"), 1)]), "gave the time nan for 'a'"),
+    ],
+)
+def test_a_time_that_is_nan_or_no_time_is_an_error_naming_the_step_and_record(op, says):
+    """NaN compares with no time: as a bound it would empty every interval, silently."""
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        op.apply([(("a", 2), 0, 1)])
 
 
 def test_chains_explain_themselves():
