@@ -41,6 +41,7 @@ then too, but only as time advances; here the deadline makes it exact).
 
 from __future__ import annotations
 
+import datetime
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -64,6 +65,7 @@ from statemachines.library.nfa import (
     records_of,
 )
 from statemachines.library.pattern import Pattern, Skip
+from statemachines.times import time_kind
 
 __all__ = ["Detector", "Found", "Why", "found_in", "matches", "timeouts", "value_fields"]
 
@@ -78,6 +80,9 @@ class Why(enum.StrEnum):
     CONDITION_FAILED = "condition_failed"
     """An expression condition cannot be evaluated on it (a field missing, a type
     it cannot compare)."""
+    TIME_KIND = "time_kind"
+    """Its time is of another kind than the pattern's ``within`` and gaps (a number
+    against a ``timedelta``, or a datetime against a number)."""
 
 
 class Detector(Machine):
@@ -119,6 +124,7 @@ class Detector(Machine):
         self._answers_kind: type | None = None
         self._symbol_type: Any = None  # the symbols' Arrow type, once a runtime gave it
         self._table: Any = _UNBUILT  # the NFA as arrays, built when first asked (None: not covered)
+        self._time_fits: dict[type, str | None] = {}  # a time's type -> why the spans do not fit it
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Detector and other.pattern == self.pattern and other.tag == self.tag
@@ -204,6 +210,11 @@ class Detector(Machine):
     ) -> Emit | frozenset[Any]:
         """The partial matches after one event, and the matches it completes; the
         event is the ``position``-th (from 0) the key applies at ``time``."""
+        misfit = self._time_fits.get(type(time), _UNBUILT)
+        if misfit is _UNBUILT:
+            misfit = self._time_fits[type(time)] = _span_misfit(self.pattern.window, self._nfa.gaps.values(), time)
+        if misfit:
+            raise Refused(Why.TIME_KIND, misfit)
         after, found = self.advance_partials(values, symbol, time, position)
         return Emit(after, found) if found else after
 
@@ -488,3 +499,16 @@ def matches(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
 def timeouts(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
     """The partial matches whose window closed, by expiry time."""
     return found_in(updates, (TIMEOUT,))
+
+
+def _span_misfit(window: Any, gaps: Iterable[Any], time: Any) -> str | None:
+    """Why the pattern's window or gaps cannot be added to times of ``time``'s kind
+    (numbers take a number, datetimes and dates a ``timedelta``), or ``None``."""
+    kind = time_kind(time)
+    for span in (window, *gaps):
+        if span is not None and isinstance(span, datetime.timedelta) != (kind in ("datetime", "datetime_tz", "date")):
+            return (
+                f"the pattern's within {span!r} does not fit times of kind {kind}: "
+                f"numbers take a number, datetimes and dates a timedelta"
+            )
+    return None

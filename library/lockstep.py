@@ -118,6 +118,8 @@ class Table:
         # a partial match whose window closes here is a match (a trailing not_followed_by)
         self.match_at_end = np.array([s.text is not None and nfa.pending(s) and not nfa.next_decides for s in states])
         # the gap a partial match waiting here has (within(d, previous_and_current)), else inf
+        if not all(isinstance(g, int | float) for g in nfa.gaps.values()):
+            raise _Uncovered("a gap of timedeltas: its times are datetimes, which step event by event")
         self.gap = np.array(
             [float("inf") if s.text is None else nfa.gaps.get((s.position.step, s.position.count), float("inf"))
              for s in states],

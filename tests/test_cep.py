@@ -441,6 +441,45 @@ def test_the_smallest_of_several_withins_applies():
     assert len(matches(run_local(Detector(pattern(10, 10)), events).updates)) == 1
 
 
+@pytest.mark.parametrize(
+    "window, gap, times, wrong",
+    [
+        (datetime.timedelta(seconds=5), None, [1, 2, 4], datetime.timedelta(seconds=5)),
+        (5, None, [datetime.datetime(2024, 1, 1, 0, 0, s) for s in (1, 2, 4)], 5),
+        (None, datetime.timedelta(seconds=3), [1.0, 2.0, 4.0], datetime.timedelta(seconds=3)),
+        (10, 3, [datetime.date(2024, 1, d) for d in (1, 2, 4)], 10),
+    ],
+)
+def test_events_whose_times_the_windows_do_not_fit_are_rejected_naming_the_window(window, gap, times, wrong):
+    """A window or gap of another kind than the events' times (a timedelta beside
+    numbers, a number beside datetimes) cannot time a partial match out: each event
+    is rejected (``time_kind``) instead of the run failing at its first deadline."""
+    pattern = Pattern.begin("a").where(kind("a")).followed_by("b").where(kind("b"))
+    pattern = pattern.within(gap, "previous_and_current") if gap is not None else pattern
+    pattern = pattern.within(window) if window is not None else pattern
+    events = [("k", s, t) for s, t in zip("aab", times, strict=True)]
+    result = run_local(Detector(pattern), events)
+    assert result.updates == []
+    assert [(*r.event[:3], r.reason) for r in result.rejected] == [(*e, "time_kind") for e in events]
+    assert all(f"within {wrong!r} does not fit times of kind" in r.detail for r in result.rejected)
+
+
+@pytest.mark.parametrize("within_type", ["first_and_last", "previous_and_current"])
+def test_a_timedelta_window_over_datetimes_finds_what_seconds_find_over_numbers(within_type):
+    pattern = Pattern.begin("a").where(kind("a")).followed_by("b").where(kind("b"))
+    seconds = [0, 2, 10, 20, 21, 25, 26]
+    symbols = "abababb"
+    start = datetime.datetime(2024, 1, 1)
+
+    def found(window, at):
+        events = [("k", s, at(t)) for s, t in zip(symbols, seconds, strict=True)]
+        updates = run_local(Detector(pattern.within(window, within_type)), events).updates
+        return [[e[3] for e in m.events] for m in matches(updates)], len(timeouts(updates))
+
+    as_numbers = found(3, lambda t: t)
+    assert as_numbers[0] and as_numbers == found(datetime.timedelta(seconds=3), lambda t: start + datetime.timedelta(seconds=t))
+
+
 # -- within(d, previous_and_current): Flink's WithinType.PREVIOUS_AND_CURRENT --------------
 
 # Flink's NFATest: start at 1 and 2, middle at 3, foobar at 4, end at 11 and 13

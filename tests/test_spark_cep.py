@@ -203,3 +203,34 @@ def test_a_condition_the_struct_cannot_meet_rejects_each_event_as_locally(spark,
     assert sorted((r.time, r.reason, r.detail) for r in refused) == [(r.event.time, r.reason, r.detail) for r in local]
     assert len(refused) == 5 and all(says in r.detail for r in refused)
 
+
+
+def test_timestamp_events_with_a_timedelta_gap_and_with_a_number_window_run_as_locally(spark):
+    """A timedelta window and gap over a timestamp column find what the local runtime
+    finds; a number window over the same column rejects each event (``time_kind``) as
+    the local runtime does."""
+    import datetime
+
+    from statemachines.spark import run_batch
+
+    start = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    rnd = random.Random(4)
+    events = [(f"u{rnd.randrange(3)}", rnd.choice("abc"), start + datetime.timedelta(seconds=t), 0) for t in range(60)]
+    frame = spark.createDataFrame(events, "key string, symbol string, time timestamp, order long")
+    base = Pattern.begin("a").where(lambda e: e == "a").followed_by("b").where(lambda e: e == "b")
+    fitting = base.within(datetime.timedelta(seconds=4), "previous_and_current").within(datetime.timedelta(seconds=9))
+
+    def aware(x):  # collect() gives naive local times
+        if isinstance(x, datetime.datetime):
+            return x.astimezone(datetime.UTC)
+        return tuple(aware(y) for y in x) if isinstance(x, tuple) else x
+
+    for pattern in (fitting, base.within(9)):
+        local = run_local(Detector(pattern), events)
+        batch = run_batch(Detector(pattern), frame, order="order")
+        got = consolidate(((r.key, aware(plain(r.value))), aware(r.time), r.diff) for r in batch.updates.collect())
+        assert got == local.updates
+        refused = sorted((r.key, aware(r.time), r.reason) for r in batch.rejected.collect())
+        assert refused == sorted((r.event.key, r.event.time, r.reason.value) for r in local.rejected)
+    assert matches(run_local(Detector(fitting), events).updates) and not run_local(Detector(fitting), events).rejected
+    assert len(refused) == len(events) and {r[2] for r in refused} == {"time_kind"}
