@@ -210,13 +210,20 @@ class Detector(Machine):
     ) -> Emit | frozenset[Any]:
         """The partial matches after one event, and the matches it completes; the
         event is the ``position``-th (from 0) the key applies at ``time``."""
-        misfit = self._time_fits.get(type(time), _UNBUILT)
-        if misfit is _UNBUILT:
-            misfit = self._time_fits[type(time)] = _span_misfit(self.pattern.window, self._nfa.gaps.values(), time)
+        misfit = self.time_misfit(time)
         if misfit:
             raise Refused(Why.TIME_KIND, misfit)
         after, found = self.advance_partials(values, symbol, time, position)
         return Emit(after, found) if found else after
+
+    def time_misfit(self, time: Any) -> str | None:
+        """Why the pattern's window or gaps cannot time partial matches out at times
+        of ``time``'s kind (a ``timedelta`` beside numbers, a number beside datetimes),
+        or ``None``."""
+        kind = type(time)
+        if kind not in self._time_fits:
+            self._time_fits[kind] = _span_misfit(self.pattern.window, self._nfa.gaps.values(), time)
+        return self._time_fits[kind]
 
     def advance_keys(
         self, work: Iterable[tuple[Any, frozenset[Any], list[Any]]], upto: Any, check: Any

@@ -537,6 +537,10 @@ class RuleDetector(Machine):
         after: list[Any] = []
         found: list[Any] = []
         for version in versions:
+            misfit = version.detector.time_misfit(time)
+            if misfit:
+                raise Refused(RuleWhy.TIME_KIND, f"rule {version.rule_id!r}: {misfit}")
+        for version in versions:
             group = groups.pop(version.rule_id, None)
             detector = version.detector
             if group is None and not detector.may_begin(symbol):

@@ -230,6 +230,14 @@ def test_an_event_whose_time_the_rules_cannot_compare_is_rejected_saying_why():
     assert "datetime" in result.rejected[0].detail
 
 
+def test_an_event_whose_time_a_rules_window_does_not_fit_is_rejected_naming_the_rule():
+    minutes = Pattern.begin("fail").where("kind = 'fail'").within(datetime.timedelta(minutes=5)).to_json()
+    events = [("u", Login("fail", 1), t) for t in (3, 4)]  # number times: the timedelta cannot time them out
+    result = run_local(RuleDetector([("ok", fraud(2).to_json(), 0), ("minutes", minutes, 0)]), events)
+    assert [(r.reason, r.event.time) for r in result.rejected] == [(RuleWhy.TIME_KIND, 3), (RuleWhy.TIME_KIND, 4)]
+    assert all(r.detail.startswith("rule 'minutes': the pattern's within") for r in result.rejected)
+
+
 STEP = 8  # rules arriving at step s find the frontier at s * STEP
 
 
