@@ -214,7 +214,7 @@ def advance_key(
     Raises:
         InvalidArgument: the last event is not below ``upto``.
         MachineError: a deadline did not lie after the time of the change that set
-            it, or ``on_deadline`` raised.
+            it, or ``deadline`` or ``on_deadline`` raised.
     """
     if upto is not None and events and not events[-1][2] < upto:
         raise InvalidArgument(
@@ -224,8 +224,8 @@ def advance_key(
     values = held_values(machine, values)
     updates: list[Update] = []
     rejected: list[Rejected] = []
-    wake = machine.deadline if spec.has_deadlines else None
-    due = wake(key, values) if wake is not None and values else None
+    timed = spec.has_deadlines
+    due = _deadline(machine, key, values) if timed and values else None
     i, n = 0, len(events)
     while True:
         t = events[i][2] if i < n else None
@@ -264,7 +264,7 @@ def advance_key(
                 updates.append(_NEW(Update, ((key, v), now, 1)))
             if len(updates) - start > 1:
                 _order_by_value(updates, start)
-        due = wake(key, values) if wake is not None and values else None
+        due = _deadline(machine, key, values) if timed and values else None
         if due is not None and due <= now:
             raise MachineError(
                 f"{spec.name}.deadline returned {due!r} for key {key!r} after a change "
@@ -290,6 +290,15 @@ def _order_by_value(updates: list[Update], start: int) -> None:
     except TypeError:
         changes.sort(key=lambda u: total_order_key(u[0][1]))
     updates[start:] = changes
+
+
+def _deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
+    try:
+        return machine.deadline(key, values)
+    except Exception as exc:
+        raise MachineError(
+            f"{machine.spec.name}.deadline failed for key {key!r}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _fire_deadline(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from collections import defaultdict
 
 import pytest
@@ -361,3 +362,28 @@ def test_struct_and_list_cells_of_a_table_run_as_tuples():
     for given_as in (table, table.to_pandas()):
         got = run_local(Upsert(), given_as)
         assert (got.updates, got.rejected) == (run_local(Upsert(), as_tuples).updates, [])
+
+
+class _RaisingDeadline(Session):
+    def deadline(self, key, values):
+        if key == "bad":
+            raise ValueError("no clock")
+        return super().deadline(key, values)
+
+
+class _RaisingOnDeadline(Session):
+    def on_deadline(self, key, values, time):
+        raise ValueError("cannot expire")
+
+
+@pytest.mark.parametrize(
+    "machine, says",
+    [
+        (_RaisingDeadline(), "_RaisingDeadline.deadline failed for key 'bad': ValueError: no clock"),
+        (_RaisingOnDeadline(), "_RaisingOnDeadline.on_deadline failed for key 'ok' at time 4: ValueError: cannot expire"),
+    ],
+)
+def test_a_deadline_hook_that_raises_stops_the_run_naming_the_machine_and_key(machine, says):
+    """A deadline cannot be rejected as an event can: the run stops with a MachineError."""
+    with pytest.raises(MachineError, match=re.escape(says)):
+        run_local(machine, [("ok", "x", 1), ("bad", "y", 2)])
