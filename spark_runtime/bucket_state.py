@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from statemachines import Event, LocalRuntime, Machine, Rejected, Update
 from statemachines.columns import column_to_python, columns_of, python_rows
-from statemachines.core import held_values
+from statemachines.core import call_deadline, held_values
 from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
 from statemachines.times import decode_time, encode_time, time_kind
 
@@ -235,7 +235,7 @@ class BucketState:
         if machine.spec.has_deadlines:
             for key, vs in values.items():
                 held = held_values(machine, vs)
-                time = machine.deadline(key, held) if held else None
+                time = call_deadline(machine, key, held) if held else None
                 if time is not None:
                     due[key] = time
         checkpoint = {
@@ -438,10 +438,10 @@ def advance(
 
 def _armed(machine: Machine, keyed: Iterable[tuple[Any, Iterable[Any]]]) -> list[tuple[Any, Iterable[Any], int | None]]:
     """Each key's values with the wake its deadline asks for (``None``: none)."""
-    deadline = machine.deadline if machine.spec.has_deadlines else None
+    timed = machine.spec.has_deadlines
     rows = []
     for key, values in keyed:
-        due = deadline(key, frozenset(values)) if deadline is not None else None
+        due = call_deadline(machine, key, frozenset(values)) if timed else None
         rows.append((key, values, None if due is None else timer_ms(due)))
     return rows
 

@@ -19,7 +19,9 @@ from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.updates import Update, total_order_key
 
-__all__ = ["OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "held_values", "run_key"]
+__all__ = [
+    "OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "call_deadline", "held_values", "run_key",
+]
 
 ValueCheck = Callable[[Any], "str | None"]
 """A runtime's test that its output can store a value: ``None`` if so, else why not."""
@@ -225,7 +227,7 @@ def advance_key(
     updates: list[Update] = []
     rejected: list[Rejected] = []
     timed = spec.has_deadlines
-    due = _deadline(machine, key, values) if timed and values else None
+    due = call_deadline(machine, key, values) if timed and values else None
     i, n = 0, len(events)
     while True:
         t = events[i][2] if i < n else None
@@ -264,7 +266,7 @@ def advance_key(
                 updates.append(_NEW(Update, ((key, v), now, 1)))
             if len(updates) - start > 1:
                 _order_by_value(updates, start)
-        due = _deadline(machine, key, values) if timed and values else None
+        due = call_deadline(machine, key, values) if timed and values else None
         if due is not None and due <= now:
             raise MachineError(
                 f"{spec.name}.deadline returned {due!r} for key {key!r} after a change "
@@ -292,7 +294,9 @@ def _order_by_value(updates: list[Update], start: int) -> None:
     updates[start:] = changes
 
 
-def _deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
+def call_deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
+    """``machine.deadline(key, values)``; a deadline that raises stops the run with a
+    :class:`MachineError` naming the machine and key (no event to reject)."""
     try:
         return machine.deadline(key, values)
     except Exception as exc:

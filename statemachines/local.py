@@ -27,7 +27,7 @@ import attrs
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
 from statemachines.columns import storage_problem
-from statemachines.core import OwnTypeCheck, ValueCheck, advance_key, held_values
+from statemachines.core import OwnTypeCheck, ValueCheck, advance_key, call_deadline, held_values
 from statemachines.deadlines import Deadlines
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
 from statemachines.errors import InvalidArgument
@@ -111,7 +111,7 @@ class LocalRuntime:
         # that the value check then rejects; with a check, every event is kept.
         reduces = machine.spec.reduces_same_time and self._check is None
         self._pending = PendingEvents(machine.reduce_same_time if reduces else None)
-        self._deadlines = Deadlines(machine.deadline)
+        self._deadlines = Deadlines(partial(call_deadline, machine))
         self._into = into
         self._progress = progress
         # for progress: events fed, updates produced and events refused, so far
@@ -305,7 +305,7 @@ class LocalRuntime:
         runtime._finished = state["finished"]
         runtime._intake.kind = state["kind"]
         runtime._intake.order_kind = state.get("order_kind")  # absent from format 1
-        runtime._deadlines = Deadlines(machine.deadline, state["due"])
+        runtime._deadlines = Deadlines(partial(call_deadline, machine), state["due"])
         runtime._evicted = state["evicted"]
         runtime._evicted_at = state["evicted_at"]
         runtime._high = state["high"]
@@ -346,7 +346,7 @@ class LocalRuntime:
         self._intake.use(machine)
         if machine.spec.reduces_same_time and self._check is None:
             self._pending = PendingEvents(machine.reduce_same_time, self._pending.by_key)
-        self._deadlines = Deadlines(machine.deadline)
+        self._deadlines = Deadlines(partial(call_deadline, machine))
         self._arm_every_key()
 
     def _arm_every_key(self) -> None:

@@ -73,6 +73,15 @@ class Session(Machine):
         return frozenset()
 
 
+class RaisingDeadline(Session):
+    """A :class:`Session` whose deadline fails for the key ``"bad"``."""
+
+    def deadline(self, key, values):
+        if key == "bad":
+            raise ValueError("no clock")
+        return super().deadline(key, values)
+
+
 class Measure(Machine):
     """Keeps the last reading: ``int(symbol)`` for digits, else the symbol as it is."""
 

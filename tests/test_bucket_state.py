@@ -11,13 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statemachines import LocalRuntime
+from statemachines.errors import MachineError
 from statemachines.library import Detector, Pattern, Upsert
 from statemachines.spark import bucket_state
 from statemachines.spark.bucket_state import BucketState, BucketTypes, advance
 from statemachines.spark.clock import CLOCK_SHIFT_MS
 from statemachines.updates import sort_updates
 from tests import strategies as sst
-from tests.machines import Session, Tags
+from tests.machines import RaisingDeadline, Session, Tags
 
 TYPES = {
     "upsert": BucketTypes(pa.string(), pa.string(), pa.string(), pa.int64(), pa.int64()),
@@ -137,3 +138,15 @@ def test_a_bucket_seeded_from_an_arrangement_holds_its_values(name):
     assert state.frontier == 5 and len(state) == 2
     deadlines = [machine.deadline(key, frozenset(values)) for key, values in held.items()] if name == "session" else []
     assert state.earliest_wake() == (min(watermark(d + 1) for d in deadlines) if deadlines else None)
+
+
+def test_a_deadline_that_raises_stops_the_micro_batch_naming_the_machine_and_key():
+    """Read when a bucket is seeded and when a key's values are loaded to step it."""
+    says = "RaisingDeadline.deadline failed for key 'bad': ValueError: no clock"
+    types = TYPES["session"]
+    table = pa.table({"key": ["bad"], "value": pa.array([("a", 1)], types.value)})
+    with pytest.raises(MachineError, match=says):
+        BucketState.seeded(types, RaisingDeadline(), table, 0)
+    state = BucketState.seeded(types, Session(), table, 0)
+    with pytest.raises(MachineError, match=says):
+        advance(state, RaisingDeadline(), [], watermark(5), "number")  # its deadline, 4, is due

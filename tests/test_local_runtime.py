@@ -24,7 +24,7 @@ from statemachines import (
 )
 from statemachines.library import Upsert
 from tests import strategies as sst
-from tests.machines import Fragile, Light, Session, Tags
+from tests.machines import Fragile, Light, RaisingDeadline, Session, Tags
 from tests.models import collection_from_replay, replay
 
 
@@ -364,13 +364,6 @@ def test_struct_and_list_cells_of_a_table_run_as_tuples():
         assert (got.updates, got.rejected) == (run_local(Upsert(), as_tuples).updates, [])
 
 
-class _RaisingDeadline(Session):
-    def deadline(self, key, values):
-        if key == "bad":
-            raise ValueError("no clock")
-        return super().deadline(key, values)
-
-
 class _RaisingOnDeadline(Session):
     def on_deadline(self, key, values, time):
         raise ValueError("cannot expire")
@@ -379,7 +372,7 @@ class _RaisingOnDeadline(Session):
 @pytest.mark.parametrize(
     "machine, says",
     [
-        (_RaisingDeadline(), "_RaisingDeadline.deadline failed for key 'bad': ValueError: no clock"),
+        (RaisingDeadline(), "RaisingDeadline.deadline failed for key 'bad': ValueError: no clock"),
         (_RaisingOnDeadline(), "_RaisingOnDeadline.on_deadline failed for key 'ok' at time 4: ValueError: cannot expire"),
     ],
 )
