@@ -110,6 +110,7 @@ __all__ = [
     "bucket_of",
     "bucket_processor",
     "bucketed_output",
+    "check_bucket_settings",
     "frontier_of",
     "packed_events",
 ]
@@ -587,13 +588,7 @@ def bucketed_output(
     """
 
     spark = prepared.sparkSession
-    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
-    if provider != ROCKSDB:
-        raise InvalidArgument(
-            f"streaming state needs Spark's RocksDB state store; set "
-            f"spark.sql.streaming.stateStore.providerClass={ROCKSDB} when building the "
-            f"session (statemachines.spark.session() does)"
-        )
+    check_bucket_settings(spark, buckets)
     state = read_state(into)
     stream = state.get("stream") or {}
     _check_waiting(stream, checkpoint, abandon_waiting)
@@ -601,8 +596,6 @@ def bucketed_output(
     started = _started(checkpoint)
     if buckets is None:
         buckets = kept if kept is not None and started else default_buckets(spark)
-    if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1:
-        raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
     if kept is not None and kept != buckets and started:
         raise InvalidArgument(
             f"the query's state is held in {kept} buckets; restart it with buckets={kept}. "
@@ -632,6 +625,20 @@ def bucketed_output(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
     )
     return output, arrow_schema, labels
+
+
+def check_bucket_settings(spark: Any, buckets: Any) -> None:
+    """Refuse a session without the RocksDB state store, or ``buckets`` that is not
+    ``None`` or a positive integer (before anything is created)."""
+    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
+    if provider != ROCKSDB:
+        raise InvalidArgument(
+            f"streaming state needs Spark's RocksDB state store; set "
+            f"spark.sql.streaming.stateStore.providerClass={ROCKSDB} when building the "
+            f"session (statemachines.spark.session() does)"
+        )
+    if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 1):
+        raise InvalidArgument(f"buckets must be a positive integer, not {buckets!r}")
 
 
 def default_buckets(spark: Any) -> int:

@@ -58,7 +58,7 @@ from statemachines.spark.batch import (
     time_kind_of,
 )
 from statemachines.spark.bucket_state import decode_table
-from statemachines.spark.buckets import bucketed_output
+from statemachines.spark.buckets import bucketed_output, check_bucket_settings
 from statemachines.spark.clock import frontier_of
 from statemachines.spark.output import (
     PENDING,
@@ -526,14 +526,16 @@ def run_stream(
     prepared = prepare_events(events, columns)  # column and type errors surface now
     ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
+    if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
+        raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
+    if not machine.spec.has_waterline:
+        check_bucket_settings(events.sparkSession, buckets)
     machine = for_event_times(machine, kind)
     into = open_arrangement(into)
     checkpoint = absolute(checkpoint)
     state = read_state(into)  # as the runs into it so far, up to its upper
     check_sole_writer(state, state.get("stream") or {}, checkpoint)
     machine = resume_machine(machine, state.get("notes") or {}, decode_time(state["upper"]))
-    if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:
-        raise InvalidArgument(f"with {kind} times the delay is a timedelta, not {delay!r}")
     spark = events.sparkSession
     # with Spark Connect the sink runs on the server: reports come back through the arrangement
     in_sink = None if is_connect(spark) else progress

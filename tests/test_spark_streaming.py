@@ -31,6 +31,7 @@ from tests.machines import Session, SubclassedUpsert
 pytestmark = pytest.mark.spark
 
 SCHEMA = "key string, symbol string, time long, order long"
+TIMESTAMPED = "key string, symbol string, time timestamp, order long"
 ARROW_SCHEMA = pa.schema([("key", pa.string()), ("symbol", pa.string()), ("time", pa.int64()), ("order", pa.int64())])
 DELAY = 3
 
@@ -338,7 +339,7 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
             run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt")
     finally:
         spark.conf.set(setting, kept)
-    assert not (tmp_path / "ckpt").exists()
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "arr").exists()
 
 
 @pytest.mark.parametrize(
@@ -347,16 +348,18 @@ def test_streaming_state_without_rocksdb_is_a_clear_error(spark, tmp_path):
         *(({"delay": d}, "delay is a finite duration of at least 0") for d in (-3, float("nan"), float("inf"), "3", True)),
         *(({"buckets": b}, "buckets must be a positive integer") for b in (0, True, 2.5)),
         ({"trigger": "availableNow"}, "trigger is a dict"),
+        ({"delay": 3, "timestamps": True}, "times the delay is a timedelta, not 3"),
     ],
     ids=repr,
 )
 def test_a_setting_out_of_its_range_is_refused_before_the_query_starts(spark, tmp_path, setting, says):
     """A negative delay would make events final before they were seen; NaN, infinity
-    or text would fail the query at its first micro-batch; True is no number of buckets."""
-    frame = spark.readStream.schema(SCHEMA).parquet(str(tmp_path))
+    or text would fail the query at its first micro-batch; True is no number of buckets;
+    timestamps wait a timedelta. Neither the checkpoint nor the arrangement is created."""
+    frame = spark.readStream.schema(SCHEMA if not setting.pop("timestamps", False) else TIMESTAMPED).parquet(str(tmp_path))
     with pytest.raises(InvalidArgument, match=says):
         run_stream(Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", **setting)
-    assert not (tmp_path / "ckpt").exists()
+    assert not (tmp_path / "ckpt").exists() and not (tmp_path / "arr").exists()
 
 
 @pytest.mark.parametrize("machine", [Upsert(), SubclassedUpsert()], ids=["arrow", "runtime"])
@@ -414,7 +417,7 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
         path = source / f"part-{i}.parquet"
         pq.write_table(pa.Table.from_pylist([dict(zip(("key", "symbol", "time", "order"), r, strict=True)) for r in rows], schema=schema), path)
         os.utime(path, (1_700_000_000 + i,) * 2)
-    frame = spark.readStream.schema("key string, symbol string, time timestamp, order long").option(
+    frame = spark.readStream.schema(TIMESTAMPED).option(
         "maxFilesPerTrigger", 1).parquet(str(source))
     run_stream(
         Upsert(), frame, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt", order="order",
