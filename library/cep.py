@@ -64,7 +64,7 @@ from statemachines.library.nfa import (
     matched_of,
     records_of,
 )
-from statemachines.library.pattern import Pattern, Skip
+from statemachines.library.pattern import Pattern, Skip, subtypes_in
 from statemachines.times import time_kind
 
 __all__ = ["Detector", "Found", "Why", "found_in", "matches", "timeouts", "value_fields"]
@@ -153,6 +153,11 @@ class Detector(Machine):
         if self.reads_expressions and symbols:
             known = symbol_type if symbol_type is not None else self._symbol_type
             self.prepare_records(records_of(symbols, known), symbol_type)
+
+    @property
+    def subtypes(self) -> list[tuple[type, ...]]:
+        """The classes of each ``subtype(...)`` in the pattern (its steps and negations)."""
+        return [classes for condition in self._nfa.conditions for classes in subtypes_in(condition)]
 
     @property
     def reads_expressions(self) -> bool:

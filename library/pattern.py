@@ -190,6 +190,17 @@ class _InstanceOf:
         return f"subtype({', '.join(c.__qualname__ for c in classes)})"
 
 
+def subtypes_in(condition: Any) -> list[tuple[type, ...]]:
+    """The classes of each ``subtype(...)`` within ``condition``."""
+    if isinstance(condition, _InstanceOf):
+        return [condition.cls if isinstance(condition.cls, tuple) else (condition.cls,)]
+    if isinstance(condition, _OneArgument):
+        return subtypes_in(condition.fn)
+    if isinstance(condition, _All | _Any):
+        return [classes for part in condition.parts for classes in subtypes_in(part)]
+    return []
+
+
 @attrs.frozen
 class _All:
     parts: tuple[Condition, ...]
@@ -345,7 +356,8 @@ class Pattern:
         such events. The symbol is checked as the runtime hands it: on Spark a struct
         symbol is a :class:`~statemachines.records.Record` of its fields, not the class
         it was written from, so there ``subtype`` tells apart only the Python types a
-        column holds (``str``, ``int``, ``Record``, ...).
+        column holds (``str``, ``int``, ``Record``, ...); a Spark job refuses a
+        ``subtype`` its symbol column can never meet before it starts.
 
         ======================  ===================================
         ``subtype(Click)``      takes

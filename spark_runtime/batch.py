@@ -20,6 +20,8 @@ output is cached.
 from __future__ import annotations
 
 import atexit
+import datetime
+import decimal
 import functools
 import html
 import itertools
@@ -45,9 +47,11 @@ from statemachines._gc import gc_paused
 from statemachines.columns import column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX, plain_key_type
+from statemachines.library.cep import Detector
 from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import PersistedArrangement, publish_batch, read_state
+from statemachines.records import record_type
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
 from statemachines.spark.lockstep import lockstep_runner, runs_in_rounds
@@ -78,7 +82,7 @@ from statemachines.spark.tabulated import runs_tabulated, tabulated_runner
 from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time, time_kind
 
-__all__ = ["BatchResult", "EventColumns", "prepare_events", "run_batch", "run_batch_drawn"]
+__all__ = ["BatchResult", "EventColumns", "prepare_events", "refuse_unmet_subtypes", "run_batch", "run_batch_drawn"]
 
 
 @attrs.frozen
@@ -221,6 +225,40 @@ def require_frame(events: Any, runner: str) -> None:
             f"make one with spark.createDataFrame(...), or run locally with run_local, which takes "
             f"rows, a pyarrow table or a pandas DataFrame"
         )
+
+
+# the Python type a symbol of a Spark type arrives as in a machine (structs: Record)
+_ARRIVES_AS: dict[type, type] = {
+    T.StringType: str, T.BinaryType: bytes, T.BooleanType: bool, T.ByteType: int, T.ShortType: int,
+    T.IntegerType: int, T.LongType: int, T.FloatType: float, T.DoubleType: float, T.DecimalType: decimal.Decimal,
+    T.DateType: datetime.date, T.TimestampType: datetime.datetime, T.TimestampNTZType: datetime.datetime,
+    T.ArrayType: tuple,
+}
+
+
+def refuse_unmet_subtypes(machine: Machine, prepared: Any) -> None:
+    """Refuse a detector's ``subtype(cls)`` that no symbol of the column can meet: on
+    Spark a symbol is the Python value of its column's type (a struct a
+    :class:`~statemachines.records.Record`), never an instance of the class the rows
+    were written from, so such a step would silently never match.
+
+    Raises:
+        InvalidArgument: naming the classes, the column's type and what its symbols are.
+    """
+    if not isinstance(machine, Detector) or not machine.subtypes:
+        return
+    spark_type = prepared.schema["symbol"].dataType
+    if isinstance(spark_type, T.StructType):
+        arrives_as = record_type(tuple(spark_type.fieldNames()))
+    else:
+        arrives_as = _ARRIVES_AS.get(type(spark_type))
+    for classes in machine.subtypes:
+        if arrives_as is not None and not issubclass(arrives_as, classes):
+            raise InvalidArgument(
+                f"subtype({', '.join(c.__qualname__ for c in classes)}) never holds on Spark: the symbol column is "
+                f"{spark_type.simpleString()}, whose values reach the pattern as {arrives_as.__qualname__} "
+                f"(a struct as a Record of its fields); test a field instead, e.g. where(\"kind = 'click'\")"
+            )
 
 
 def prepare_events(events: Any, columns: EventColumns) -> Any:
@@ -548,6 +586,7 @@ def _run_batch(
 ) -> BatchResult:
     require_frame(events, "run_batch")
     prepared = prepare_events(events, columns)
+    refuse_unmet_subtypes(machine, prepared)
     ship_code(prepared.sparkSession, machine)
     if into is None:
         folder = None if columns.refusal else _scratch_folder(prepared.sparkSession, scratch)

@@ -53,6 +53,7 @@ from statemachines.spark.batch import (
     open_arrangement,
     prepare_events,
     process_events,
+    refuse_unmet_subtypes,
     require_frame,
     split_refused,
     time_kind_of,
@@ -524,6 +525,7 @@ def run_stream(
         check_rules(machine, rules)
     columns = EventColumns(key, symbol, time, order, refusal)
     prepared = prepare_events(events, columns)  # column and type errors surface now
+    refuse_unmet_subtypes(machine, prepared)
     ship_code(events.sparkSession, machine)
     kind = time_kind_of(events.schema[time].dataType)
     if kind != "number" and not isinstance(delay, _dt.timedelta) and delay != 0:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
-from statemachines import consolidate, run_local
+from statemachines import InvalidArgument, consolidate, run_local
 from statemachines.library import Detector, Pattern, matches, timeouts
 from tests.contract import Case
 from tests.test_contract import stream_runner
@@ -203,6 +204,37 @@ def test_a_condition_the_struct_cannot_meet_rejects_each_event_as_locally(spark,
     assert sorted((r.time, r.reason, r.detail) for r in refused) == [(r.event.time, r.reason, r.detail) for r in local]
     assert len(refused) == 5 and all(says in r.detail for r in refused)
 
+
+
+def test_a_subtype_no_symbol_of_the_column_can_be_is_refused_before_anything_runs(spark, tmp_path):
+    """Locally ``subtype(Login)`` tells Logins apart; on Spark a struct symbol is a
+    Record of its fields, so the step would never match: run_batch and run_stream
+    refuse it, naming the column's type. ``subtype(Record)`` (and ``str`` over a
+    string column) can hold, and runs as locally."""
+    from statemachines.records import Record, record
+    from statemachines.spark import run_batch, run_stream
+    from tests.test_expressions import Login
+
+    events = [("u1", Login("fail", t), t, 0) for t in range(4)]
+    schema = "key string, symbol struct<kind: string, amount: bigint>, time long, order long"
+    frame = spark.createDataFrame(events, schema)
+    never = Detector(Pattern.begin("a").subtype(Login).where(lambda e: e.kind == "fail").times(2))
+    says = "subtype(Login) never holds on Spark: the symbol column is struct<kind:string,amount:bigint>"
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        run_batch(never, frame, order="order")
+    stream = spark.readStream.schema(schema).parquet(str(tmp_path))
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        run_stream(never, stream, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt")
+    assert not (tmp_path / "arr").exists()
+
+    records = Detector(Pattern.begin("a").subtype((Record, int)).where(lambda e: e.kind == "fail").times(2))
+    got = run_batch(records, frame, order="order").updates.collect()
+    local = run_local(records, [(k, record(("kind", "amount"), s), t, o) for k, s, t, o in events])
+    assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in got) == consolidate(
+        ((k, plain(v)), t, d) for (k, v), t, d in local.updates
+    ) and matches(local.updates)
+    texts = Detector(Pattern.begin("a").subtype(str).where(lambda e: e == "fail").times(2))
+    assert run_batch(texts, spark.createDataFrame(logins(), SCHEMA), order="order").updates.count() > 0
 
 
 def test_timestamp_events_with_a_timedelta_gap_and_with_a_number_window_run_as_locally(spark):
