@@ -67,7 +67,7 @@ def _vectorised(op: Linear, frame: Any) -> Any:
         elif step.kind == "temporal_filter":
             time_type = frame.schema["time"].dataType
             lower, upper = (
-                F.expr(e).cast(time_type) if e else F.lit(None).cast(time_type) for e in step.sql
+                _no_nan(F.expr(e).cast(time_type), time_type) if e else F.lit(None).cast(time_type) for e in step.sql
             )
             bounds = F.array(
                 F.struct(lower.alias("at"), F.lit(1).alias("sign")),
@@ -85,6 +85,16 @@ def _vectorised(op: Linear, frame: Any) -> Any:
         else:  # pragma: no cover - is_vectorised admits only the kinds above
             raise InvalidArgument(f"{step} has no Spark SQL form")
     return frame
+
+
+def _no_nan(bound: Any, time_type: Any) -> Any:
+    """``bound``, failing the job on a NaN as locally (Spark would order NaN above every
+    time, making the interval empty and dropping the record silently)."""
+    if not isinstance(time_type, T.FloatType | T.DoubleType):
+        return bound
+    record = F.concat(F.lit("("), F.col("key").cast("string"), F.lit(", "), F.col("value").cast("string"), F.lit(")"))
+    message = F.concat(F.lit("temporal_filter's bounds are times or None; got nan for "), record)
+    return F.when(F.isnan(bound), F.raise_error(message)).otherwise(bound)
 
 
 def _python_pass(op: Linear, frame: Any, schema: str | None) -> Any:
