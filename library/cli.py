@@ -43,6 +43,7 @@ from statemachines.library import (
 )
 from statemachines.library.feeds import ENVELOPES
 from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
+from statemachines.times import is_time
 from statemachines.updates import hashable
 
 __all__ = ["main"]
@@ -93,7 +94,8 @@ class CliError(Exception):
 
 
 def parse_time(text: str | None) -> Any:
-    """A time from the command line: an integer, or an ISO date or datetime."""
+    """A time from the command line: an integer, a number with a fraction (``2.5``;
+    not NaN), or an ISO date or datetime."""
     if text is None:
         return None
     try:
@@ -101,9 +103,17 @@ def parse_time(text: str | None) -> Any:
     except ValueError:
         pass
     try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        if is_time(number):
+            return number
+        raise CliError(f"{text!r} is not a time: NaN is neither before nor after any time")
+    try:
         return dt.datetime.fromisoformat(text) if "T" in text or ":" in text else dt.date.fromisoformat(text)
     except ValueError:
-        raise CliError(f"{text!r} is not a time (an integer or an ISO date/datetime)") from None
+        raise CliError(f"{text!r} is not a time (a number or an ISO date/datetime)") from None
 
 
 def load_machine(name: str, params: list[str]) -> Machine:

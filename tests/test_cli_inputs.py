@@ -335,6 +335,25 @@ def test_a_row_spark_cannot_read_with_the_schema_is_one_line_and_nothing_written
         assert not (tmp_path / "arr").exists()
 
 
+def test_show_and_compact_take_float_times_but_not_nan(tmp_path):
+    """An arrangement of float times is read at a float time, as its API reads it."""
+    write_jsonl(tmp_path / "f.jsonl", [{"key": k, "symbol": s, "time": t} for k, s, t in EVENTS_AT_FLOATS])
+    assert cli("run", "upsert", tmp_path / "f.jsonl", "--into", tmp_path / "arr").returncode == 0
+    arrangement = PersistedArrangement(tmp_path / "arr")
+    for at in ("0.5", "1.5", "2.25"):
+        done = cli("show", tmp_path / "arr", "--as-of", at, "--output", "json")
+        assert done.returncode == 0, done.stderr
+        shown = sorted((row["key"], row["value"]) for row in map(json.loads, done.stdout.splitlines()))
+        assert shown == sorted(data for data, _ in arrangement.snapshot(float(at)))
+    done = cli("show", tmp_path / "arr", "--as-of", "nan")
+    assert done.returncode == 2 and "'nan' is not a time" in done.stderr
+    assert cli("compact", tmp_path / "arr", "--since", "1.5").returncode == 0
+    assert PersistedArrangement(tmp_path / "arr").snapshot(2.25) == arrangement.snapshot(2.25)
+
+
+EVENTS_AT_FLOATS = [("a", "x", 0.25), ("b", "y", 1.0), ("a", "z", 1.75), ("b", "w", 2.5)]
+
+
 def test_show_at_a_time_of_another_kind_is_one_line(tmp_path):
     write_jsonl(tmp_path / "f.jsonl", [{"key": 1, "symbol": "a", "time": 1}])
     assert cli("run", "upsert", tmp_path / "f.jsonl", "--into", tmp_path / "arr").returncode == 0
