@@ -586,7 +586,7 @@ def command_show(args: argparse.Namespace) -> None:
         header = ["key", "value", "start", "end"]
         rows = [list(r) for r in arr.history() if keep(r.key)]
     elif args.changes:
-        lower, _, upper = args.changes.partition(":")
+        lower, upper = split_interval(args.changes)
         header = ["key", "value", "time", "diff"]
         changes = arr.changes(arrangement_time(arr, lower or None, "--changes"), arrangement_time(arr, upper or None, "--changes"))
         rows = [[d[0], d[1], t, n] for d, t, n in changes if keep(d[0])]
@@ -594,6 +594,25 @@ def command_show(args: argparse.Namespace) -> None:
         header = ["key", "value", "count"]
         rows = [[d[0], d[1], n] for d, n in arr.snapshot(arrangement_time(arr, args.as_of, "--as-of")) if keep(d[0])]
     write_rows(header, rows, args.output)
+
+
+def split_interval(text: str) -> tuple[str, str]:
+    """``LOWER:UPPER`` (either may be empty) split at the one colon that leaves a time
+    on each side: ISO datetimes hold colons of their own.
+
+    >>> split_interval("3:"), split_interval("2024-01-01T10:00:2024-01-01T12:30")
+    (('3', ''), ('2024-01-01T10:00', '2024-01-01T12:30'))
+    """
+    splits = []
+    for at, char in enumerate(text):
+        if char == ":":
+            lower, upper = text[:at], text[at + 1 :]
+            with contextlib.suppress(CliError):
+                parse_time(lower or None), parse_time(upper or None)
+                splits.append((lower, upper))
+    if len(splits) != 1:
+        raise CliError(f"--changes takes LOWER:UPPER (either may be left out), got {text!r}")
+    return splits[0]
 
 
 def arrangement_time(arr: PersistedArrangement, text: str | None, option: str) -> Any:

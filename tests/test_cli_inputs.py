@@ -351,6 +351,20 @@ def test_show_and_compact_take_float_times_but_not_nan(tmp_path):
     assert PersistedArrangement(tmp_path / "arr").snapshot(2.25) == arrangement.snapshot(2.25)
 
 
+def test_changes_between_two_iso_datetimes_split_at_the_colon_between_them(tmp_path):
+    import datetime as dt
+
+    at = [dt.datetime(2024, 1, 1, h, m) for h, m in ((9, 0), (10, 30), (11, 15), (12, 45))]
+    table = pa.table({"key": ["a", "b", "a", "b"], "symbol": ["w", "x", "y", "z"], "time": pa.array(at, pa.timestamp("us"))})
+    pq.write_table(table, tmp_path / "f.parquet")
+    assert cli("run", "upsert", tmp_path / "f.parquet", "--into", tmp_path / "arr").returncode == 0
+    done = cli("show", tmp_path / "arr", "--changes", "2024-01-01T10:00:2024-01-01T12:00", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    shown = [(row["key"], row["value"], row["diff"]) for row in map(json.loads, done.stdout.splitlines())]
+    expected = PersistedArrangement(tmp_path / "arr").changes(at[0].replace(hour=10), at[0].replace(hour=12))
+    assert sorted(shown) == sorted((k, v, n) for (k, v), _, n in expected) and shown
+
+
 EVENTS_AT_FLOATS = [("a", "x", 0.25), ("b", "y", 1.0), ("a", "z", 1.75), ("b", "w", 2.5)]
 
 
