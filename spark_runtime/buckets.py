@@ -579,7 +579,8 @@ def bucketed_output(
     """The streaming DataFrame of bucket outputs, the Arrow schema of their rows, and
     the labels of the buckets that hold the state: ``buckets`` of them, or when ``None``
     as many as the query kept, or :func:`default_buckets` for a new one; a query keeps
-    its labels, a new one gets :func:`bucket_labels`.
+    its labels, a new one gets :func:`bucket_labels` (``buckets`` already passed
+    :func:`check_bucket_settings`).
 
     ``prepared`` holds the events (``key, symbol, time, order``). If the arrangement
     ``into`` holds values and the query has not started yet, they are the buckets'
@@ -588,7 +589,6 @@ def bucketed_output(
     """
 
     spark = prepared.sparkSession
-    check_bucket_settings(spark, buckets)
     state = read_state(into)
     stream = state.get("stream") or {}
     _check_waiting(stream, checkpoint, abandon_waiting)
