@@ -121,11 +121,12 @@ class ScdTable:
         """
         from deltalake import DeltaTable
 
+        loc = delta.location(self.path, self.storage_options)
         if version is not None and not isinstance(version, int):
-            version = delta.version_at(delta.location(self.path, self.storage_options), version)
+            version = delta.version_at(loc, version)
         table = DeltaTable(self.path, version=version, storage_options=self.storage_options)
         order = [(c, "ascending") for c in self.keys + ((self.start,) if self.scd_type == 2 else ())]
-        return table.to_pyarrow_table().select(list(self.columns)).sort_by(order)
+        return _rows(table, loc).select(list(self.columns)).sort_by(order)
 
     # -- building the source of a merge ------------------------------------------
 
@@ -306,3 +307,19 @@ def _shifted(array: Any, back: bool = False) -> Any:
 
     edge = pa.nulls(1, array.type)
     return pa.concat_arrays([edge, array[:-1]]) if back else pa.concat_arrays([array[1:], edge])
+
+
+def _rows(table: Any, loc: delta.Location) -> Any:
+    """The Delta table's rows as a ``pyarrow.Table``.
+
+    Not ``table.to_pyarrow_table()``: its file system calls back into delta-rs from
+    pyarrow's threads, and a process that used it aborted at exit more often than not
+    ("terminate called without an active exception", deltalake 1.6 with pyarrow 26).
+    A local table is read through pyarrow's own file system; elsewhere the scan
+    stays on this thread.
+    """
+    from pyarrow import fs
+
+    if loc.is_local:
+        return table.to_pyarrow_table(filesystem=fs.SubTreeFileSystem(loc.root, loc.filesystem))
+    return table.to_pyarrow_dataset().to_table(use_threads=False)

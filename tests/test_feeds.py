@@ -295,6 +295,27 @@ def test_an_scd_table_is_of_a_collection_with_one_value_per_key(tmp_path):
         ScdTable(tmp_path / "s2", ["doc"], ["tag"]).refresh(tmp_path / "arr")
 
 
+def test_a_local_scd_table_is_read_without_delta_rs_file_system(tmp_path, monkeypatch):
+    """Through delta-rs's file system (``to_pyarrow_table()``), which pyarrow's threads
+    call back into, a process that read a table could abort at exit ("terminate
+    called without an active exception"; 5-80% of runs, by script). A local table is
+    read through pyarrow's own file system: the same rows, that one never asked."""
+    from deltalake import DeltaTable, fs
+
+    rows = [{"id": 1, "name": "Ada", "lsn": 1}, {"id": 2, "name": "Bo", "lsn": 2}, {"id": 1, "name": "Ada L.", "lsn": 3}]
+    run = run_feed(ChangeFeed(keys=["id"], sequence_by=["lsn"]), rows, into=tmp_path / "arr", scd2=tmp_path / "s2")
+    as_delta_rs_reads = DeltaTable(str(tmp_path / "s2")).to_pyarrow_table()
+    assert as_delta_rs_reads.num_rows == 3
+
+    def refused(*args, **kwargs):
+        raise AssertionError("read through delta-rs's file system")
+
+    monkeypatch.setattr(fs.DeltaStorageHandler, "from_table", refused)
+    got = run.scd2.read()
+    assert got.schema == as_delta_rs_reads.select(got.column_names).schema
+    assert sorted(got.to_pylist(), key=repr) == sorted(as_delta_rs_reads.select(got.column_names).to_pylist(), key=repr)
+
+
 DELTA = ChangeFeed(keys=["id"], envelope="delta")
 
 
