@@ -8,9 +8,15 @@ from statemachines import consolidate
 from statemachines.columns import column_to_python
 
 
+def delta_rs_rows(table):
+    """A ``DeltaTable``'s rows as delta-rs reads them (its pyarrow dataset, scanned on
+    this thread: ``to_pyarrow_table()`` could make the process abort at exit)."""
+    return table.to_pyarrow_dataset().to_table(use_threads=False)
+
+
 def delta_rs_updates(path, version=None):
     """The table's rows at ``version`` (default: latest) as delta-rs reads them, consolidated."""
-    table = DeltaTable(str(path), version=version).to_pyarrow_table()
+    table = delta_rs_rows(DeltaTable(str(path), version=version))
     keys, values = column_to_python(table["key"]), column_to_python(table["value"])
     rows = zip(keys, values, table["time"].to_pylist(), table["diff"].to_pylist(), strict=True)
     return consolidate(((k, v), t, d) for k, v, t, d in rows)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+from tests.delta_reader import delta_rs_rows
+
 OPS = ("c", "u", "d")
 NAMES = ("Ada", "Grace", "Edsger", None)
 CITIES = ("London", "Paris", "Rome")
@@ -132,7 +134,7 @@ def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
     write_deltalake(path, rows([next(ids) for _ in range(3)]), configuration={"delta.enableChangeDataFeed": "true"})
     table = DeltaTable(path)
     for _ in range(commits):
-        present = sorted(pa.table(table.to_pyarrow_table())["id"].to_pylist())
+        present = sorted(pa.table(delta_rs_rows(table))["id"].to_pylist())
         some = rnd.sample(present, min(len(present), rnd.randint(1, 2)))
         operations = ["append", "update", "rekey", "delete", "merge", "overwrite"]
         operation = rnd.choice(operations if present else ["append"])
@@ -153,7 +155,7 @@ def delta_change_feed(path, seed: int, commits: int = 6) -> list[dict]:
         table.update_incremental()
     versions = []
     for version in range(table.version() + 1):
-        content = pa.table(DeltaTable(path, version=version).to_pyarrow_table()).to_pylist()
+        content = pa.table(delta_rs_rows(DeltaTable(path, version=version))).to_pylist()
         versions.append({r["id"]: (r["name"], r["city"]) for r in content})
     return versions
 

@@ -25,6 +25,7 @@ from tests import strategies as sst
 from tests.delta_reader import (
     commit_times,
     delta_rs_change_feed,
+    delta_rs_rows,
     delta_rs_updates,
     statistics_problems,
 )
@@ -338,9 +339,9 @@ def test_the_state_survives_delta_checkpoints(tmp_path):
 FOREIGN_WRITES = {
     "DELETE": lambda table: table.delete("key = 'k1'"),
     "UPDATE": lambda table: table.update({"diff": "2"}, predicate="key = 'k2'"),
-    "WRITE": lambda table: write_deltalake(table.table_uri, table.to_pyarrow_table().slice(0, 1), mode="append"),
+    "WRITE": lambda table: write_deltalake(table.table_uri, delta_rs_rows(table).slice(0, 1), mode="append"),
     "OPTIMIZE": lambda table: (
-        write_deltalake(table.table_uri, table.to_pyarrow_table().slice(0, 1), mode="append"),
+        write_deltalake(table.table_uri, delta_rs_rows(table).slice(0, 1), mode="append"),
         DeltaTable(table.table_uri).optimize.compact(),
     ),
 }

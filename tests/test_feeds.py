@@ -16,6 +16,7 @@ from statemachines import InvalidArgument, Reason, collection_at
 from statemachines.library import ChangeFeed, run_feed
 from statemachines.library.feeds import TOMBSTONE, UNAVAILABLE_FORMS
 from statemachines.scd import ScdTable
+from tests.delta_reader import delta_rs_rows
 from tests.feed_models import (
     debezium,
     debezium_envelope,
@@ -304,7 +305,7 @@ def test_a_local_scd_table_is_read_without_delta_rs_file_system(tmp_path, monkey
 
     rows = [{"id": 1, "name": "Ada", "lsn": 1}, {"id": 2, "name": "Bo", "lsn": 2}, {"id": 1, "name": "Ada L.", "lsn": 3}]
     run = run_feed(ChangeFeed(keys=["id"], sequence_by=["lsn"]), rows, into=tmp_path / "arr", scd2=tmp_path / "s2")
-    as_delta_rs_reads = DeltaTable(str(tmp_path / "s2")).to_pyarrow_table()
+    as_delta_rs_reads = delta_rs_rows(DeltaTable(str(tmp_path / "s2")))
     assert as_delta_rs_reads.num_rows == 3
 
     def refused(*args, **kwargs):
