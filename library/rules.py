@@ -431,6 +431,11 @@ class RuleDetector(Machine):
     def __hash__(self) -> int:
         return hash((RuleDetector, self.rules))
 
+    @property
+    def subtypes(self) -> list[tuple[type, ...]]:
+        """The classes of each ``subtype(...)`` in the book's patterns."""
+        return [classes for version in self.rules.versions for classes in version.detector.subtypes]
+
     def for_time_kind(self, kind: str | None) -> RuleDetector:
         """This detector for events whose times are of ``kind``: a book of naive
         datetimes, read as local times (as PySpark's ``collect()`` gives a timestamp

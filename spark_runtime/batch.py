@@ -237,15 +237,15 @@ _ARRIVES_AS: dict[type, type] = {
 
 
 def refuse_unmet_subtypes(machine: Machine, prepared: Any) -> None:
-    """Refuse a detector's ``subtype(cls)`` that no symbol of the column can meet: on
-    Spark a symbol is the Python value of its column's type (a struct a
-    :class:`~statemachines.records.Record`), never an instance of the class the rows
-    were written from, so such a step would silently never match.
+    """Refuse a detector's (or a rule book's) ``subtype(cls)`` that no symbol of the
+    column can meet: on Spark a symbol is the Python value of its column's type (a
+    struct a :class:`~statemachines.records.Record`), never an instance of the class
+    the rows were written from, so such a step would silently never match.
 
     Raises:
         InvalidArgument: naming the classes, the column's type and what its symbols are.
     """
-    if not isinstance(machine, Detector) or not machine.subtypes:
+    if not isinstance(machine, Detector | RuleDetector) or not machine.subtypes:
         return
     spark_type = prepared.schema["symbol"].dataType
     if isinstance(spark_type, T.StructType):

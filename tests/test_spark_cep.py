@@ -8,7 +8,7 @@ import re
 import pytest
 
 from statemachines import InvalidArgument, consolidate, run_local
-from statemachines.library import Detector, Pattern, matches, timeouts
+from statemachines.library import Detector, Pattern, RuleDetector, matches, timeouts
 from tests.contract import Case
 from tests.test_contract import stream_runner
 
@@ -222,6 +222,9 @@ def test_a_subtype_no_symbol_of_the_column_can_be_is_refused_before_anything_run
     says = "subtype(Login) never holds on Spark: the symbol column is struct<kind:string,amount:bigint>"
     with pytest.raises(InvalidArgument, match=re.escape(says)):
         run_batch(never, frame, order="order")
+    book = RuleDetector([("clicks", never.pattern, 0)])
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        run_batch(book, frame, order="order")
     stream = spark.readStream.schema(schema).parquet(str(tmp_path))
     with pytest.raises(InvalidArgument, match=re.escape(says)):
         run_stream(never, stream, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt")
