@@ -335,32 +335,36 @@ def test_a_row_spark_cannot_read_with_the_schema_is_one_line_and_nothing_written
         assert not (tmp_path / "arr").exists()
 
 
-def test_show_and_compact_take_float_times_but_not_nan(tmp_path):
+def test_show_and_compact_take_float_times_but_not_nan(tmp_path, capsys):
     """An arrangement of float times is read at a float time, as its API reads it."""
+    from statemachines.library.cli import main
+
     write_jsonl(tmp_path / "f.jsonl", [{"key": k, "symbol": s, "time": t} for k, s, t in EVENTS_AT_FLOATS])
-    assert cli("run", "upsert", tmp_path / "f.jsonl", "--into", tmp_path / "arr").returncode == 0
+    assert main(["run", "upsert", str(tmp_path / "f.jsonl"), "--into", str(tmp_path / "arr")]) == 0
     arrangement = PersistedArrangement(tmp_path / "arr")
+    capsys.readouterr()
     for at in ("0.5", "1.5", "2.25"):
-        done = cli("show", tmp_path / "arr", "--as-of", at, "--output", "json")
-        assert done.returncode == 0, done.stderr
-        shown = sorted((row["key"], row["value"]) for row in map(json.loads, done.stdout.splitlines()))
+        assert main(["show", str(tmp_path / "arr"), "--as-of", at, "--output", "json"]) == 0
+        shown = sorted((row["key"], row["value"]) for row in map(json.loads, capsys.readouterr().out.splitlines()))
         assert shown == sorted(data for data, _ in arrangement.snapshot(float(at)))
-    done = cli("show", tmp_path / "arr", "--as-of", "nan")
-    assert done.returncode == 2 and "'nan' is not a time" in done.stderr
-    assert cli("compact", tmp_path / "arr", "--since", "1.5").returncode == 0
+    assert main(["show", str(tmp_path / "arr"), "--as-of", "nan"]) == 2
+    assert "'nan' is not a time" in capsys.readouterr().err
+    assert main(["compact", str(tmp_path / "arr"), "--since", "1.5"]) == 0
     assert PersistedArrangement(tmp_path / "arr").snapshot(2.25) == arrangement.snapshot(2.25)
 
 
-def test_changes_between_two_iso_datetimes_split_at_the_colon_between_them(tmp_path):
+def test_changes_between_two_iso_datetimes_split_at_the_colon_between_them(tmp_path, capsys):
     import datetime as dt
+
+    from statemachines.library.cli import main
 
     at = [dt.datetime(2024, 1, 1, h, m) for h, m in ((9, 0), (10, 30), (11, 15), (12, 45))]
     table = pa.table({"key": ["a", "b", "a", "b"], "symbol": ["w", "x", "y", "z"], "time": pa.array(at, pa.timestamp("us"))})
     pq.write_table(table, tmp_path / "f.parquet")
-    assert cli("run", "upsert", tmp_path / "f.parquet", "--into", tmp_path / "arr").returncode == 0
-    done = cli("show", tmp_path / "arr", "--changes", "2024-01-01T10:00:2024-01-01T12:00", "--output", "json")
-    assert done.returncode == 0, done.stderr
-    shown = [(row["key"], row["value"], row["diff"]) for row in map(json.loads, done.stdout.splitlines())]
+    assert main(["run", "upsert", str(tmp_path / "f.parquet"), "--into", str(tmp_path / "arr")]) == 0
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "arr"), "--changes", "2024-01-01T10:00:2024-01-01T12:00", "--output", "json"]) == 0
+    shown = [(row["key"], row["value"], row["diff"]) for row in map(json.loads, capsys.readouterr().out.splitlines())]
     expected = PersistedArrangement(tmp_path / "arr").changes(at[0].replace(hour=10), at[0].replace(hour=12))
     assert sorted(shown) == sorted((k, v, n) for (k, v), _, n in expected) and shown
 
