@@ -201,7 +201,7 @@ class Intake:
                 event, Reason.LATE, f"time {time!r} is below the processed frontier {frontier!r}"
             )
         order = event[3]
-        if order is not None and (type(order) is not self._order_type or type(order) in (float, tuple)):
+        if order is not None and (type(order) is not self._order_type or isinstance(order, float | tuple)):  # a record too
             if _is_numpy_number(order):  # from a NumPy array: as Python's
                 event = _NEW(Event, (event[0], event[1], event[2], order.item()))
             elif _is_pandas_missing(order):

@@ -703,8 +703,8 @@ def table_events(events: Any) -> Iterable[Any]:
     else:
         columns = [events[name].tolist() for name in read]
         nested = [events[name].dtype == object for name in read]
-    for i in (0, 1):  # keys and symbols: structs (dicts) as records and lists as tuples, as from Spark
-        if nested[i]:
+    for i, name in enumerate(read):  # structs (dicts) as records and lists as tuples, as from Spark
+        if nested[i] and name != "time":
             columns[i] = [hashable(cell) for cell in columns[i]]
     return zip(*columns, strict=True)
 
