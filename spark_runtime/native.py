@@ -141,6 +141,16 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         unordered = F.isnan("order")
         reason = reason.when(unordered, F.lit(Reason.BAD_ORDER.value))
         detail = detail.when(unordered, F.lit("order nan of type float cannot be compared"))
+    elif isinstance(order_type, T.StructType | T.ArrayType):  # as Intake: a tuple holding NaN or None
+        unordered = F.col("order").isNotNull() & _unordered_inside(F.col("order"), order_type)
+        reason = reason.when(unordered, F.lit(Reason.BAD_ORDER.value))
+        detail = detail.when(
+            unordered,
+            F.format_string(
+                f"order %s of type {order_type.typeName()} cannot be compared (it holds NaN or null)",
+                F.col("order").cast("string"),
+            ),
+        )
     checked = prepared.withColumn("reason", reason).withColumn("detail", detail)
 
     # One pass: every row goes through one exchange by key. Per key, rows sort as
@@ -201,3 +211,25 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
             "o.kind", "key", "o.value", "time", "o.diff", "o.symbol", "o.order", "o.reason", "o.detail"
         )
     )
+
+
+def _unordered_inside(column: Any, data_type: Any) -> Any:
+    """Whether a struct's fields or an array's items hold a NaN or a null at any depth,
+    which make the order compare with nothing locally (a tuple holding them)."""
+    if isinstance(data_type, T.StructType):
+        parts = [(column[f.name], f.dataType) for f in data_type.fields]
+    else:
+        item = data_type.elementType
+        return F.exists(column, lambda x: x.isNull() | _unordered_item(x, item))
+    found = F.lit(False)
+    for part, kind in parts:
+        found = found | part.isNull() | _unordered_item(part, kind)
+    return found
+
+
+def _unordered_item(column: Any, data_type: Any) -> Any:
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        return F.coalesce(F.isnan(column), F.lit(False))
+    if isinstance(data_type, T.StructType | T.ArrayType):
+        return F.coalesce(_unordered_inside(column, data_type), F.lit(False))
+    return F.lit(False)
