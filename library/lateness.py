@@ -45,6 +45,7 @@ lateness lets keys go.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +92,9 @@ class UpsertWithLateness(Machine):
             0, or a ``timedelta`` for datetimes; anything else is refused, NaN
             included, which would let every late command through).
         value_time: a value's event time (value lateness), or ``None``.
-        key_time: a key's event time (key lateness), or ``None``.
+        key_time: a key's event time (key lateness), or ``None``. A command for which
+            either gives no finite time (NaN, infinity, no time at all) or raises is
+            rejected (``invalid_symbol``, ``bad_key``).
     """
 
     def __init__(
@@ -229,4 +232,6 @@ def _time_of(fn: Callable[[Any], Any], item: Any) -> Any:
         return f"failed: {type(exc).__name__}: {exc}"
     if not is_time(time):  # NaN included
         return f"returned {time!r}, which is not a time (a number, datetime or date)"
+    if isinstance(time, float) and math.isinf(time):  # would hold the waterline at infinity for good
+        return f"returned {time!r}, which is not a finite time"
     return time

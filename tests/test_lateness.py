@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import random
 from operator import itemgetter
 
@@ -106,6 +107,22 @@ def test_definition_and_user_function_errors():
     assert "value_time('no time') returned 'n', which is not a time" in result.rejected[0].detail
     assert "key_time(3) failed: TypeError" in result.rejected[2].detail
     assert [(u.time, u.diff) for u in result.updates] == [(1, 1), (3, -1)]
+
+
+@pytest.mark.parametrize("rule", ["value_time", "key_time"])
+def test_an_infinite_event_time_is_rejected_not_the_waterline_forever(rule):
+    """One command whose event time is infinite would lift the waterline to infinity,
+    and every later command on every key would be late; it is rejected instead, as
+    an event whose own time is infinite is."""
+    machine = UpsertWithLateness(5, **{rule: (lambda v: v[0]) if rule == "value_time" else (lambda k: k[1])})
+    sane = [(("a", 10), (10, "x"), 1), (("b", 12), (12, "y"), 3)]
+    events = [sane[0], (("c", math.inf), (math.inf, "u"), 2), (("d", -math.inf), (-math.inf, "w"), 2), sane[1]]
+    result = run_local(machine, events)
+    assert [(r.reason, r.detail.split(") ")[-1]) for r in result.rejected] == [
+        (Reason.INVALID_SYMBOL if rule == "value_time" else Reason.BAD_KEY, f"returned {t}, which is not a finite time")
+        for t in ("inf", "-inf")
+    ]
+    assert result.updates == run_local(machine, sane).updates == run_local(Upsert(), sane).updates
 
 
 # -- against the literal reference ---------------------------------------------------
