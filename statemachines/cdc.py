@@ -23,6 +23,8 @@ every earlier time is released. What it keeps is only what is still unresolved::
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import pathlib
 from bisect import bisect_right
@@ -34,7 +36,7 @@ from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.textfiles import open_text
-from statemachines.times import decode_time, encode_time
+from statemachines.times import decode_time, encode_time, is_time, time_kind
 from statemachines.updates import Update, consolidate, hashable, one_nan, sort_updates
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "CdcReader",
     "CdcWriter",
     "Progress",
+    "check_message",
     "Updates",
     "messages_from_arrangement",
     "read_into",
@@ -70,6 +73,53 @@ class Progress:
     lower: Any
     upper: Any
     counts: tuple[tuple[Any, int], ...] = ()
+
+
+def check_message(message: Any, kind: str | None = None) -> str | None:
+    """Check that ``message`` is a well-formed CDC message whose times are of ``kind``
+    (any kind if ``None``), and return the kind of its times (``kind`` if it has none).
+
+    ==========================================  ==========================================
+    message                                     is
+    ==========================================  ==========================================
+    ``Updates([(a, 1, 2)])``                    well formed
+    ``Updates([(a, 1, 0)])``, ``(a, 1, 1.5)``   refused: a diff is a non-zero integer
+    ``Updates([(a, nan, 1)])``, ``inf``         refused: a time is a finite time
+    ``Progress(0, 3, [(1, 2)])``                well formed
+    ``Progress(3, 0)``, ``[(1, 0)]``            refused: lower <= upper, counts >= 1
+    ==========================================  ==========================================
+
+    Raises:
+        InvalidArgument: naming the message and what is wrong with it.
+    """
+    if isinstance(message, Updates):
+        times = []
+        for update in message.updates:
+            if not (isinstance(update, tuple) and len(update) == 3):
+                raise InvalidArgument(f"an update is a (data, time, diff) triple, not {update!r}")
+            _, time, diff = update
+            times.append(time)
+            if not isinstance(diff, numbers.Integral) or isinstance(diff, bool) or diff == 0:
+                raise InvalidArgument(f"update {update!r}: a diff is a non-zero integer (the accumulated diff)")
+    elif isinstance(message, Progress):
+        times = [t for t in (message.lower, message.upper) if t is not None]
+        for time, count in message.counts:
+            times.append(time)
+            if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
+                raise InvalidArgument(f"{message!r}: a time's count is a positive integer, not {count!r}")
+    else:
+        raise InvalidArgument(f"not a CDC message: {message!r}")
+    for time in times:
+        found = time_kind(time) if is_time(time) and not (isinstance(time, float) and math.isinf(time)) else None
+        if found is None:
+            raise InvalidArgument(f"{message!r}: {time!r} is not a finite time (a number, datetime or date)")
+        if kind is not None and found != kind:
+            raise InvalidArgument(f"{message!r}: time {time!r} is a {found} time; the history's are {kind} times")
+        kind = found
+    lower, upper = (message.lower, message.upper) if isinstance(message, Progress) else (None, None)
+    if lower is not None and upper is not None and upper < lower:
+        raise InvalidArgument(f"{message!r}: its upper is below its lower")
+    return kind
 
 
 def _covers(lower: Any, upper: Any, time: Any) -> bool:
@@ -183,6 +233,7 @@ class CdcReader:
         self._received: SortedDict = SortedDict()  # time -> data -> diff, unreleased
         self._coverage = _Coverage()
         self._held = 0  # updates in _received
+        self._kind = None if start is None else time_kind(start)  # of the history's times
 
     def resident(self) -> int:
         """How many items the reader holds: updates, counts and intervals."""
@@ -225,7 +276,9 @@ class CdcReader:
 
         Raises:
             CdcConflict: the message contradicts what earlier messages said.
+            InvalidArgument: the message is malformed (see :func:`check_message`).
         """
+        self._kind = check_message(message, self._kind)
         if self.complete:
             return []  # everything is released; a late repeat says nothing new
         if isinstance(message, Updates):
@@ -368,10 +421,13 @@ def _encode(message: Any) -> dict[str, Any]:
 
 def _decode(record: dict[str, Any]) -> Any:
     if "updates" in record:
-        return Updates(tuple(Update(hashable(d), decode_time(t), n) for d, t, n in record["updates"]))
-    p = record["progress"]
-    counts = tuple((decode_time(t), n) for t, n in p["counts"])
-    return Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)
+        message: Any = Updates(tuple(Update(hashable(d), decode_time(t), n) for d, t, n in record["updates"]))
+    else:
+        p = record["progress"]
+        counts = tuple((decode_time(t), n) for t, n in p["counts"])
+        message = Progress(decode_time(p["lower"]), decode_time(p["upper"]), counts)
+    check_message(message)
+    return message
 
 
 def write_jsonl(messages: Iterable[Any], path: str | os.PathLike[str]) -> None:

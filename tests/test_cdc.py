@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+import math
+import re
+
 import pytest
 from hypothesis import given, target
 from hypothesis import strategies as st
 
-from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
+from statemachines import Arrangement, InvalidArgument, PersistedArrangement, consolidate, run_local
 from statemachines.cdc import (
     CdcConflict,
     CdcReader,
@@ -94,6 +98,45 @@ def test_contradictory_messages_are_refused(messages, match):
     with pytest.raises(CdcConflict, match=match):
         for message in messages:
             reader.push(message)
+
+
+MALFORMED = [
+    (Updates(((("a", 1), 0, 0),)), "a diff is a non-zero integer"),
+    (Updates(((("a", 1), 0, 1.5),)), "a diff is a non-zero integer"),
+    (Updates(((("a", 1), 0, True),)), "a diff is a non-zero integer"),
+    (Updates(((("a", 1), math.nan, 1),)), "nan is not a finite time"),
+    (Updates(((("a", 1), math.inf, 1),)), "inf is not a finite time"),
+    (Updates(((("a", 1), "noon", 1),)), "'noon' is not a finite time"),
+    (Updates(((("a", 1), datetime.date(2024, 1, 1), 1),)), "is a date time; the history's are number times"),
+    (Progress(math.nan, 5, ()), "nan is not a finite time"),
+    (Progress(None, 5, ((1, 0),)), "a time's count is a positive integer, not 0"),
+    (Progress(None, 5, ((1, 1.0),)), "a time's count is a positive integer, not 1.0"),
+    (Progress(5, 3, ()), "its upper is below its lower"),
+    ("updates", "not a CDC message"),
+]
+
+
+@pytest.mark.parametrize(("message", "match"), MALFORMED, ids=[m for _, m in MALFORMED])
+def test_a_malformed_message_is_refused_and_the_reader_reads_on(message, match):
+    """A NaN time would sit unordered among the held times, a zero or fractional
+    diff is no accumulated diff: each is refused, naming what is wrong, and the
+    reader recovers the history from the well-formed messages around it."""
+    history = consolidate([(("a", 1), 1, 1), (("b", 2), 1, 1), (("a", 1), 3, -1)])
+    messages = write(history, [2], batch_size=1)
+    reader, released = CdcReader(), []
+    for at, good in enumerate(messages):
+        if at == 1:
+            with pytest.raises(InvalidArgument, match=re.escape(match)):
+                reader.push(message)
+        released += [u for _, ups in reader.push(good) for u in ups]
+    assert released == history and reader.complete
+
+
+def test_a_malformed_file_message_names_its_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"updates": [[["a", 1], 0, 1]]}\n{"updates": [[["a", 1], 1, 0.5]]}\n')
+    with pytest.raises(InvalidArgument, match="bad.jsonl:2: .*a diff is a non-zero integer"):
+        list(read_jsonl(path))
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
