@@ -93,33 +93,48 @@ def check_message(message: Any, kind: str | None = None) -> str | None:
         InvalidArgument: naming the message and what is wrong with it.
     """
     if isinstance(message, Updates):
-        times = []
         for update in message.updates:
-            if not (isinstance(update, tuple) and len(update) == 3):
-                raise InvalidArgument(f"an update is a (data, time, diff) triple, not {update!r}")
-            _, time, diff = update
-            times.append(time)
-            if not isinstance(diff, numbers.Integral) or isinstance(diff, bool) or diff == 0:
-                raise InvalidArgument(f"update {update!r}: a diff is a non-zero integer (the accumulated diff)")
+            try:
+                _, time, diff = update
+            except (TypeError, ValueError):
+                raise InvalidArgument(f"an update is a (data, time, diff) triple, not {update!r}") from None
+            if type(diff) is not int or not diff:  # an int other than 0, most diffs, passes at once
+                _check_diff(update, diff)
+            if type(time) is not int or kind != "number":  # as does an int time among number times
+                kind = _time_of_kind(time, kind, message)
     elif isinstance(message, Progress):
-        times = [t for t in (message.lower, message.upper) if t is not None]
+        for time in (message.lower, message.upper):
+            if time is not None:
+                kind = _time_of_kind(time, kind, message)
         for time, count in message.counts:
-            times.append(time)
+            kind = _time_of_kind(time, kind, message)
             if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
                 raise InvalidArgument(f"{message!r}: a time's count is a positive integer, not {count!r}")
     else:
         raise InvalidArgument(f"not a CDC message: {message!r}")
-    for time in times:
-        found = time_kind(time) if is_time(time) and not (isinstance(time, float) and math.isinf(time)) else None
-        if found is None:
-            raise InvalidArgument(f"{message!r}: {time!r} is not a finite time (a number, datetime or date)")
-        if kind is not None and found != kind:
-            raise InvalidArgument(f"{message!r}: time {time!r} is a {found} time; the history's are {kind} times")
-        kind = found
     lower, upper = (message.lower, message.upper) if isinstance(message, Progress) else (None, None)
     if lower is not None and upper is not None and upper < lower:
         raise InvalidArgument(f"{message!r}: its upper is below its lower")
     return kind
+
+
+def _check_diff(update: Any, diff: Any) -> None:
+    """A diff is a non-zero integer (NumPy's too), never a bool."""
+    if not isinstance(diff, numbers.Integral) or isinstance(diff, bool) or diff == 0:
+        raise InvalidArgument(f"update {update!r}: a diff is a non-zero integer (the accumulated diff)")
+
+
+def _time_of_kind(time: Any, kind: str | None, message: Any) -> str:
+    """The kind of ``time``, a finite time of ``kind`` (any if ``None``), or an error."""
+    if type(time) is int or (type(time) is float and math.isfinite(time)):  # most times, quickly
+        found: str | None = "number"
+    else:
+        found = time_kind(time) if is_time(time) and not (isinstance(time, float) and math.isinf(time)) else None
+        if found is None:
+            raise InvalidArgument(f"{message!r}: {time!r} is not a finite time (a number, datetime or date)")
+    if kind is not None and found != kind:
+        raise InvalidArgument(f"{message!r}: time {time!r} is a {found} time; the history's are {kind} times")
+    return found  # type: ignore[return-value]
 
 
 def _covers(lower: Any, upper: Any, time: Any) -> bool:
