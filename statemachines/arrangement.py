@@ -29,6 +29,7 @@ from __future__ import annotations
 import heapq
 import html
 import itertools
+import numbers
 import threading
 import uuid
 import weakref
@@ -320,17 +321,19 @@ class Arrangement:
         Raises:
             InvalidArgument: the batch overlaps what was written without being a
                 replay, leaves a gap, is empty or backwards, or holds an update
-                outside ``[lower, upper)``.
+                outside ``[lower, upper)`` or whose diff is no integer.
         """
         if not self._accepts(lower, upper):
             return False
         updates = list(updates)
-        for data, time, _ in updates:
+        for data, time, diff in updates:
             if (lower is not None and time < lower) or not time < upper:
                 raise InvalidArgument(
                     f"update {data!r} at time {time!r} lies outside its batch "
                     f"[{lower!r}, {upper!r})"
                 )
+            if type(diff) is not int and (not isinstance(diff, numbers.Integral) or isinstance(diff, bool)):
+                raise InvalidArgument(f"update {data!r} at time {time!r} has diff {diff!r}; a diff is an integer")
         with gc_paused():
             self._push(Batch.build(updates, lower, upper, self._since))
         if notes is not None:

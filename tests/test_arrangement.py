@@ -132,3 +132,17 @@ def test_history_of_the_seed_example_is_the_hand_written_scd2():
     ]
     run_local(Upsert(), [("frank", "zappa", 9)], into=arr)
     assert list(arr.history())[-1] == HistoryRow("frank", "zappa", 9, None)
+
+
+@pytest.mark.parametrize("diff", [1.5, float("nan"), True, "1", None], ids=repr)
+@pytest.mark.parametrize("persisted", [False, True], ids=["in memory", "persisted"])
+def test_an_update_whose_diff_is_no_integer_is_refused_and_nothing_is_appended(tmp_path, persisted, diff):
+    """A fractional diff was kept (and stored), NaN or True kept in memory: refused
+    now, naming the update, and the arrangement stays as it was."""
+    arrangement = PersistedArrangement.create(tmp_path / "a") if persisted else Arrangement()
+    arrangement.append([(("a", "x"), 0, 1)], None, 1)
+    with pytest.raises(InvalidArgument, match=re.escape(f"update ('b', 'y') at time 1 has diff {diff!r}; a diff is an integer")):
+        arrangement.append([(("a", "x"), 1, -1), (("b", "y"), 1, diff)], 1, 2)
+    assert arrangement.upper == 1 and arrangement.updates() == [(("a", "x"), 0, 1)]
+    arrangement.append([(("a", "x"), 1, -1)], 1, 2)  # the batch, well formed, appends
+    assert arrangement.snapshot() == []
