@@ -25,6 +25,7 @@ filter(<lambda>) | map(<lambda>)
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -78,7 +79,9 @@ class Step:
         if kind == "flat_map":
             return [(item, None, 1) for item in fns[0](data)]
         if kind == "explode":
-            return [(item, None, diff) for item, diff in fns[0](data)]
+            exploded = [(item, None, diff) for item, diff in fns[0](data)]
+            _check_diffs(self, data, exploded)
+            return exploded
         if kind == "temporal_filter":
             lower, upper = fns[0](data), fns[1](data)
             for bound in (lower, upper):
@@ -93,11 +96,19 @@ class Step:
         triples = list(fns[0](data))  # "logic": the general operator
         if any(t is not None and t != t for _, t, _ in triples):  # NaN is no time: it would never compare
             raise InvalidArgument(f"{self} gave the time nan for {data!r}; its times are times or None")
+        _check_diffs(self, data, triples)
         return triples
 
     def __str__(self) -> str:
         names = ", ".join(_name(f) for f in self.functions)
         return f"{self.kind}({names})"
+
+
+def _check_diffs(step: Step, data: Any, triples: list[Triple]) -> None:
+    """A step's diffs multiply the input's, which are integers: they are integers too."""
+    for _, _, diff in triples:
+        if type(diff) is not int and (not isinstance(diff, numbers.Integral) or isinstance(diff, bool)):
+            raise InvalidArgument(f"{step} gave the diff {diff!r} for {data!r}; a diff is an integer")
 
 
 def _later(a: Any, b: Any) -> Any:

@@ -126,3 +126,18 @@ def test_machine_output_to_filter_to_temporal_filter_to_arrangement():
     assert derived.upper == 20 and derived.updates() == [u for u in shown if u.time < 20]
     assert alerts.view(arr).collection(as_of=30) == {}
     assert alerts.view(arr).changes(20, 30) == [u for u in shown if 20 <= u.time < 30]
+
+
+@pytest.mark.parametrize(
+    "op, says",
+    [
+        (linear.explode(lambda d: [(d, 1.5)]), "explode(<lambda>) gave the diff 1.5 for ('a', 2); a diff is an integer"),
+        (linear.map(lambda d: d[0]) | linear.logic(lambda d: [(d, 0, True)]), "gave the diff True for 'a'"),
+        (linear.logic(lambda d: [(d, 0, float("nan"))]), "gave the diff nan for ('a', 2)"),
+    ],
+)
+def test_a_diff_that_is_no_integer_is_an_error_naming_the_step_and_record(op, says):
+    """Diffs are signed integers: a fractional one made a multiset of no collection."""
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        op.apply([(("a", 2), 0, 1)])
+    assert linear.explode(lambda d: [(d, 2), (d, -1)]).apply([(("a", 2), 0, 3)]) == [(("a", 2), 0, 3)]
