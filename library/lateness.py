@@ -45,14 +45,13 @@ lateness lets keys go.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable
 from typing import Any
 
 from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
-from statemachines.times import is_duration, is_time
+from statemachines.times import is_duration, is_finite_time, is_time
 from statemachines.waterline import Mark, Waterline
 
 __all__ = ["Late", "UpsertWithLateness"]
@@ -232,6 +231,6 @@ def _time_of(fn: Callable[[Any], Any], item: Any) -> Any:
         return f"failed: {type(exc).__name__}: {exc}"
     if not is_time(time):  # NaN included
         return f"returned {time!r}, which is not a time (a number, datetime or date)"
-    if isinstance(time, float) and math.isinf(time):  # would hold the waterline at infinity for good
+    if not is_finite_time(time):  # would hold the waterline at infinity for good
         return f"returned {time!r}, which is not a finite time"
     return time

@@ -36,7 +36,7 @@ from sortedcontainers import SortedDict
 
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.textfiles import open_text
-from statemachines.times import decode_time, encode_time, is_time, time_kind
+from statemachines.times import decode_time, encode_time, is_finite_time, time_kind
 from statemachines.updates import Update, consolidate, hashable, one_nan, sort_updates
 
 __all__ = [
@@ -129,7 +129,7 @@ def _time_of_kind(time: Any, kind: str | None, message: Any) -> str:
     if type(time) is int or (type(time) is float and math.isfinite(time)):  # most times, quickly
         found: str | None = "number"
     else:
-        found = time_kind(time) if is_time(time) and not (isinstance(time, float) and math.isinf(time)) else None
+        found = time_kind(time) if is_finite_time(time) else None
         if found is None:
             raise InvalidArgument(f"{message!r}: {time!r} is not a finite time (a number, datetime or date)")
     if kind is not None and found != kind:

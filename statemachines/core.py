@@ -17,6 +17,7 @@ from statemachines.errors import InvalidArgument, MachineError
 from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
+from statemachines.times import is_finite_time
 from statemachines.updates import Update, total_order_key
 
 __all__ = [
@@ -267,7 +268,7 @@ def advance_key(
             if len(updates) - start > 1:
                 _order_by_value(updates, start)
         due = call_deadline(machine, key, values) if timed and values else None
-        if due is not None and due <= now:
+        if due is not None and _not_after(due, now, machine, key):
             raise MachineError(
                 f"{spec.name}.deadline returned {due!r} for key {key!r} after a change "
                 f"at time {now!r}; a deadline must lie strictly after the change that sets it"
@@ -298,11 +299,28 @@ def call_deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
     """``machine.deadline(key, values)``; a deadline that raises stops the run with a
     :class:`MachineError` naming the machine and key (no event to reject)."""
     try:
-        return machine.deadline(key, values)
+        due = machine.deadline(key, values)
     except Exception as exc:
         raise MachineError(
             f"{machine.spec.name}.deadline failed for key {key!r}: {type(exc).__name__}: {exc}"
         ) from exc
+    if due is not None and (type(due) is not int or type(due) is bool) and not is_finite_time(due):
+        raise MachineError(
+            f"{machine.spec.name}.deadline returned {due!r} for key {key!r}; a deadline is None or a "
+            f"finite time (a number, datetime or date)"
+        )
+    return due
+
+
+def _not_after(due: Any, now: Any, machine: Machine, key: Any) -> bool:
+    """Whether ``due <= now``; a deadline of another kind than the times is an error."""
+    try:
+        return bool(due <= now)
+    except TypeError:
+        raise MachineError(
+            f"{machine.spec.name}.deadline returned {due!r} for key {key!r} after a change at time "
+            f"{now!r}: a deadline is a time of the events' kind"
+        ) from None
 
 
 def _fire_deadline(

@@ -11,7 +11,7 @@ import math
 import numbers
 from typing import Any
 
-__all__ = ["decode_time", "encode_time", "is_duration", "is_time", "time_after", "time_kind"]
+__all__ = ["decode_time", "encode_time", "is_duration", "is_finite_time", "is_time", "time_after", "time_kind"]
 
 
 def time_kind(time: Any) -> str | None:
@@ -40,6 +40,16 @@ def is_time(value: Any, kind: str | None = None) -> bool:
     """
     found = time_kind(value)
     return found is not None and value == value and (kind is None or found == kind)
+
+
+def is_finite_time(value: Any, kind: str | None = None) -> bool:
+    """Whether ``value`` is a time (:func:`is_time`) other than an infinity, which no
+    event may carry: what it would set (a waterline, a deadline) could never pass.
+
+    >>> is_finite_time(3.5), is_finite_time(float("inf")), is_finite_time(float("nan"))
+    (True, False, False)
+    """
+    return is_time(value, kind) and not (isinstance(value, float) and math.isinf(value))
 
 
 def is_duration(value: Any, *, positive: bool = False) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import pickle
 import re
 from collections import defaultdict
@@ -380,3 +381,30 @@ def test_a_deadline_hook_that_raises_stops_the_run_naming_the_machine_and_key(ma
     """A deadline cannot be rejected as an event can: the run stops with a MachineError."""
     with pytest.raises(MachineError, match=re.escape(says)):
         run_local(machine, [("ok", "x", 1), ("bad", "y", 2)])
+
+
+class _Returning(Session):
+    def __init__(self, due):
+        super().__init__()
+        self.due = due
+
+    def deadline(self, key, values):
+        return self.due if key == "bad" else super().deadline(key, values)
+
+
+@pytest.mark.parametrize(
+    "due, says",
+    [
+        (float("nan"), "returned nan for key 'bad'; a deadline is None or a finite time"),
+        (float("inf"), "returned inf for key 'bad'; a deadline is None or a finite time"),
+        ("soon", "returned 'soon' for key 'bad'; a deadline is None or a finite time"),
+        (True, "returned True for key 'bad'; a deadline is None or a finite time"),
+        (datetime.date(2024, 1, 1), "after a change at time 2: a deadline is a time of the events' kind"),
+    ],
+    ids=repr,
+)
+def test_a_deadline_that_is_no_finite_time_of_the_events_kind_stops_the_run(due, says):
+    """A NaN deadline made an update at time NaN; text or a date crashed the run
+    comparing it with the event times."""
+    with pytest.raises(MachineError, match=re.escape(says)):
+        run_local(_Returning(due), [("ok", "x", 1), ("bad", "y", 2), ("ok", "z", 10)])
