@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 import html
 import itertools
-import numbers
 import threading
 import uuid
 import weakref
@@ -43,7 +42,7 @@ from statemachines._gc import gc_paused
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_time
 from statemachines.errors import InvalidArgument
 from statemachines.times import is_time, time_kind
-from statemachines.updates import Update, one_nan, sort_updates, total_order_key
+from statemachines.updates import Update, is_diff, one_nan, sort_updates, total_order_key
 
 __all__ = ["REPLAY_WINDOW", "Arrangement", "Batch", "HistoryRow", "ReadHandle"]
 
@@ -332,7 +331,7 @@ class Arrangement:
                     f"update {data!r} at time {time!r} lies outside its batch "
                     f"[{lower!r}, {upper!r})"
                 )
-            if type(diff) is not int and (not isinstance(diff, numbers.Integral) or isinstance(diff, bool)):
+            if not is_diff(diff):
                 raise InvalidArgument(f"update {data!r} at time {time!r} has diff {diff!r}; a diff is an integer")
         with gc_paused():
             self._push(Batch.build(updates, lower, upper, self._since))

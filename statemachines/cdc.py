@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import os
 import pathlib
 from bisect import bisect_right
@@ -37,7 +36,7 @@ from sortedcontainers import SortedDict
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.textfiles import open_text
 from statemachines.times import decode_time, encode_time, is_finite_time, time_kind
-from statemachines.updates import Update, consolidate, hashable, one_nan, sort_updates
+from statemachines.updates import Update, consolidate, hashable, is_diff, one_nan, sort_updates
 
 __all__ = [
     "CdcConflict",
@@ -108,7 +107,7 @@ def check_message(message: Any, kind: str | None = None) -> str | None:
                 kind = _time_of_kind(time, kind, message)
         for time, count in message.counts:
             kind = _time_of_kind(time, kind, message)
-            if not isinstance(count, numbers.Integral) or isinstance(count, bool) or count < 1:
+            if not is_diff(count) or count < 1:  # an integer, as a diff is
                 raise InvalidArgument(f"{message!r}: a time's count is a positive integer, not {count!r}")
     else:
         raise InvalidArgument(f"not a CDC message: {message!r}")
@@ -119,8 +118,8 @@ def check_message(message: Any, kind: str | None = None) -> str | None:
 
 
 def _check_diff(update: Any, diff: Any) -> None:
-    """A diff is a non-zero integer (NumPy's too), never a bool."""
-    if not isinstance(diff, numbers.Integral) or isinstance(diff, bool) or diff == 0:
+    """A final diff is a non-zero integer."""
+    if not is_diff(diff) or diff == 0:
         raise InvalidArgument(f"update {update!r}: a diff is a non-zero integer (the accumulated diff)")
 
 

@@ -296,8 +296,9 @@ def _order_by_value(updates: list[Update], start: int) -> None:
 
 
 def call_deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
-    """``machine.deadline(key, values)``; a deadline that raises stops the run with a
-    :class:`MachineError` naming the machine and key (no event to reject)."""
+    """``machine.deadline(key, values)``; a deadline that raises, or returns neither
+    ``None`` nor a finite time, stops the run with a :class:`MachineError` naming the
+    machine and key (no event to reject)."""
     try:
         due = machine.deadline(key, values)
     except Exception as exc:

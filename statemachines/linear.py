@@ -25,7 +25,6 @@ filter(<lambda>) | map(<lambda>)
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from statemachines.arrangement import Arrangement
 from statemachines.errors import InvalidArgument
 from statemachines.local import RunResult
 from statemachines.times import is_time
-from statemachines.updates import Update, collection_at, consolidate
+from statemachines.updates import Update, collection_at, consolidate, is_diff
 
 __all__ = [
     "Linear",
@@ -107,7 +106,7 @@ class Step:
 def _check_diffs(step: Step, data: Any, triples: list[Triple]) -> None:
     """A step's diffs multiply the input's, which are integers: they are integers too."""
     for _, _, diff in triples:
-        if type(diff) is not int and (not isinstance(diff, numbers.Integral) or isinstance(diff, bool)):
+        if not is_diff(diff):
             raise InvalidArgument(f"{step} gave the diff {diff!r} for {data!r}; a diff is an integer")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import math
+import numbers
 from collections.abc import Hashable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -31,6 +32,7 @@ __all__ = [
     "hashable",
     "holds_decimal_nan",
     "is_consolidated",
+    "is_diff",
     "one_nan",
     "sort_key_runs",
     "sort_updates",
@@ -49,6 +51,15 @@ class Update(NamedTuple):
     data: Any
     time: Any
     diff: int
+
+
+def is_diff(value: Any) -> bool:
+    """Whether ``value`` can be a diff: a signed integer (NumPy's too), not a bool.
+
+    >>> is_diff(-2), is_diff(1.5), is_diff(True), is_diff(float("nan"))
+    (True, False, False, False)
+    """
+    return type(value) is int or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
 _TIME = itemgetter(1)
