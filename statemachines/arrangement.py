@@ -326,7 +326,11 @@ class Arrangement:
             return False
         updates = list(updates)
         for data, time, diff in updates:
-            if (lower is not None and time < lower) or not time < upper:
+            try:
+                outside = (lower is not None and time < lower) or not time < upper
+            except TypeError:  # a time of another kind
+                outside = True
+            if outside:
                 raise InvalidArgument(
                     f"update {data!r} at time {time!r} lies outside its batch "
                     f"[{lower!r}, {upper!r})"
@@ -345,6 +349,9 @@ class Arrangement:
         Raises:
             InvalidArgument: it is neither: it overlaps, leaves a gap, or is empty.
         """
+        for bound in (lower, upper):
+            if bound is not None:
+                self._check_time(bound, "append a batch")  # NaN would be an upper nothing follows
         if upper is None or (lower is not None and not lower < upper):
             raise InvalidArgument(f"a batch needs lower < upper; got [{lower!r}, {upper!r})")
         if self._upper is not None and upper <= self._upper:

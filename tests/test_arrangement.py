@@ -146,3 +146,22 @@ def test_an_update_whose_diff_is_no_integer_is_refused_and_nothing_is_appended(t
     assert arrangement.upper == 1 and arrangement.updates() == [(("a", "x"), 0, 1)]
     arrangement.append([(("a", "x"), 1, -1)], 1, 2)  # the batch, well formed, appends
     assert arrangement.snapshot() == []
+
+
+@pytest.mark.parametrize(
+    "batch, says",
+    [
+        (([], None, float("nan")), "cannot append a batch at nan: it is not a time"),
+        (([], None, "z"), "cannot append a batch at 'z': it is not a time"),
+        (([], 1, datetime.date(2024, 1, 1)), "cannot append a batch at datetime.date(2024, 1, 1): it is not a time of the arrangement's kind (number)"),
+        (([(("b", "y"), datetime.date(2024, 1, 1), 1)], 1, 2), "update ('b', 'y') at time datetime.date(2024, 1, 1) lies outside its batch [1, 2)"),
+    ],
+    ids=["nan upper", "text upper", "upper of another kind", "update of another kind"],
+)
+def test_a_batch_bound_or_update_time_that_is_no_time_of_the_arrangements_kind_is_refused(batch, says):
+    """A NaN upper was kept (no batch could follow it); other kinds failed comparing."""
+    arrangement = Arrangement()
+    arrangement.append([(("a", "x"), 0, 1)], None, 1)
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        arrangement.append(*batch)
+    assert arrangement.upper == 1 and arrangement.updates() == [(("a", "x"), 0, 1)]
