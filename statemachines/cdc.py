@@ -241,6 +241,8 @@ class CdcReader:
 
     def __init__(self, *, start: Any = None) -> None:
         """Read a history from ``start`` on (``None``: from its beginning)."""
+        if start is not None and not is_finite_time(start):
+            raise InvalidArgument(f"start is a finite time or None, not {start!r}")
         self.frontier: Any = start  # every time below it is released (None: nothing is)
         self.complete = False  # the whole history is released
         self._counts: SortedDict = SortedDict()  # known counts of unreleased times

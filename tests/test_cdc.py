@@ -132,6 +132,12 @@ def test_a_malformed_message_is_refused_and_the_reader_reads_on(message, match):
     assert released == history and reader.complete
 
 
+@pytest.mark.parametrize("start", [math.nan, math.inf, "0"], ids=repr)
+def test_a_reader_starts_at_a_finite_time(start):
+    with pytest.raises(InvalidArgument, match=re.escape(f"start is a finite time or None, not {start!r}")):
+        CdcReader(start=start)
+
+
 def test_a_malformed_file_message_names_its_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"updates": [[["a", 1], 0, 1]]}\n{"updates": [[["a", 1], 1, 0.5]]}\n')
