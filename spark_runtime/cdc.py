@@ -111,6 +111,8 @@ def read_cdc(spark: Any, *paths: str | os.PathLike[str], schema: str) -> CdcRead
     Raises:
         CdcConflict: messages contradict each other (an update with two diffs,
             progress statements that disagree, more updates than counted).
+        InvalidArgument: a message is malformed (:func:`statemachines.cdc.check_message`;
+            an update message's error comes from a task, wrapped by Spark).
     """
 
     given = T._parse_datatype_string(schema)

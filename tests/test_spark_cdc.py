@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pyarrow.parquet as pq
 import pytest
 
 from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
-from statemachines.cdc import CdcConflict, CdcReader, read_parquet
+from statemachines.cdc import CdcConflict, CdcReader, Progress, Updates, read_parquet, write_parquet
 from statemachines.library import Upsert
 from statemachines.spark import read_cdc, run_batch, write_cdc
 
@@ -67,3 +68,20 @@ def test_contradicting_files_are_refused(spark, original, tmp_path):
     write_cdc(spark, other.path, tmp_path / "bad")
     with pytest.raises(CdcConflict):
         read_cdc(spark, tmp_path / "good", tmp_path / "bad", schema=SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "message, says",
+    [
+        (Updates(((("a", "x"), 1, 0.5),)), "a diff is a non-zero integer"),
+        (Progress(None, float("nan"), ()), "nan is not a finite time"),
+    ],
+    ids=["update", "progress"],
+)
+def test_a_malformed_message_is_refused_naming_what_is_wrong(spark, tmp_path, message, says):
+    """Checked as the local reader checks it: progress on the driver, updates in the tasks."""
+    folder = tmp_path / "cdc"
+    folder.mkdir()
+    write_parquet([Updates(((("a", "x"), 0, 1),)), Progress(None, 1, ((0, 1),)), message], folder / "m.parquet")
+    with pytest.raises(Exception, match=re.escape(says)):
+        read_cdc(spark, folder, schema=SCHEMA)
