@@ -216,14 +216,12 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
 def _unordered_inside(column: Any, data_type: Any) -> Any:
     """Whether a struct's fields or an array's items hold a NaN or a null at any depth,
     which make the order compare with nothing locally (a tuple holding them)."""
-    if isinstance(data_type, T.StructType):
-        parts = [(column[f.name], f.dataType) for f in data_type.fields]
-    else:
-        item = data_type.elementType
-        return F.exists(column, lambda x: x.isNull() | _unordered_item(x, item))
+    if isinstance(data_type, T.ArrayType):
+        return F.exists(column, lambda x: x.isNull() | _unordered_item(x, data_type.elementType))
     found = F.lit(False)
-    for part, kind in parts:
-        found = found | part.isNull() | _unordered_item(part, kind)
+    for field in data_type.fields:
+        part = column[field.name]
+        found = found | part.isNull() | _unordered_item(part, field.dataType)
     return found
 
 

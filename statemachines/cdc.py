@@ -109,11 +109,10 @@ def check_message(message: Any, kind: str | None = None) -> str | None:
             kind = _time_of_kind(time, kind, message)
             if not is_diff(count) or count < 1:  # an integer, as a diff is
                 raise InvalidArgument(f"{message!r}: a time's count is a positive integer, not {count!r}")
+        if message.lower is not None and message.upper is not None and message.upper < message.lower:
+            raise InvalidArgument(f"{message!r}: its upper is below its lower")
     else:
         raise InvalidArgument(f"not a CDC message: {message!r}")
-    lower, upper = (message.lower, message.upper) if isinstance(message, Progress) else (None, None)
-    if lower is not None and upper is not None and upper < lower:
-        raise InvalidArgument(f"{message!r}: its upper is below its lower")
     return kind
 
 

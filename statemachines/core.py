@@ -305,7 +305,7 @@ def call_deadline(machine: Machine, key: Any, values: frozenset[Any]) -> Any:
         raise MachineError(
             f"{machine.spec.name}.deadline failed for key {key!r}: {type(exc).__name__}: {exc}"
         ) from exc
-    if due is not None and (type(due) is not int or type(due) is bool) and not is_finite_time(due):
+    if due is not None and type(due) is not int and not is_finite_time(due):  # a bool is no int here
         raise MachineError(
             f"{machine.spec.name}.deadline returned {due!r} for key {key!r}; a deadline is None or a "
             f"finite time (a number, datetime or date)"
