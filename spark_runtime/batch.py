@@ -245,14 +245,15 @@ def refuse_unmet_subtypes(machine: Machine, prepared: Any) -> None:
     Raises:
         InvalidArgument: naming the classes, the column's type and what its symbols are.
     """
-    if not isinstance(machine, Detector | RuleDetector) or not machine.subtypes:
+    subtypes = machine.subtypes if isinstance(machine, Detector | RuleDetector) else []
+    if not subtypes:
         return
     spark_type = prepared.schema["symbol"].dataType
     if isinstance(spark_type, T.StructType):
         arrives_as = record_type(tuple(spark_type.fieldNames()))
     else:
         arrives_as = _ARRIVES_AS.get(type(spark_type))
-    for classes in machine.subtypes:
+    for classes in subtypes:
         if arrives_as is not None and not issubclass(arrives_as, classes):
             raise InvalidArgument(
                 f"subtype({', '.join(c.__qualname__ for c in classes)}) never holds on Spark: the symbol column is "
