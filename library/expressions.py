@@ -22,20 +22,46 @@ The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``+ - *``, unary minus, and
-``lower upper abs length coalesce``. Anything else is refused when the pattern is
-built, naming what is not supported, and so is a test that can never be TRUE or
+``lower upper abs length coalesce``, and typed literals (``DATE '2024-01-31'``,
+``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
+``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
+what is not supported, and so is a test that can never be TRUE or
 FALSE (a number, text or arithmetic as the condition or as a side of ``AND``, ``OR``,
-``NOT``). A field is typed only by the events: one that is not boolean where a test
-is needed rejects each event it is read for (``condition_failed``), naming it::
+``NOT``). A field is typed by the events (one NULL in all of them by its record
+class's annotation): one that is not boolean where a test is needed rejects each
+event it is read for (``condition_failed``), naming it::
 
     condition                  built     an event Login('ok', 1)
     amount + 1                 refused   -
     kind = 'ok' AND amount     yes       rejected: AND needs TRUE or FALSE: 'amount' gives int64 values
     kind = 'ok' AND amount > 0 yes       met
+
+Field names are matched as Spark matches them by default, ignoring case (``KIND``
+reads ``kind``; a name two fields share but for case is refused as ambiguous). A
+string literal compared with a number, a date, a timestamp or a boolean is read as
+that type, as Spark SQL casts it (``amount > '10'``, ``at >= '2024-01-31'``); one
+that does not read as it (``amount = 'abc'``, ``amount > '1.5'`` for whole numbers)
+rejects each event the condition is asked about, saying so. Text read as a timestamp
+without an offset is UTC where the field's timestamps have a zone (Spark's, in the
+sessions this project makes); with one, where they have none, it is its wall clock,
+the offset ignored (as Spark's cast to ``TIMESTAMP_NTZ``). A ``TIMESTAMP`` literal is
+an instant, a ``TIMESTAMP_NTZ`` one a wall clock, and either compared with the other
+kind of field reads the wall clock as UTC::
+
+    event (amount, at)           condition                      met
+    (20, 2024-01-31 10:00)       Amount > '10'                  yes
+    (20, 2024-01-31 10:00)       at >= DATE '2024-02-01'        no
+    (20, 2024-01-31 10:00)       at >= '2024-01-31 09:30'       yes
+    (20, 2024-01-31 10:00)       amount > '1.5'                 rejected: '1.5' is no int64
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import functools
+import re
+import typing
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,9 +123,7 @@ class Expression:
         import pyarrow.compute as pc
 
         for name in self.fields:
-            if name not in table.column_names:
-                raise ValueError(f"the condition {self.sql!r} reads {name!r}, which the events do not have "
-                               f"(their fields: {', '.join(table.column_names)})")
+            _field(table.column_names, name, f"the condition {self.sql!r} reads {name!r}", "the events")
         result = _Evaluator(table).value(self._tree)
         if isinstance(result, pa.Scalar):
             result = pa.repeat(result, table.num_rows)
@@ -114,13 +138,42 @@ class Expression:
 
 def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any) -> pa.Table:
     """Records (tuples in field order) as a table of their fields; ``arrow_type`` (a
-    struct) gives the fields' types, else Arrow infers them."""
+    struct) gives the fields' types, else Arrow infers them from the values, and a
+    field that is NULL in every record has the type its class declares (``amount:
+    int | None`` in a NamedTuple: int64), as a struct column's field has on Spark."""
     import pyarrow as pa
 
     if arrow_type is not None:
         struct = pa.array(symbols, type=arrow_type)
         return pa.Table.from_arrays(struct.flatten(), names=[f.name for f in arrow_type])
-    return pa.Table.from_arrays([pa.array([s[i] for s in symbols]) for i in range(len(names))], names=list(names))
+    columns = [pa.array([s[i] for s in symbols]) for i in range(len(names))]
+    if any(pa.types.is_null(c.type) for c in columns) and symbols:
+        declared = _declared_types(type(symbols[0]))
+        columns = [c.cast(declared.get(name, c.type)) if pa.types.is_null(c.type) else c
+                   for name, c in zip(names, columns, strict=True)]
+    return pa.Table.from_arrays(columns, names=list(names))
+
+
+@functools.cache
+def _declared_types(record_class: type) -> dict[str, pa.DataType]:
+    """The Arrow types of a record class's annotated fields (``x: int | None``: int64)
+    that are one of Python's plain types; the others are left out."""
+    import pyarrow as pa
+
+    plain = {
+        int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_(), bytes: pa.binary(),
+        datetime.datetime: pa.timestamp("us"), datetime.date: pa.date32(), decimal.Decimal: pa.decimal128(38, 18),
+    }
+    try:
+        hints = typing.get_type_hints(record_class)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve types nothing
+        return {}
+    declared = {}
+    for name, hint in hints.items():
+        kinds = [k for k in typing.get_args(hint) if k is not type(None)] if typing.get_args(hint) else [hint]
+        if len(kinds) == 1 and kinds[0] in plain:
+            declared[name] = plain[kinds[0]]
+    return declared
 
 
 # -- checking the tree -----------------------------------------------------------------------
@@ -135,6 +188,7 @@ def _supported() -> frozenset[type]:
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
         exp.Add, exp.Sub, exp.Mul, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
+        exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
     })
 
 
@@ -142,6 +196,13 @@ def _check(tree: Any, sql: str) -> None:
     from sqlglot import exp
 
     supported = _supported()
+    for cast in tree.find_all(exp.Cast):  # TryCast too: only a literal's type may be given
+        if not isinstance(cast.this, exp.Literal):
+            raise DefinitionError(
+                f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: expression conditions cast "
+                f"literals only, not fields; write it as a function condition instead"
+            )
+        _typed_literal(cast, sql)
     for node in tree.walk():
         kind = type(node)
         if kind not in supported:
@@ -174,6 +235,8 @@ def _never_a_test(node: Any) -> str | None:
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper):
         return "text"
+    if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
+        return f"a {node.to.sql(dialect='spark')} literal"
     return None
 
 
@@ -206,6 +269,8 @@ class _Evaluator:
             return pa.scalar(float(text) if any(c in text for c in ".eE") else int(text))
         if kind is exp.Boolean:
             return pa.scalar(bool(node.this))
+        if kind in (exp.Cast, exp.TryCast):  # a typed literal (checked when built)
+            return _typed_literal(node, node.sql(dialect="spark"))
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
@@ -257,12 +322,17 @@ class _Evaluator:
         raise AssertionError(f"not checked when built: {node.sql(dialect='spark')!r}")  # pragma: no cover
 
     def _column(self, node: Any) -> Any:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        if node.table:  # a.b: the field b of the struct a
-            column = self.table.column(node.table)
-            return pc.struct_field(column, node.name)
-        return self.table.column(node.name)
+        if not node.table:
+            return self.table.column(_field(self.table.column_names, node.name))
+        column = self.table.column(_field(self.table.column_names, node.table))  # a.b: the field b of the struct a
+        if not pa.types.is_struct(column.type):
+            raise TypeError(f"{node.sql(dialect='spark')!r} reads a field of {node.table!r}, which gives "
+                            f"{column.type} values, not structs")
+        names = [f.name for f in column.type]
+        return pc.struct_field(column, _field(names, node.name, f"{node.sql(dialect='spark')!r}", node.table))
 
     def _boolean(self, node: Any, operator: str) -> Any:
         import pyarrow as pa
@@ -326,7 +396,125 @@ def _compare(node: Any, op: Callable[..., Any], left: Any, right: Any, rows: int
         return _nulls(rows)
     import pyarrow as pa
 
+    left, right = _literal_like(node, left, right), _literal_like(node, right, left)
     try:
         return op(left, right)
     except pa.ArrowNotImplementedError:
         raise TypeError(f"{node.sql(dialect='spark')!r} cannot compare {left.type} with {right.type}") from None
+
+
+def _field(names: Sequence[str], name: str, what: str | None = None, holder: str = "the events") -> str:
+    """The one of ``names`` that ``name`` means, matched as Spark matches field names
+    (ignoring case, an exact match first); a name none or two of them match is an
+    error: ``ValueError`` saying ``what`` read it."""
+    if name in names:
+        return name
+    found = [n for n in names if n.casefold() == name.casefold()]
+    if len(found) == 1:
+        return found[0]
+    what = what or f"the condition reads {name!r}"
+    if found:
+        raise ValueError(f"{what}, which is ambiguous: {holder} have {', '.join(map(repr, found))}")
+    raise ValueError(f"{what}, which {holder} do not have (their fields: {', '.join(names)})")
+
+
+# -- literals of a type ---------------------------------------------------------------------------
+
+
+def _typed_literal(node: Any, sql: str) -> pa.Scalar:
+    """The value of a typed literal (``DATE '2024-01-31'``, ``10L``, ``CAST('7' AS
+    INT)``) as an Arrow scalar; ``DefinitionError`` if its type is not one a condition
+    compares or its text does not read as that type."""
+
+    arrow_type = _arrow_type(node.to)
+    if arrow_type is None:
+        raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
+                              f"have no {node.to.sql(dialect='spark')} values; write it as a function condition instead")
+    try:
+        return _read_as(str(node.this.this), arrow_type)
+    except ValueError as error:
+        raise DefinitionError(f"the condition {sql!r}: {error}") from None
+
+
+def _arrow_type(to: Any) -> pa.DataType | None:
+    """The Arrow type of a SQL type a literal may be given (None: not one of them)."""
+    import pyarrow as pa
+    from sqlglot import exp
+
+    kinds = exp.DataType.Type
+    if to.this == kinds.DECIMAL:
+        precision, scale = ([int(p.this.this) for p in to.expressions] + [10, 0])[:2] if to.expressions else (10, 0)
+        return pa.decimal128(precision, scale)
+    return {
+        kinds.TINYINT: pa.int8(), kinds.SMALLINT: pa.int16(), kinds.INT: pa.int32(), kinds.BIGINT: pa.int64(),
+        kinds.FLOAT: pa.float32(), kinds.DOUBLE: pa.float64(), kinds.BOOLEAN: pa.bool_(),
+        kinds.TEXT: pa.string(), kinds.VARCHAR: pa.string(), kinds.DATE: pa.date32(),
+        kinds.TIMESTAMP: pa.timestamp("us", "UTC"), kinds.TIMESTAMPTZ: pa.timestamp("us", "UTC"),
+        kinds.TIMESTAMPLTZ: pa.timestamp("us", "UTC"), kinds.TIMESTAMPNTZ: pa.timestamp("us"),
+    }.get(to.this)
+
+
+def _literal_like(node: Any, value: Any, other: Any) -> Any:
+    """``value`` as Spark SQL reads a literal compared with ``other``: a string literal
+    as ``other``'s type (a number, a date, a timestamp, a boolean), a timestamp
+    literal in ``other``'s time zone or none (a literal without a zone being UTC);
+    anything else as it is. ``TypeError`` if the text does not read so."""
+    import pyarrow as pa
+
+    if not isinstance(value, pa.Scalar) or isinstance(other, pa.Scalar) or not value.is_valid:
+        return value
+    wanted = other.type
+    if pa.types.is_string(value.type) and _readable(wanted):
+        try:
+            return _read_as(value.as_py(), wanted)
+        except ValueError as error:
+            raise TypeError(f"{node.sql(dialect='spark')!r}: {error}") from None
+    if pa.types.is_timestamp(value.type) and pa.types.is_timestamp(wanted) and value.type.tz != wanted.tz:
+        moment = value.as_py()
+        moment = moment.replace(tzinfo=moment.tzinfo or datetime.UTC)
+        if wanted.tz is None:
+            moment = moment.astimezone(datetime.UTC).replace(tzinfo=None)
+        return pa.scalar(moment, pa.timestamp(value.type.unit, wanted.tz))
+    return value
+
+
+def _readable(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return any(test(arrow_type) for test in (
+        pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal, pa.types.is_date, pa.types.is_timestamp,
+        pa.types.is_boolean,
+    ))
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+_TRUE, _FALSE = frozenset({"t", "true", "y", "yes", "1"}), frozenset({"f", "false", "n", "no", "0"})
+
+
+def _read_as(text: str, arrow_type: Any) -> pa.Scalar:
+    """``text`` read as a value of ``arrow_type``, as Spark's cast of a string reads it;
+    ``ValueError`` naming the text and the type if it does not."""
+    import pyarrow as pa
+
+    clean = text.strip()
+    try:
+        if pa.types.is_integer(arrow_type) and _WHOLE.fullmatch(clean):
+            return pa.scalar(int(clean), arrow_type)
+        if pa.types.is_floating(arrow_type) and "_" not in clean:
+            return pa.scalar(float(clean), arrow_type)
+        if pa.types.is_decimal(arrow_type) and clean:
+            return pa.scalar(decimal.Decimal(clean))
+        if pa.types.is_boolean(arrow_type) and clean.lower() in _TRUE | _FALSE:
+            return pa.scalar(clean.lower() in _TRUE)
+        if pa.types.is_date(arrow_type):
+            day = datetime.date.fromisoformat(clean) if len(clean) == 10 else datetime.datetime.fromisoformat(clean).date()
+            return pa.scalar(day, arrow_type)
+        if pa.types.is_timestamp(arrow_type):
+            moment = datetime.datetime.fromisoformat(clean)  # without a zone: the wall clock, else UTC
+            moment = moment.replace(tzinfo=moment.tzinfo or datetime.UTC) if arrow_type.tz else moment.replace(tzinfo=None)
+            return pa.scalar(moment, pa.timestamp("us", arrow_type.tz))
+        if pa.types.is_string(arrow_type):
+            return pa.scalar(text)
+    except (ValueError, decimal.InvalidOperation, OverflowError, pa.ArrowInvalid):
+        pass
+    raise ValueError(f"{text!r} is no {arrow_type}")

@@ -6,6 +6,7 @@ expression is generated with its model, so the two are built independently.
 
 from __future__ import annotations
 
+import datetime
 import random
 from typing import NamedTuple
 
@@ -158,7 +159,9 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("amount", "the condition 'amount' gives int64 values, not TRUE or FALSE"),
         ("kind = 'ok' OR amount", "OR needs TRUE or FALSE: 'amount' gives int64 values"),
         ("NOT kind", "NOT needs TRUE or FALSE: 'kind' gives string values"),
-        ("kind = 'ok' AND amount BETWEEN 'a' AND 'z'", """"amount BETWEEN 'a' AND 'z'" cannot compare int64 with string"""),
+        ("kind = 'ok' AND amount BETWEEN 'a' AND 'z'", """"amount BETWEEN 'a' AND 'z'": 'a' is no int64"""),
+        ("kind = 'ok' OR amount > '1.5'", """"amount > '1.5'": '1.5' is no int64"""),
+        ("kind > 5", "'kind > 5' cannot compare string with int64"),
     ],
 )
 def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
@@ -204,3 +207,118 @@ def test_where_and_or_where_of_expressions_join_into_one_expression():
 def test_a_data_patterns_diagram_shows_its_conditions():
     text = Detector(fraud("kind = 'fail'", "kind = 'ok'")).diagram().to_dot()
     assert "fail where kind = 'fail'" in text and "ok where kind = 'ok'" in text
+
+
+# -- the same answers as Spark SQL ----------------------------------------------------------------
+
+
+class Reading(NamedTuple):
+    kind: str | None
+    amount: int | None
+    score: float | None
+    at: datetime.datetime | None  # an instant (Spark's TIMESTAMP)
+    wall: datetime.datetime | None  # a wall clock (TIMESTAMP_NTZ)
+    day: datetime.date | None
+    flag: bool | None
+
+
+READING_SCHEMA = "kind string, amount bigint, score double, at timestamp, wall timestamp_ntz, day date, flag boolean"
+DAYS = [datetime.date(2024, 1, d) for d in (1, 2, 31)]
+WALLS = [datetime.datetime(2024, 1, 1, h, m) for h, m in ((0, 0), (9, 30), (23, 59))]
+MOMENTS = [w.replace(tzinfo=datetime.UTC) for w in WALLS]
+
+readings = st.builds(
+    Reading,
+    st.sampled_from(["fail", "ok", "Fail", None]),
+    st.sampled_from([None, -3, 0, 5, 20]),
+    st.sampled_from([None, -1.5, 0.0, 2.5, 1e300]),
+    st.sampled_from([None, *MOMENTS]),
+    st.sampled_from([None, *WALLS]),
+    st.sampled_from([None, *DAYS]),
+    st.sampled_from([None, True, False]),
+)
+
+
+def _spelled(name):
+    """A field's name as a user may write it: Spark matches names ignoring case."""
+    return st.sampled_from([name, name.upper(), name.capitalize()])
+
+
+TIMESTAMPS = [
+    "'2024-01-01'", "'2024-01-01 09:30:00'", "'2024-01-01T09:30:00Z'", "'2024-01-01T10:30:00+01:00'",
+    "TIMESTAMP '2024-01-01 09:30:00'", "TIMESTAMP '2024-01-01 10:30:00+01:00'", "TIMESTAMP_NTZ '2024-01-01 09:30:00'",
+    "DATE '2024-01-01'",
+]
+
+
+def _compared():
+    """``field op literal``, the literal of the field's type or text Spark casts to it
+    (some of which does not cast: then both refuse the condition)."""
+    literals = {
+        "kind": ["'fail'", "'ok'", "'F%'"],
+        "amount": ["5", "'5'", "' 20 '", "'1.5'", "'abc'", "5L", "CAST('0' AS INT)", "2.5"],
+        "score": ["0", "'2.5'", "'-1.5'", "1.5D", "'x'"],
+        "at": TIMESTAMPS,
+        "wall": TIMESTAMPS,
+        "day": ["'2024-01-02'", "DATE '2024-01-31'", "'2024-01-02 12:00:00'", "TIMESTAMP '2024-01-02 00:00:00'"],
+        "flag": ["TRUE", "'true'", "'no'", "'maybe'"],
+    }
+    operators = ["=", "<>", "<", ">=", "<=>"]
+    return st.sampled_from(sorted(literals)).flatmap(lambda field: st.one_of(
+        st.tuples(_spelled(field), st.sampled_from(operators), st.sampled_from(literals[field])).map(" ".join),
+        st.tuples(_spelled(field), st.lists(st.sampled_from(literals[field]), min_size=1, max_size=3)).map(
+            lambda p: f"{p[0]} IN ({', '.join(p[1])})"),
+        st.tuples(_spelled(field), st.sampled_from(literals[field]), st.sampled_from(literals[field])).map(
+            lambda p: f"{p[0]} BETWEEN {p[1]} AND {p[2]}"),
+        _spelled(field).map(lambda f: f"{f} IS NULL"),
+    ))
+
+
+spark_conditions = st.recursive(
+    st.one_of(_compared(), _spelled("flag")),
+    lambda children: st.one_of(
+        st.tuples(children, st.sampled_from(["AND", "OR"]), children).map(lambda p: f"({p[0]}) {p[1]} ({p[2]})"),
+        children.map(lambda c: f"NOT ({c})"),
+    ),
+    max_leaves=4,
+)
+
+
+def _answers(evaluate):
+    """Whether each row meets the condition (NULL: not), or "refused" if it cannot run."""
+    try:
+        return [bool(met) for met in evaluate()]
+    except (DefinitionError, TypeError, ValueError, ArithmeticError):
+        return "refused"
+
+
+@pytest.mark.spark
+@settings(max_examples=30, deadline=None)
+@given(spark_conditions, st.lists(readings, min_size=1, max_size=6))
+def test_an_expression_means_what_spark_sql_means(spark, condition, rows):
+    """Each condition gives Spark SQL's answers (a ``selectExpr`` over the same rows,
+    ANSI casts and all) over the local runtime's table of NamedTuples and over the
+    Spark runtime's (Spark's own Arrow batch, its timestamps zoned), or is refused
+    where Spark refuses it."""
+    import pyspark.errors
+
+    frame = spark.createDataFrame(rows, READING_SCHEMA)
+    try:
+        expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
+    except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
+        expected = "refused"
+    local = records_table(rows, Reading._fields, None)
+    assert _answers(lambda: Expression(condition).evaluate(local).to_pylist()) == expected
+    on_spark = frame.toArrow()
+    assert _answers(lambda: Expression(condition).evaluate(on_spark).to_pylist()) == expected
+
+
+def test_a_name_that_fields_share_but_for_case_is_ambiguous():
+    class Cased(NamedTuple):
+        kind: str
+        KIND: str
+
+    table = records_table([Cased("a", "b")], Cased._fields, None)
+    assert Expression("KIND = 'b'").evaluate(table).to_pylist() == [True]  # an exact match first
+    with pytest.raises(ValueError, match="ambiguous: the events have 'kind', 'KIND'"):
+        Expression("Kind = 'a'").evaluate(table)

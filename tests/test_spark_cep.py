@@ -148,7 +148,8 @@ def _bigger_than_a_failure(e, matched):
 
 
 FRAUD_CONDITIONS = {  # as SQL, as functions reading fields by name, and reading the match's too
-    "sql": ("kind = 'fail'", "kind = 'ok' AND amount > 10"),
+    # names as Spark matches them (ignoring case), a number as text Spark casts
+    "sql": ("KIND = 'fail'", "Kind = 'ok' AND amount > '10'"),
     "functions": (lambda e: e.kind == "fail", lambda e: e.kind == "ok" and e.amount is not None and e.amount > 10),
     "functions of the match": (lambda e: e.kind == "fail", lambda e, m: e.kind == "ok" and _bigger_than_a_failure(e, m)),
 }
