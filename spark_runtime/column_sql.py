@@ -10,14 +10,20 @@ text, which the pattern keeps, evaluates and serialises like any other::
     F.col("amount").isNull() | ~F.col("k").isin(1)   ((amount IS NULL) OR (NOT (k IN (1))))
     F.lower("s.name").like("a%")                     (lower(s.name) LIKE 'a%')
     F.expr("kind = 'ok'")                            (kind = 'ok')
+    F.col("at") >= F.lit(datetime(2024, 1, 31))      (at >= TIMESTAMP '2024-01-31T00:00:00+00:00')
+    F.col("day") == F.lit(date(2024, 1, 31))         (day = DATE '2024-01-31')
 
 What the expression language of :class:`~statemachines.library.expressions.Expression`
 does not support (a cast, ``when``, a user-defined function...) is refused when the
-pattern is built, naming it.
+pattern is built, naming it. A timestamp literal is written as the instant it is (a
+datetime without a zone is the driver's local time, as Spark reads it), a
+``TIMESTAMP_NTZ`` one as its wall clock.
 """
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import math
 import re
 from typing import Any
@@ -79,6 +85,12 @@ def _sql(node: Any) -> str:
 def _literal(value: Any) -> str:
     if value is None:
         return "NULL"
+    if isinstance(value, datetime.datetime):  # a zone: TIMESTAMP's instant; none: TIMESTAMP_NTZ's wall clock
+        return f"{'TIMESTAMP' if value.tzinfo else 'TIMESTAMP_NTZ'} '{value.isoformat()}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, decimal.Decimal) and value.is_finite():
+        return f"{value:f}BD"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
@@ -88,8 +100,8 @@ def _literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     raise DefinitionError(
-        f"a Column condition's literal {value!r} has no SQL text here (strings, numbers, "
-        f"booleans and NULL do); write the condition as SQL text"
+        f"a Column condition's literal {value!r} has no SQL text here (strings, numbers, booleans, "
+        f"dates, timestamps and NULL do); write the condition as SQL text"
     )
 
 
@@ -117,7 +129,20 @@ class _ClassicNode:
     @property
     def value(self) -> Any:
         value = self._node.value()
-        return value if value is None or isinstance(value, bool | int | float | str) else _Opaque(self._node.sql())
+        if value is None or isinstance(value, bool | int | float | str | decimal.Decimal):
+            return value
+        if not hasattr(value, "getClass"):  # converted by py4j (bytes)
+            return _Opaque(self._node.sql())
+        kind, text = value.getClass().getSimpleName(), str(value.toString())
+        if kind == "Timestamp":  # java.sql.Timestamp: an instant
+            return datetime.datetime.fromisoformat(str(value.toInstant().toString()))
+        if kind in ("Instant", "LocalDateTime"):
+            return datetime.datetime.fromisoformat(text)
+        if kind in ("Date", "LocalDate"):
+            return datetime.date.fromisoformat(text)
+        if kind == "BigDecimal":
+            return decimal.Decimal(str(value.toPlainString()))
+        return _Opaque(self._node.sql())
 
     @property
     def text(self) -> str:
@@ -126,6 +151,9 @@ class _ClassicNode:
     @property
     def arguments(self) -> list[_ClassicNode]:
         return [_ClassicNode(a) for a in _items(self._node.arguments())]
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 class _ConnectNode:
@@ -147,8 +175,13 @@ class _ConnectNode:
     @property
     def value(self) -> Any:
         value, data_type = self._expression._value, self._expression._dataType
-        if isinstance(data_type, _PLAIN_TYPES):
+        if isinstance(data_type, (*_PLAIN_TYPES, T.DecimalType)):
             return value
+        if isinstance(value, int) and isinstance(data_type, T.DateType):  # kept as days since 1970
+            return _EPOCH.date() + datetime.timedelta(days=value)
+        if isinstance(value, int) and isinstance(data_type, T.TimestampType | T.TimestampNTZType):  # microseconds
+            moment = _EPOCH + datetime.timedelta(microseconds=value)
+            return moment if isinstance(data_type, T.TimestampType) else moment.replace(tzinfo=None)
         return _Opaque(f"{value!r} (a {data_type.simpleString()})")
 
     @property

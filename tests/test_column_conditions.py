@@ -5,6 +5,7 @@ Columns and from Spark Connect's alike."""
 from __future__ import annotations
 
 import datetime
+import decimal
 
 import pytest
 from hypothesis import given, settings
@@ -95,7 +96,7 @@ def test_a_column_step_is_the_step_of_its_sql_text(flavours):
     [
         (lambda F: F.col("amount").cast("string") == "5", "(?i)cast"),
         (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), "CASE WHEN|CaseWhen"),
-        (lambda F: F.col("day") == F.lit(datetime.date(2026, 1, 1)), "2026|date"),
+        (lambda F: F.col("payload") == F.lit(b"x"), "(?i)binary|x"),
         (lambda F: F.col("amount") == float("nan"), "nan"),
         (lambda F: F.sqrt("amount") > 1, "sqrt"),
     ],
@@ -104,3 +105,28 @@ def test_a_column_the_expressions_cannot_write_or_run_is_refused_naming_it(flavo
     for F in flavours.values():
         with pytest.raises(DefinitionError, match=says):
             Pattern.begin("a").where(make(F))
+
+
+TYPED_LITERALS = {
+    "timestamp": lambda F: F.col("at") >= F.lit(datetime.datetime(2024, 1, 1, 9, 30, tzinfo=datetime.UTC)),
+    "timestamp with an offset": lambda F: F.col("at") < F.lit(datetime.datetime(2024, 1, 1, 10, 30, tzinfo=ONE_HOUR)),
+    "timestamp_ntz": lambda F: F.col("wall") <= F.expr("TIMESTAMP_NTZ '2024-01-01 09:30:00'"),
+    "date": lambda F: F.col("day") == F.lit(datetime.date(2024, 1, 2)),
+    "decimal": lambda F: F.col("score") > F.lit(decimal.Decimal("2.50")),
+}
+ONE_HOUR = datetime.timezone(datetime.timedelta(hours=1))
+
+
+@pytest.mark.parametrize("make", TYPED_LITERALS.values(), ids=TYPED_LITERALS)
+def test_a_column_with_a_date_timestamp_or_decimal_literal_means_what_spark_says(spark, flavours, make):
+    from tests.test_expressions import DAYS, MOMENTS, READING_SCHEMA, WALLS, Reading
+
+    rows = [Reading(None, None, s, m, w, d, None) for s in (None, 2.5, 3.0) for m, w, d in zip(MOMENTS, WALLS, DAYS, strict=True)]
+    rows.append(Reading(None, None, None, None, None, None, None))
+    frame = spark.createDataFrame(rows, READING_SCHEMA)
+    expected = [row[0] is True for row in frame.select(make(flavours["classic"])).collect()]
+    assert True in expected and False in expected  # the rows tell the literal's value
+    for F in flavours.values():
+        expression = Pattern.begin("a").where(make(F)).steps[0].condition
+        assert expression.evaluate(frame.toArrow()).to_pylist() == expected
+        assert expression.evaluate(records_table(rows, Reading._fields, None)).to_pylist() == expected
