@@ -43,6 +43,7 @@ from statemachines.library import (
 )
 from statemachines.library.feeds import ENVELOPES
 from statemachines.library.progress import CHOICES, ENVIRONMENT, ProgressBar
+from statemachines.persisted import REJECTED_COLUMNS, rejected_table
 from statemachines.times import is_time
 from statemachines.updates import hashable
 
@@ -343,20 +344,26 @@ def _run_local(machine: Machine, args: argparse.Namespace, fmt: str, schema: Any
     columns = [table.column(args.key), symbol, table.column(args.time)] + ([table.column(args.order)] if args.order else [])
     rows = list(python_rows(pa.table(columns, names=["key", "symbol", "time", "order"][: len(columns)])))
     events = rows if args.order else [(*row, None) for row in rows]
+    arrangement = PersistedArrangement(args.into)
     with _progress_bar(args, machine, len(events)) as bar:
-        runtime = LocalRuntime(machine, into=PersistedArrangement(args.into), progress=bar)
+        runtime = LocalRuntime(machine, into=arrangement, progress=bar)
         if len(fields) > 1:  # the record's field names, for the conditions that read them
             runtime.symbol_type = symbol.type
         for start in range(0, len(events), CHUNK):
             runtime.feed(events[start : start + CHUNK])
         result = runtime.finish()
+    types = {"key": table.column(args.key).type, "symbol": symbol.type, "time": table.column(args.time).type}
+    if args.order:
+        types["order"] = table.column(args.order).type
+    arrangement.keep_rejected(rejected_table(result.rejected, types))
     write_rejected(args.rejected, result.rejected)
     reasons = Counter(r.reason.value for r in result.rejected)
     return RunSummary(len(events), len(result.updates), reasons)
 
 
 def write_rejected(path: str | None, rejected: list[Any]) -> None:
-    """A local run's rejected events as JSON Lines at ``path`` (if given): each
+    """A local run's rejected events (kept with the arrangement too, as Spark keeps
+    its runs') also as JSON Lines at ``path`` (if given): each
     ``{"event": [key, symbol, time, order], "reason", "detail"}``, a value JSON has
     no type for as its text."""
     if not path:
@@ -380,11 +387,12 @@ def _json_safe(value: Any) -> Any:
 
 
 def refuse_rejected_file_on_spark(args: argparse.Namespace) -> None:
-    """``--rejected FILE`` is for local runs: Spark keeps a run's rejected rows in the arrangement."""
+    """``--rejected FILE`` is for local runs: every run keeps its rejected rows in the
+    arrangement (``statemachines show INTO --rejected``); a local run can also write them as JSON Lines."""
     if args.rejected and args.runtime == "spark":
         raise CliError(
-            "--rejected writes a local run's rejected rows; on Spark they are kept in the arrangement: "
-            "read them with statemachines.spark.read_rejected(spark, INTO)"
+            "--rejected writes a local run's rejected rows as JSON Lines; every run keeps them in the "
+            "arrangement: statemachines show INTO --rejected"
         )
 
 
@@ -523,6 +531,7 @@ def command_feed(args: argparse.Namespace) -> None:
         else:
             table = inputs.read_table(args.input, fmt, schema)
             done = run_feed(feed, table, into=args.into, start=args.start_column, end=args.end_column, **tables)
+            PersistedArrangement(args.into).keep_rejected(rejected_table(done.result.rejected))
             write_rejected(args.rejected, done.result.rejected)
             rows, updates = table.num_rows, len(done.result.updates)
             reasons = Counter(r.reason.value for r in done.result.rejected)
@@ -582,7 +591,11 @@ def _version(text: str) -> int | str:
 def command_show(args: argparse.Namespace) -> None:
     arr = PersistedArrangement.open(args.arrangement, version=args.version)
     keep = (lambda key: str(key) == args.key) if args.key is not None else (lambda key: True)
-    if args.history:
+    if args.rejected:
+        header = list(REJECTED_COLUMNS)
+        kept = arr.rejected()
+        rows = [] if kept is None else [[r[c] for c in header] for r in kept.to_pylist() if keep(r["key"])]
+    elif args.history:
         header = ["key", "value", "start", "end"]
         rows = [list(r) for r in arr.history() if keep(r.key)]
     elif args.changes:
@@ -830,7 +843,8 @@ def parser() -> argparse.ArgumentParser:
         "--abandon-waiting", action="store_true",
         help="Spark: go on although the arrangement's last stream holds events not yet final, without them",
     )
-    run.add_argument("--rejected", help="write the rejected events here as JSON Lines (local runtime)")
+    run.add_argument("--rejected", help="also write the rejected events here as JSON Lines (local runtime; "
+                     "every run keeps them in the arrangement: show INTO --rejected)")
     run.add_argument(
         "--progress", choices=CHOICES, default="auto",
         help=f"draw a progress bar on standard error (auto: as ${ENVIRONMENT} says, else on a terminal)",
@@ -862,7 +876,8 @@ def parser() -> argparse.ArgumentParser:
     feed.add_argument("--stream", action="store_true", help="INPUT is a directory: run its files as micro-batches (Spark)")
     feed.add_argument("--checkpoint", help="streaming checkpoint directory (default: INTO.checkpoint)")
     feed.add_argument("--delay", default="0", help="streaming: how far the frontier stays behind the latest sequence")
-    feed.add_argument("--rejected", help="write the rejected rows here as JSON Lines (local runtime)")
+    feed.add_argument("--rejected", help="also write the rejected rows here as JSON Lines (local runtime; "
+                      "every run keeps them in the arrangement: show INTO --rejected)")
     feed.set_defaults(handler=command_feed, py_files=[])
 
     show = command("show", "read an arrangement: the latest snapshot, a past one, changes or history")
@@ -871,6 +886,7 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("--as-of", help="the snapshot at this time (default: latest)")
     view.add_argument("--changes", metavar="LOWER:UPPER", help="the updates in [LOWER, UPPER); either end may be empty")
     view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
+    view.add_argument("--rejected", action="store_true", help="the rejected events the runs into it kept, with reasons")
     show.add_argument("--key", help="only this key (compared as text)")
     show.add_argument(
         "--version", type=_version,

@@ -50,7 +50,12 @@ from statemachines.intake import INT64_MAX, plain_key_type
 from statemachines.library.cep import Detector
 from statemachines.library.rules import RuleDetector
 from statemachines.machine import resume_machine, settings_note
-from statemachines.persisted import PersistedArrangement, publish_batch, read_state
+from statemachines.persisted import (
+    REJECTED_COLUMNS,
+    PersistedArrangement,
+    publish_batch,
+    read_state,
+)
 from statemachines.records import record_type
 from statemachines.spark import native as native_paths
 from statemachines.spark.arrangement import read_snapshot
@@ -59,7 +64,6 @@ from statemachines.spark.output import (
     EVENT_ROW,
     REFUSAL,
     REJECTED,
-    REJECTED_COLUMNS,
     STATE_ROW,
     UPDATE,
     UPDATE_COLUMNS,

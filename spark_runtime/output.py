@@ -60,7 +60,6 @@ FILE_OF = {UPDATE: 3, REJECTED: 4}
 """The row kinds naming a file of rows of a kind a task wrote (``detail``: the file,
 ``diff``: its rows)."""
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
-REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
 REFUSAL = "refusal"  # prepared events: why their source refused a row (EventColumns.refusal)
 
 

@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 from statemachines import InvalidArgument, Machine
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import (
+    REJECTED_COLUMNS,
     PersistedArrangement,
     is_replay,
     publish_batch,
@@ -64,7 +65,6 @@ from statemachines.spark.clock import frontier_of
 from statemachines.spark.output import (
     PENDING,
     REJECTED,
-    REJECTED_COLUMNS,
     UPDATE,
     aside,
     drop,

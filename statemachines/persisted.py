@@ -39,6 +39,7 @@ from statemachines.stored import SMALL_BATCH, WRITE_OPTIONS, StoredBatch, merge_
 from statemachines.times import decode_time, encode_time
 
 __all__ = [
+    "REJECTED_COLUMNS",
     "DamagedArrangement",
     "PersistedArrangement",
     "check",
@@ -46,6 +47,7 @@ __all__ = [
     "parquet_files",
     "publish_batch",
     "read_state",
+    "rejected_table",
     "same_query",
     "set_aside",
     "table_files",
@@ -53,6 +55,9 @@ __all__ = [
 
 
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
+REJECTED_COLUMNS = ("key", "symbol", "time", "order", "reason", "detail")
+"""The columns of the rejected events kept with an arrangement (see
+:meth:`PersistedArrangement.keep_rejected`)."""
 
 PYTHON_MERGE = 1_000_000
 """Batches that must merge in Python (struct or list columns) merge only up to this size."""
@@ -456,6 +461,44 @@ class PersistedArrangement(Arrangement):
             self._read_file, self._open_file, files, lower, upper, since, id or uuid.uuid4().hex, count
         )
 
+    # -- rejected events ------------------------------------------------------------
+
+    def keep_rejected(self, table: Any) -> str | None:
+        """Keep a run's rejected events (a table of :data:`REJECTED_COLUMNS`, see
+        :func:`rejected_table`) with the arrangement, where Spark's runs keep theirs:
+        a Parquet file in the state directory (not table data, left alone by
+        vacuum), named in the writer's notes in one commit. Returns its path
+        relative to the arrangement (``None``: the table is empty)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if table.num_rows == 0:
+            return None
+        relative = f"{delta.STATE_DIR}/rejected-{uuid.uuid4().hex}/part-00000.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.select(list(REJECTED_COLUMNS)), sink)
+        delta.put(self.location, relative, sink.getvalue().to_pybytes())
+
+        def change(staged: PersistedArrangement) -> None:
+            staged._notes = {**staged._notes, "rejected": [*staged._notes.get("rejected", []), relative]}
+
+        self._transact(change, "rejected")
+        return relative
+
+    def rejected(self) -> Any:
+        """Every rejected event the runs into this arrangement kept with it (local runs
+        through the command line, ``run_batch(..., into=)`` and streams on Spark), as
+        one table of :data:`REJECTED_COLUMNS` (``None``: none was kept)."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        kept = [*self._notes.get("rejected", []), *(self._stream or {}).get("rejected", [])]
+        if not kept:
+            return None
+        parts = [ds.dataset(self.location.path(name), filesystem=self.location.filesystem, format="parquet")
+                 .to_table(columns=list(REJECTED_COLUMNS)) for name in kept]
+        return pa.concat_tables(_alike(parts))
+
     def vacuum(
         self, retention_hours: float | None = None, *, enforce_retention_duration: bool = True, dry_run: bool = False
     ) -> list[str]:
@@ -767,3 +810,54 @@ def _keep_merged(path: str, table: Any) -> None:
         _merges_kept[path] = table
         while sum(t.nbytes for t in _merges_kept.values()) > MERGES_KEPT_BYTES:
             _merges_kept.popitem(last=False)
+
+
+def _alike(tables: list[Any]) -> list[Any]:
+    """Tables of the same columns made of one schema: a column that is NULL in every
+    row of a table takes the type the others give it, and a column the tables give
+    different types is text in all of them."""
+    import pyarrow as pa
+
+    for name in tables[0].column_names:
+        typed = {t.schema.field(name).type for t in tables if t.column(name).null_count < t.num_rows}
+        wanted = typed.pop() if len(typed) == 1 else pa.string() if typed else tables[0].schema.field(name).type
+        for i, table in enumerate(tables):
+            column = table.column(name)
+            if column.type == wanted:
+                continue
+            cast = pa.nulls(len(column), wanted) if column.null_count == len(column) else _as_text(column.to_pylist())
+            tables[i] = table.set_column(table.schema.get_field_index(name), name, cast)
+    return tables
+
+
+def _as_text(values: list[Any]) -> Any:
+    """Values as text, as Python writes them (a string as it is)."""
+    import pyarrow as pa
+
+    return pa.array([v if v is None or isinstance(v, str) else repr(v) for v in values], pa.string())
+
+
+def rejected_table(rejected: Iterable[Any], types: dict[str, Any] | None = None) -> Any:
+    """Rejected events (``Rejected``: ``event``, ``reason``, ``detail``) as a table of
+    :data:`REJECTED_COLUMNS`, each event column of its type in ``types`` (by column
+    name: the events' source columns), else of the type its values have; a column
+    whose values have none in common is kept as their text, so no event is lost::
+
+        event (key, symbol, time, order)   reason      ->  key   symbol  time  order  reason    detail
+        (None, 'x', 3, None)               null_key        null  'x'     3     null   null_key  ...
+    """
+    import pyarrow as pa
+
+    rows = list(rejected)
+    columns = {}
+    for i, name in enumerate(REJECTED_COLUMNS[:4]):  # an Event's fields
+        values = [r.event[i] for r in rows]
+        try:
+            columns[name] = arrow_array(values, (types or {}).get(name))
+        except InvalidArgument:
+            columns[name] = _as_text(values)
+        if pa.types.is_null(columns[name].type):  # Parquet readers such as Spark's want a type
+            columns[name] = columns[name].cast(pa.int64() if name == "order" else pa.string())
+    columns["reason"] = pa.array([r.reason.value for r in rows], pa.string())
+    columns["detail"] = pa.array([r.detail for r in rows], pa.string())
+    return pa.table(columns)

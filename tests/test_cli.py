@@ -112,8 +112,8 @@ def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(fe
         (["show", "{arr}"], "holds no arrangement"),
         (["feed", "{feed}", "--into", "{arr}", "--keys", "id,", "--sequence-by", "lsn"], "--keys takes column names"),
         (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--sequence-by", "lsn,,offset"], "--sequence-by takes"),
-        (["run", "upsert", "{feed}", "--into", "{arr}", "--runtime", "spark", "--rejected", "{bad}"], "read_rejected"),
-        (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--runtime", "spark", "--rejected", "{bad}"], "read_rejected"),
+        (["run", "upsert", "{feed}", "--into", "{arr}", "--runtime", "spark", "--rejected", "{bad}"], "show INTO --rejected"),
+        (["feed", "{feed}", "--into", "{arr}", "--keys", "id", "--runtime", "spark", "--rejected", "{bad}"], "show INTO --rejected"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(feed, tmp_path, argv, message):
@@ -145,6 +145,13 @@ def test_run_on_spark_matches_the_local_runtime(feed, tmp_path, spark, capsys):
     assert main(["run", "upsert", str(csv_path), "--into", str(into), "--runtime", "spark", *COLUMNS]) == 0
     assert "1 null_key" in capsys.readouterr().out
     assert PersistedArrangement(into).updates() == run_local(Upsert(), events()).updates
+    # a local run keeps its rejected rows where Spark's does: each reads the other's
+    assert main(["run", "upsert", str(csv_path), "--into", str(tmp_path / "local"), *COLUMNS]) == 0
+    from statemachines.spark import read_rejected
+
+    on_spark, local = (PersistedArrangement(tmp_path / name).rejected().to_pylist() for name in ("arr", "local"))
+    assert on_spark == local and [r["reason"] for r in local] == ["null_key"]
+    assert [r.asDict() for r in read_rejected(spark, tmp_path / "local").collect()] == on_spark
 
 
 def test_a_replayed_cdc_file_set_imports_exactly_once(feed, tmp_path, capsys):
@@ -184,6 +191,11 @@ def test_every_kind_of_bad_row_is_reported_and_the_rest_applied(tmp_path, capsys
 
     assert PersistedArrangement(tmp_path / "arr").updates() == run_local(Fragile(), valid).updates
     assert f"{len(rows)} events in" in capsys.readouterr().out
+    # the arrangement keeps them too, whether or not a file was asked for
+    assert main(["show", str(tmp_path / "arr"), "--rejected", "--output", "json"]) == 0
+    kept = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [[r["key"], r["symbol"], r["time"], r["order"]] for r in kept] == [r["event"] for r in got]
+    assert [(r["reason"], r["detail"]) for r in kept] == [(r["reason"], r["detail"]) for r in got]
     print({reason: len(rows) for reason, rows in bad.items()})
 
 

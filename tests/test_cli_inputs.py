@@ -60,6 +60,8 @@ def test_the_feed_command_writes_its_rejected_rows_where_asked(tmp_path):
     expected = run_feed(feed, pa.Table.from_pylist(rows)).result.rejected
     assert sorted((r["reason"], r["detail"]) for r in got) == sorted((r.reason.value, r.detail) for r in expected)
     assert any(r["event"][2] == "nan" for r in got)
+    kept = PersistedArrangement(tmp_path / "arr").rejected().to_pylist()  # kept with the arrangement too
+    assert sorted((r["reason"], r["detail"]) for r in kept) == sorted((r["reason"], r["detail"]) for r in got)
 
 
 def test_the_feed_command_reads_debezium_envelopes(tmp_path):

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.delta import table_retention_hours
+from statemachines.events import Event, Rejected
 from statemachines.library import Upsert, UpsertWithLateness
-from statemachines.persisted import DamagedArrangement, check
+from statemachines.persisted import DamagedArrangement, check, rejected_table
 from statemachines.stored import merge_tables
 from tests import strategies as sst
 from tests.delta_reader import (
@@ -926,3 +927,43 @@ def test_an_arrangement_whose_commits_name_no_attempt_opens_and_continues(tmp_pa
     reopened.append([(("k", "w"), 1, 1)], 1, 2)
     assert PersistedArrangement.open(tmp_path).updates() == [(("k", "v"), 0, 1), (("k", "w"), 1, 1)]
     assert check(tmp_path) == []
+
+
+_rejected_events = st.builds(
+    Rejected,
+    st.builds(
+        Event,
+        st.one_of(st.none(), st.text(max_size=3), st.integers(-5, 5), st.tuples(st.text(max_size=2), st.integers())),
+        st.one_of(st.none(), st.text(max_size=3), st.floats(allow_nan=True)),
+        st.one_of(st.none(), st.integers(-10, 10), st.floats(allow_nan=True)),
+        st.one_of(st.none(), st.integers(0, 3)),
+    ),
+    st.sampled_from(list(Reason)),
+    st.text(max_size=10),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(_rejected_events, max_size=6), max_size=3))
+def test_rejected_events_kept_with_the_arrangement_are_all_read_back(tmp_path_factory, runs):
+    """Each run's rejected events, of whatever mixture of kinds, are kept in order:
+    a value as it was where its column's values share a type, else as its text."""
+    arr = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    arr.append([(("k", 1), 0, 1)], 0, 1)
+    for run in runs:
+        arr.keep_rejected(rejected_table(run))
+    kept = PersistedArrangement(arr.path).rejected()  # a new reader: the notes were committed
+    rows = [r for run in runs for r in run]
+    assert (kept is None) == (not rows)
+    got = kept.to_pylist() if rows else []
+    assert [(g["reason"], g["detail"]) for g in got] == [(r.reason.value, r.detail) for r in rows]
+    for g, r in zip(got, rows, strict=True):
+        for name, value in zip(("key", "symbol", "time", "order"), r.event, strict=True):
+            cell = g[name]
+            if value is None or isinstance(cell, str):  # None stays None; text is the value's or its text
+                assert (cell is None) == (value is None) and (not isinstance(value, str) or cell == value)
+            elif isinstance(value, tuple):
+                assert tuple(cell.values()) == value
+            else:
+                assert cell == value or (math.isnan(cell) and math.isnan(value)), (name, value, cell)
+    assert PersistedArrangement(arr.path).updates() == [(("k", 1), 0, 1)]  # the data stays as it was
