@@ -21,8 +21,9 @@ function agree.
 The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads the
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
-``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``+ - *``, unary minus, and
-``lower upper abs length coalesce``, and typed literals (``DATE '2024-01-31'``,
+``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
+which Java's simple ones are), ``+ - * /``, unary minus, ``lower upper abs length
+coalesce startswith endswith contains``, and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
 ``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
 what is not supported, and so is a test that can never be TRUE or
@@ -185,8 +186,8 @@ def _supported() -> frozenset[type]:
     return frozenset({
         exp.Column, exp.Identifier, exp.Dot, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
         exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
-        exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-        exp.Add, exp.Sub, exp.Mul, exp.Neg,
+        exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
+        exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
     })
@@ -212,8 +213,8 @@ def _check(tree: Any, sql: str) -> None:
             )
         if kind is exp.Is and not isinstance(node.expression, exp.Null):
             raise DefinitionError(f"the condition {sql!r}: IS takes NULL only ({node.sql(dialect='spark')!r})")
-        if kind in (exp.Like, exp.ILike) and not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
-            raise DefinitionError(f"the condition {sql!r}: LIKE needs a string literal pattern")
+        if kind in _text_tests():
+            _check_text_test(node, sql)
     operands = (part for node in tree.find_all(exp.And, exp.Or, exp.Not) for part in node.iter_expressions())
     for test, name in [(tree, "it"), *((part, None) for part in operands)]:
         while isinstance(test, exp.Paren):
@@ -231,7 +232,7 @@ def _never_a_test(node: Any) -> str | None:
 
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Neg | exp.Abs | exp.Length):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Neg | exp.Abs | exp.Length):
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper):
         return "text"
@@ -299,12 +300,14 @@ class _Evaluator:
             low = _compare(node, pc.greater_equal, left, self.value(node.args["low"]), self.rows)
             high = _compare(node, pc.less_equal, left, self.value(node.args["high"]), self.rows)
             return pc.and_kleene(low, high)
-        if kind in (exp.Like, exp.ILike):
-            pattern = self.value(node.expression)  # a string literal (checked when built)
+        if kind in _text_tests():
             left = self.value(node.this)
             if _is_null_type(left):
                 return _nulls(self.rows)
-            return pc.match_like(_array(left, self.rows), pattern.as_py(), ignore_case=kind is exp.ILike)
+            if not pa.types.is_string(left.type):
+                raise TypeError(f"{node.sql(dialect='spark')!r} reads text; {node.this.sql(dialect='spark')!r} "
+                                f"gives {left.type} values")
+            return _text_tests()[kind](_array(left, self.rows), node.expression.this)  # a literal (checked when built)
         if kind in _ARITHMETIC:
             left, right = self.value(node.this), self.value(node.expression)
             if _is_null_type(left) or _is_null_type(right):
@@ -358,11 +361,55 @@ def _tables() -> None:
         exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
         exp.GT: pc.greater, exp.GTE: pc.greater_equal,
     })
-    _ARITHMETIC.update({exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked})
+    _ARITHMETIC.update({
+        exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked, exp.Div: _divide,
+    })
     _FUNCTIONS.update({
         exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
     })
 
+
+
+@functools.cache
+def _text_tests() -> dict[type, Callable[[Any, str], Any]]:
+    """The tests of text against a string literal, and how Arrow runs each (NULL
+    text gives NULL; a regular expression is RE2's, which Java's simple ones are)."""
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    return {
+        exp.Like: lambda text, pattern: pc.match_like(text, pattern),
+        exp.ILike: lambda text, pattern: pc.match_like(text, pattern, ignore_case=True),
+        exp.RegexpLike: lambda text, pattern: pc.match_substring_regex(text, pattern),
+        exp.StartsWith: lambda text, pattern: pc.starts_with(text, pattern),
+        exp.EndsWith: lambda text, pattern: pc.ends_with(text, pattern),
+        exp.Contains: lambda text, pattern: pc.match_substring(text, pattern),
+    }
+
+
+def _check_text_test(node: Any, sql: str) -> None:
+    """A text test's pattern is a string literal, and a regular expression one RE2 runs."""
+    import pyarrow as pa
+    from sqlglot import exp
+
+    shown = node.sql(dialect="spark")
+    if not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} needs a string literal as its pattern")
+    try:
+        _text_tests()[type(node)](pa.array([""]), node.expression.this)
+    except pa.ArrowInvalid as error:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+
+
+def _divide(left: Any, right: Any) -> Any:
+    """Spark SQL's ``/``: a fraction (double) of whole or floating numbers, a decimal of
+    decimals; dividing by zero is an error, as under ANSI SQL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
+        left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
+    return pc.divide_checked(left, right)
 
 
 def _is_null_type(value: Any) -> bool:

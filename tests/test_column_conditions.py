@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -42,6 +43,10 @@ ATOMS = [
     (lambda F: F.lower(F.col("kind")) == "ok", _field("kind", lambda k: k.lower() == "ok")),
     (lambda F: F.expr("kind = 'view'"), _field("kind", lambda k: k == "view")),
     (lambda F: F.col("kind") == "it's", _field("kind", lambda k: k == "it's")),
+    (lambda F: F.col("kind").startswith("f"), _field("kind", lambda k: k.startswith("f"))),
+    (lambda F: F.col("kind").contains("ie"), _field("kind", lambda k: "ie" in k)),
+    (lambda F: F.col("kind").rlike("^[fo].?[ak]"), _field("kind", lambda k: re.search("^[fo].?[ak]", k) is not None)),
+    (lambda F: F.col("amount") / 4 > 3, _field("amount", lambda a: a / 4 > 3)),
 ]
 
 

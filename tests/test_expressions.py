@@ -162,6 +162,8 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("kind = 'ok' AND amount BETWEEN 'a' AND 'z'", """"amount BETWEEN 'a' AND 'z'": 'a' is no int64"""),
         ("kind = 'ok' OR amount > '1.5'", """"amount > '1.5'": '1.5' is no int64"""),
         ("kind > 5", "'kind > 5' cannot compare string with int64"),
+        ("kind = 'ok' OR amount / 0 > 1", "divide by zero"),
+        ("kind = 'ok' AND amount RLIKE '1'", "reads text; 'amount' gives int64 values"),
     ],
 )
 def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
@@ -177,9 +179,11 @@ def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(s
     [
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
-        ("amount / 2 > 1", "do not support"),
+        ("amount % 2 = 1", "do not support"),
+        ("kind RLIKE '(?=f)'", "Arrow cannot run"),
+        ("amount / 2", "not a test: it gives numbers"),
         ("kind IS TRUE", "IS takes NULL only"),
-        ("kind LIKE kind", "string literal pattern"),
+        ("kind LIKE kind", "string literal as its pattern"),
         ("", "needs SQL text"),
         ("amount + 1", "not a test: it gives numbers"),
         ("'fail'", "not a test: it gives text"),
@@ -274,8 +278,13 @@ def _compared():
     ))
 
 
+TEXT_AND_FRACTIONS = [
+    "kind RLIKE '^[Ff]a'", "kind REGEXP 'i.$'", "startswith(kind, 'F')", "endswith(kind, 'k')", "contains(kind, 'ai')",
+    "kind LIKE 'f%'", "amount / 2 > 2", "amount / 8 = 2.5", "score / amount < 0", "abs(amount) / 3 <= 1",
+]
+
 spark_conditions = st.recursive(
-    st.one_of(_compared(), _spelled("flag")),
+    st.one_of(_compared(), _spelled("flag"), st.sampled_from(TEXT_AND_FRACTIONS)),
     lambda children: st.one_of(
         st.tuples(children, st.sampled_from(["AND", "OR"]), children).map(lambda p: f"({p[0]}) {p[1]} ({p[2]})"),
         children.map(lambda c: f"NOT ({c})"),
