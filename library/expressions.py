@@ -20,7 +20,8 @@ function agree.
 
 The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads the
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
-``= == <> != < <= > >= <=>``, ``AND OR NOT``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
+``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
+``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * /``, unary minus, ``lower upper abs length
 coalesce startswith endswith contains``, and typed literals (``DATE '2024-01-31'``,
@@ -185,7 +186,7 @@ def _supported() -> frozenset[type]:
 
     return frozenset({
         exp.Column, exp.Identifier, exp.Dot, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
-        exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
+        exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ,
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
@@ -211,8 +212,8 @@ def _check(tree: Any, sql: str) -> None:
                 f"the condition {sql!r} uses {node.sql(dialect='spark')!r} ({kind.__name__}), which "
                 f"expression conditions do not support; write it as a function condition instead"
             )
-        if kind is exp.Is and not isinstance(node.expression, exp.Null):
-            raise DefinitionError(f"the condition {sql!r}: IS takes NULL only ({node.sql(dialect='spark')!r})")
+        if kind is exp.Is and not isinstance(node.expression, exp.Null | exp.Boolean):
+            raise DefinitionError(f"the condition {sql!r}: IS takes NULL, TRUE or FALSE ({node.sql(dialect='spark')!r})")
         if kind in _text_tests():
             _check_text_test(node, sql)
     operands = (part for node in tree.find_all(exp.And, exp.Or, exp.Not) for part in node.iter_expressions())
@@ -276,17 +277,20 @@ class _Evaluator:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
             return _compare(node, _COMPARISONS[kind], self.value(node.this), self.value(node.expression), self.rows)
-        if kind is exp.NullSafeEQ:
+        if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):  # <=> / IS [NOT] DISTINCT FROM: never NULL
             left, right = self.value(node.this), self.value(node.expression)
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
-            equal = pc.fill_null(_compare(node, pc.equal, left, right, self.rows), False)
-            return pc.or_(both_null, equal)
+            equal = pc.or_(both_null, pc.fill_null(_compare(node, pc.equal, left, right, self.rows), False))
+            return equal if kind is exp.NullSafeEQ else pc.invert(equal)
         if kind is exp.And:
             return pc.and_kleene(self._boolean(node.this, "AND"), self._boolean(node.expression, "AND"))
         if kind is exp.Or:
             return pc.or_kleene(self._boolean(node.this, "OR"), self._boolean(node.expression, "OR"))
         if kind is exp.Not:
             return pc.invert(self._boolean(node.this, "NOT"))
+        if kind is exp.Is and isinstance(node.expression, exp.Boolean):  # IS TRUE / FALSE: never NULL
+            test = self._boolean(node.this, "IS")
+            return pc.fill_null(test if node.expression.this else pc.invert(test), False)
         if kind is exp.Is:  # IS NULL (checked when built)
             return _is_null(self.value(node.this), self.rows)
         if kind is exp.In:

@@ -164,6 +164,7 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("kind > 5", "'kind > 5' cannot compare string with int64"),
         ("kind = 'ok' OR amount / 0 > 1", "divide by zero"),
         ("kind = 'ok' AND amount RLIKE '1'", "reads text; 'amount' gives int64 values"),
+        ("amount IS TRUE", "IS needs TRUE or FALSE: 'amount' gives int64 values"),
     ],
 )
 def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
@@ -182,7 +183,7 @@ def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(s
         ("amount % 2 = 1", "do not support"),
         ("kind RLIKE '(?=f)'", "Arrow cannot run"),
         ("amount / 2", "not a test: it gives numbers"),
-        ("kind IS TRUE", "IS takes NULL only"),
+        ("kind IS 1", "IS takes NULL, TRUE or FALSE"),
         ("kind LIKE kind", "string literal as its pattern"),
         ("", "needs SQL text"),
         ("amount + 1", "not a test: it gives numbers"),
@@ -281,6 +282,7 @@ def _compared():
 TEXT_AND_FRACTIONS = [
     "kind RLIKE '^[Ff]a'", "kind REGEXP 'i.$'", "startswith(kind, 'F')", "endswith(kind, 'k')", "contains(kind, 'ai')",
     "kind LIKE 'f%'", "amount / 2 > 2", "amount / 8 = 2.5", "score / amount < 0", "abs(amount) / 3 <= 1",
+    "flag IS TRUE", "(amount > 4) IS NOT FALSE", "kind IS DISTINCT FROM 'ok'", "amount IS NOT DISTINCT FROM 5",
 ]
 
 spark_conditions = st.recursive(
