@@ -63,9 +63,8 @@ import datetime
 import decimal
 import functools
 import re
-import typing
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
 import attrs
 
@@ -167,12 +166,12 @@ def _declared_types(record_class: type) -> dict[str, pa.DataType]:
         datetime.datetime: pa.timestamp("us"), datetime.date: pa.date32(), decimal.Decimal: pa.decimal128(38, 18),
     }
     try:
-        hints = typing.get_type_hints(record_class)
+        hints = get_type_hints(record_class)
     except Exception:  # noqa: BLE001 - an annotation that does not resolve types nothing
         return {}
     declared = {}
     for name, hint in hints.items():
-        kinds = [k for k in typing.get_args(hint) if k is not type(None)] if typing.get_args(hint) else [hint]
+        kinds = [k for k in get_args(hint) if k is not type(None)] if get_args(hint) else [hint]
         if len(kinds) == 1 and kinds[0] in plain:
             declared[name] = plain[kinds[0]]
     return declared
