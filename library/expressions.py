@@ -23,7 +23,7 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
-which Java's simple ones are), ``+ - * /``, unary minus, ``lower upper abs length
+which Java's simple ones are), ``+ - * / %``, unary minus, ``lower upper abs length
 coalesce startswith endswith contains``, and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
 ``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
@@ -187,7 +187,7 @@ def _supported() -> frozenset[type]:
         exp.Column, exp.Identifier, exp.Dot, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
         exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ,
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
-        exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg,
+        exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
     })
@@ -232,7 +232,7 @@ def _never_a_test(node: Any) -> str | None:
 
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Neg | exp.Abs | exp.Length):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod | exp.Neg | exp.Abs | exp.Length):
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper):
         return "text"
@@ -366,6 +366,7 @@ def _tables() -> None:
     })
     _ARITHMETIC.update({
         exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked, exp.Div: _divide,
+        exp.Mod: _remainder,
     })
     _FUNCTIONS.update({
         exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
@@ -413,6 +414,22 @@ def _divide(left: Any, right: Any) -> Any:
     if not (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
         left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
     return pc.divide_checked(left, right)
+
+
+def _remainder(left: Any, right: Any) -> Any:
+    """Spark SQL's ``%`` (Java's): the sign of the dividend, ``-7 % 2`` being -1; whole
+    numbers of whole numbers, else fractions; by zero an error, as under ANSI SQL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
+        raise TypeError(f"% takes whole or floating numbers, not {left.type} and {right.type}")
+    if not (pa.types.is_integer(left.type) and pa.types.is_integer(right.type)):
+        left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
+    quotient = pc.divide_checked(left, right)  # whole numbers: truncated toward zero
+    if pa.types.is_floating(quotient.type):
+        quotient = pc.trunc(quotient)
+    return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
 
 
 def _is_null_type(value: Any) -> bool:
