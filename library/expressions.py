@@ -203,7 +203,10 @@ def _check(tree: Any, sql: str) -> None:
                 f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: expression conditions cast "
                 f"literals only, not fields; write it as a function condition instead"
             )
-        _typed_literal(cast, sql)
+        try:
+            _typed_literal(cast)
+        except ValueError as error:
+            raise DefinitionError(f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: {error}") from None
     for node in tree.walk():
         kind = type(node)
         if kind not in supported:
@@ -271,7 +274,7 @@ class _Evaluator:
         if kind is exp.Boolean:
             return pa.scalar(bool(node.this))
         if kind in (exp.Cast, exp.TryCast):  # a typed literal (checked when built)
-            return _typed_literal(node, node.sql(dialect="spark"))
+            return _typed_literal(node)
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
@@ -488,19 +491,15 @@ def _field(names: Sequence[str], name: str, what: str | None = None, holder: str
 # -- literals of a type ---------------------------------------------------------------------------
 
 
-def _typed_literal(node: Any, sql: str) -> pa.Scalar:
+def _typed_literal(node: Any) -> pa.Scalar:
     """The value of a typed literal (``DATE '2024-01-31'``, ``10L``, ``CAST('7' AS
-    INT)``) as an Arrow scalar; ``DefinitionError`` if its type is not one a condition
-    compares or its text does not read as that type."""
-
+    INT)``) as an Arrow scalar; ``ValueError`` if its type is not one a condition
+    compares or its text does not read as that type (checked when the pattern is built)."""
     arrow_type = _arrow_type(node.to)
     if arrow_type is None:
-        raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
-                              f"have no {node.to.sql(dialect='spark')} values; write it as a function condition instead")
-    try:
-        return _read_as(str(node.this.this), arrow_type)
-    except ValueError as error:
-        raise DefinitionError(f"the condition {sql!r}: {error}") from None
+        raise ValueError(f"expression conditions have no {node.to.sql(dialect='spark')} values; "
+                         f"write it as a function condition instead")
+    return _read_as(str(node.this.this), arrow_type)
 
 
 def _arrow_type(to: Any) -> pa.DataType | None:
@@ -556,6 +555,7 @@ def _readable(arrow_type: Any) -> bool:
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 _TRUE, _FALSE = frozenset({"t", "true", "y", "yes", "1"}), frozenset({"f", "false", "n", "no", "0"})
+_BOOLEAN_TEXT = _TRUE | _FALSE
 
 
 def _read_as(text: str, arrow_type: Any) -> pa.Scalar:
@@ -571,7 +571,7 @@ def _read_as(text: str, arrow_type: Any) -> pa.Scalar:
             return pa.scalar(float(clean), arrow_type)
         if pa.types.is_decimal(arrow_type) and clean:
             return pa.scalar(decimal.Decimal(clean))
-        if pa.types.is_boolean(arrow_type) and clean.lower() in _TRUE | _FALSE:
+        if pa.types.is_boolean(arrow_type) and clean.lower() in _BOOLEAN_TEXT:
             return pa.scalar(clean.lower() in _TRUE)
         if pa.types.is_date(arrow_type):
             day = datetime.date.fromisoformat(clean) if len(clean) == 10 else datetime.datetime.fromisoformat(clean).date()
