@@ -45,6 +45,7 @@ from statemachines.persisted import (
     is_replay,
     publish_batch,
     read_state,
+    rejected_files,
     same_query,
 )
 from statemachines.spark.batch import (
@@ -598,7 +599,7 @@ def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:
     Returns ``None`` when nothing was rejected.
     """
     state = read_state(path)
-    names = [*(state.get("notes") or {}).get("rejected", []), *(state.get("stream") or {}).get("rejected", [])]
+    names = rejected_files(state.get("notes"), state.get("stream"))
     if not names:
         return None
     frame = spark.read.parquet(*(os.path.join(os.fspath(path), n) for n in names))

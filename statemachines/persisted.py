@@ -47,6 +47,7 @@ __all__ = [
     "parquet_files",
     "publish_batch",
     "read_state",
+    "rejected_files",
     "rejected_table",
     "same_query",
     "set_aside",
@@ -492,7 +493,7 @@ class PersistedArrangement(Arrangement):
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        kept = [*self._notes.get("rejected", []), *(self._stream or {}).get("rejected", [])]
+        kept = rejected_files(self._notes, self._stream)
         if not kept:
             return None
         parts = [ds.dataset(self.location.path(name), filesystem=self.location.filesystem, format="parquet")
@@ -835,6 +836,12 @@ def _as_text(values: list[Any]) -> Any:
     import pyarrow as pa
 
     return pa.array([v if v is None or isinstance(v, str) else repr(v) for v in values], pa.string())
+
+
+def rejected_files(notes: dict[str, Any] | None, stream: dict[str, Any] | None) -> list[str]:
+    """Where an arrangement keeps rejected rows (relative to it), from its writer's
+    notes (batch runs) and its stream's progress (micro-batches)."""
+    return [*(notes or {}).get("rejected", []), *(stream or {}).get("rejected", [])]
 
 
 def rejected_table(rejected: Iterable[Any], types: dict[str, Any] | None = None) -> Any:
