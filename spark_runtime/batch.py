@@ -267,7 +267,8 @@ def refuse_unmet_subtypes(machine: Machine, prepared: Any) -> None:
 
 
 def prepare_events(events: Any, columns: EventColumns) -> Any:
-    """Select and rename the event columns to ``key, symbol, time, order``.
+    """Select and rename the event columns to ``key, symbol, time, order``, every
+    ``-0.0`` in a key or symbol made ``0.0`` (:func:`~statemachines.updates.canonical_floats`).
 
     Raises:
         InvalidArgument: a named column is missing, or the time column's type is
@@ -291,9 +292,9 @@ def prepare_events(events: Any, columns: EventColumns) -> Any:
             )
     order = F.col(columns.order) if columns.order else F.lit(None).cast("long")
     refusal = [F.col(columns.refusal).alias(REFUSAL)] if columns.refusal else []
-    return events.select(
-        F.col(columns.key).alias("key"),
-        F.col(columns.symbol).alias("symbol"),
+    return events.select(  # -0.0 is 0.0 in keys and symbols, as the intake makes it
+        native_paths.canonical_zeros(F.col(columns.key), events.schema[columns.key].dataType).alias("key"),
+        native_paths.canonical_zeros(F.col(columns.symbol), events.schema[columns.symbol].dataType).alias("symbol"),
         F.col(columns.time).alias("time"),
         order.alias("order"),
         *refusal,

@@ -19,7 +19,7 @@ from statemachines import Machine, Reason
 from statemachines.intake import INT64_MAX, INT64_RANGE, greatest_detail
 from statemachines.library import Upsert
 
-__all__ = ["for_machine", "greatest_time", "holds_every", "upsert"]
+__all__ = ["canonical_zeros", "for_machine", "greatest_time", "holds_every", "upsert"]
 
 
 def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
@@ -211,6 +211,31 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
             "o.kind", "key", "o.value", "time", "o.diff", "o.symbol", "o.order", "o.reason", "o.detail"
         )
     )
+
+
+def canonical_zeros(column: Any, data_type: Any) -> Any:
+    """``column`` with every ``-0.0`` in it, at any depth of structs and arrays, made
+    ``0.0``, as :func:`~statemachines.updates.canonical_floats` makes a key or symbol
+    (Spark groups the two as one, Arrow does not); ``column`` itself if its values
+    hold no float."""
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        return F.when(column == 0, F.lit(0.0).cast(data_type)).otherwise(column)
+    if isinstance(data_type, T.ArrayType) and _holds_float(data_type):
+        return F.transform(column, lambda item: canonical_zeros(item, data_type.elementType))
+    if isinstance(data_type, T.StructType) and _holds_float(data_type):
+        fields = (canonical_zeros(column[f.name], f.dataType).alias(f.name) for f in data_type.fields)
+        return F.when(column.isNull(), F.lit(None).cast(data_type)).otherwise(F.struct(*fields))
+    return column
+
+
+def _holds_float(data_type: Any) -> bool:
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        return True
+    if isinstance(data_type, T.ArrayType):
+        return _holds_float(data_type.elementType)
+    if isinstance(data_type, T.StructType):
+        return any(_holds_float(f.dataType) for f in data_type.fields)
+    return False
 
 
 def _unordered_inside(column: Any, data_type: Any) -> Any:

@@ -36,7 +36,14 @@ from sortedcontainers import SortedDict
 from statemachines.errors import InvalidArgument, StateMachinesError
 from statemachines.textfiles import open_text
 from statemachines.times import decode_time, encode_time, is_finite_time, time_kind
-from statemachines.updates import Update, consolidate, hashable, is_diff, one_nan, sort_updates
+from statemachines.updates import (
+    Update,
+    canonical_floats,
+    consolidate,
+    hashable,
+    is_diff,
+    sort_updates,
+)
 
 __all__ = [
     "CdcConflict",
@@ -313,7 +320,7 @@ class CdcReader:
     def _receive(self, data: Any, time: Any, diff: int) -> None:
         if self._released(time):
             return  # a repeat of something already released
-        data = one_nan(data)  # a repeat's NaN is a NaN of its own (decoded, unpickled): NaN is one value
+        data = canonical_floats(data)  # a repeat's NaN is a NaN of its own (decoded, unpickled): NaN is one value
         by_data = self._received.get(time)
         if by_data is None:
             if self._covered(time) and time not in self._counts:

@@ -8,6 +8,7 @@ read back as tuples, a struct's with its field names: :mod:`statemachines.record
     Python value                 Arrow type                       reads back as
     3, 2.5, "a", b"x", True      int64, double, string, binary, bool   the same
     float("nan")                 double                           math.nan (NaN is one value)
+    -0.0                         double                           0.0 (zero is one value)
     datetime, date               timestamp[us], date32                  the same
     (1, "x")                     struct<_1: int64, _2: string>          (1, "x")
     Point(x=1, y=2) (NamedTuple) struct<x: int64, y: int64>             Record(x=1, y=2), equal
@@ -37,7 +38,7 @@ from typing import Any
 from statemachines.errors import InvalidArgument
 from statemachines.intake import INT64_MAX, INT64_MIN
 from statemachines.records import record_type
-from statemachines.updates import hashable, one_nan
+from statemachines.updates import canonical_floats, hashable
 
 __all__ = [
     "arrow_array",
@@ -366,13 +367,18 @@ def column_to_python(column: Any) -> list[Any]:
     items = column.to_pylist()
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         items = [hashable(x) if x else None if x is None else () for x in items]
-        return [one_nan(x) for x in items] if _holds_floats(kind) else items
-    if pa.types.is_floating(kind) and len(column) > column.null_count:
-        import pyarrow.compute as pc
-
-        if pc.any(pc.is_nan(column)).as_py():  # NaN is one value: math.nan
-            return [one_nan(x) for x in items]
+        return [canonical_floats(x) for x in items] if _holds_floats(kind) else items
+    if pa.types.is_floating(kind) and len(column) > column.null_count and _holds_odd_floats(column):
+        return [canonical_floats(x) for x in items]  # NaN is one value, math.nan; -0.0 is 0.0
     return items
+
+
+def _holds_odd_floats(column: Any) -> bool:
+    """Whether a float column holds a NaN or a ``-0.0`` (``1 / -0.0`` is ``-inf``)."""
+    import pyarrow.compute as pc
+
+    negative_zero = pc.and_(pc.equal(column, 0.0), pc.less(pc.divide(1.0, column), 0.0))
+    return bool(pc.any(pc.or_(pc.is_nan(column), negative_zero)).as_py())
 
 
 @functools.cache
@@ -445,7 +451,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     if _holds_empty_struct(array.type):
         return f"the value {value!r} cannot be stored: Parquet holds no empty tuple (a struct without fields)"
     back = column_to_python(array)[0]
-    if (back,) != (one_nan(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan
+    if (back,) != (canonical_floats(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"
@@ -461,8 +467,8 @@ _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity 
 
 def _plain(value: Any) -> bool:
     """A value that surely reads back equal: a plain scalar (an integer within 64
-    bits), or a non-empty tuple of them (a NaN reads back as ``math.nan``, equal
-    under :func:`one_nan`)."""
+    bits), or a non-empty tuple of them (a NaN reads back as ``math.nan``, a -0.0 as
+    0.0, equal under :func:`canonical_floats`)."""
     if type(value) is tuple:
         if _plain_seen.get(id(value)) is value:
             return True

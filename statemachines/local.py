@@ -37,7 +37,7 @@ from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import is_time, time_after, time_kind
-from statemachines.updates import Update, hashable, one_nan, sort_key_runs
+from statemachines.updates import Update, canonical_floats, hashable, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -281,7 +281,7 @@ class LocalRuntime:
         """A runtime continuing from a :meth:`checkpoint` of one running ``machine``.
 
         A NaN in a key, value or buffered symbol (unpickled, a NaN of its own) is made
-        ``math.nan`` again: NaN is one value (:func:`~statemachines.updates.one_nan`).
+        ``math.nan`` again: NaN is one value (:func:`~statemachines.updates.canonical_floats`).
 
         Raises:
             InvalidArgument: the checkpoint has a format this version does not read.
@@ -295,9 +295,9 @@ class LocalRuntime:
                 f"continues from the arrangement's values)"
             )
         runtime = cls(machine, value_check=value_check)
-        runtime._values = {one_nan(key): frozenset(map(one_nan, values)) for key, values in state["values"].items()}
+        runtime._values = {canonical_floats(key): frozenset(map(canonical_floats, values)) for key, values in state["values"].items()}
         runtime._pending.by_key = {
-            one_nan(key): {time: _one_nan_events(slot) for time, slot in by_time.items()}
+            canonical_floats(key): {time: _canonical_events(slot) for time, slot in by_time.items()}
             for key, by_time in state["pending"].items()
         }
         runtime._rejected = state["rejected"]
@@ -709,15 +709,15 @@ def table_events(events: Any) -> Iterable[Any]:
     return zip(*columns, strict=True)
 
 
-def _one_nan_events(slot: Event | list[Event]) -> Event | list[Event]:
+def _canonical_events(slot: Event | list[Event]) -> Event | list[Event]:
     """A buffered slot's events with every NaN in their keys and symbols ``math.nan``."""
     if isinstance(slot, list):
-        return [_one_nan_event(event) for event in slot]
-    return _one_nan_event(slot)
+        return [_canonical_event(event) for event in slot]
+    return _canonical_event(slot)
 
 
-def _one_nan_event(event: Event) -> Event:
-    return event._replace(key=one_nan(event.key), symbol=one_nan(event.symbol))
+def _canonical_event(event: Event) -> Event:
+    return event._replace(key=canonical_floats(event.key), symbol=canonical_floats(event.symbol))
 
 
 class _Symbols(Sequence[Any]):

@@ -27,13 +27,13 @@ from statemachines.records import record
 
 __all__ = [
     "Update",
+    "canonical_floats",
     "collection_at",
     "consolidate",
     "hashable",
     "holds_decimal_nan",
     "is_consolidated",
     "is_diff",
-    "one_nan",
     "sort_key_runs",
     "sort_updates",
     "sorted_any",
@@ -93,56 +93,72 @@ def hashable(item: Any) -> Any:
 _NAN_RANK = (1, math.inf, 1)  # after every number, infinity included
 
 
-def one_nan(item: Any) -> Any:
-    """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``.
+def canonical_floats(item: Any) -> Any:
+    """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``
+    and every ``-0.0`` made ``0.0``.
 
-    NaN is one value, equal to itself, as in Spark SQL: a key or value holding NaN
-    equals another holding NaN in the same place. Python compares containers by
-    identity first, so values holding the one ``math.nan`` compare and hash alike;
-    every runtime passes keys and symbols, and every value it reads back, through
-    here. ``item`` itself is returned when it holds no other NaN.
+    NaN is one value, equal to itself, and so is zero, as in Spark SQL (which groups
+    and joins them so): a key or value holding NaN equals another holding NaN in the
+    same place. Python compares containers by identity first, so values holding the
+    one ``math.nan`` compare and hash alike; ``-0.0`` already equals ``0.0``, but
+    Arrow groups them apart, so the one that is stored is ``0.0``. Every runtime
+    passes keys and symbols, and every value it reads back, through here. ``item``
+    itself is returned when it holds no other NaN and no ``-0.0``.
 
-    ======================  ==========================================
-    item                    one_nan(item)
-    ======================  ==========================================
-    ``float("nan")``        ``math.nan``
-    ``(1, float("nan"))``   ``(1, math.nan)`` (a NamedTuple stays one)
-    ``"a"``, ``(1, 2.5)``   itself
-    ======================  ==========================================
+    ==========================  ==========================================
+    item                        canonical_floats(item)
+    ==========================  ==========================================
+    ``float("nan")``            ``math.nan``
+    ``(1, float("nan"))``       ``(1, math.nan)`` (a NamedTuple stays one)
+    ``-0.0``, ``("a", -0.0)``   ``0.0``, ``("a", 0.0)``
+    ``"a"``, ``(1, 2.5)``       itself
+    ==========================  ==========================================
 
-    >>> one_nan((1, float("nan"))) == (1, float("nan")), one_nan((1, float("nan"))) == (1, math.nan)
+    >>> canonical_floats((1, float("nan"))) == (1, float("nan")), canonical_floats((1, float("nan"))) == (1, math.nan)
     (False, True)
     """
     kind = type(item)
     if kind is float:
-        return math.nan if item != item else item  # noqa: PLR0124 - NaN
+        return _canonical_float(item)
     if kind is str or kind is int or item is None:
         return item
     if isinstance(item, float):  # a float of another type: NumPy's float64
-        return math.nan if item != item else item  # noqa: PLR0124 - NaN
-    if not isinstance(item, tuple) or not _holds_nan(item):
+        return _canonical_float(item)
+    if not isinstance(item, tuple) or not _holds_odd_float(item):
         return item
-    items = [one_nan(part) for part in item]
+    items = [canonical_floats(part) for part in item]
     return item._make(items) if hasattr(item, "_make") else tuple(items)
 
 
-def _holds_nan(items: tuple[Any, ...]) -> bool:
-    """Whether a NaN float (or decimal) is among ``items``, at any depth of tuples (a
-    loop that makes nothing: 0.1 us for a pair, where rebuilding it would take 1 us)."""
+def _canonical_float(item: Any) -> Any:
+    if item != item:  # noqa: PLR0124 - NaN
+        return math.nan
+    return 0.0 if item == 0.0 and math.copysign(1.0, item) < 0 else item
+
+
+def _odd_float(item: float) -> bool:
+    """A NaN or ``-0.0``."""
+    return item != item or (item == 0.0 and math.copysign(1.0, item) < 0)  # noqa: PLR0124 - NaN
+
+
+def _holds_odd_float(items: tuple[Any, ...]) -> bool:
+    """Whether a NaN float (or decimal) or a ``-0.0`` is among ``items``, at any depth
+    of tuples (a loop that makes nothing: 0.1 us for a pair, where rebuilding it would
+    take 1 us)."""
     for item in items:
         kind = type(item)
         if kind is float:
-            if item != item:  # noqa: PLR0124 - NaN
+            if _odd_float(item):
                 return True
         elif kind is str or kind is int or item is None:
             continue
         elif isinstance(item, tuple):
-            if _holds_nan(item):
+            if _holds_odd_float(item):
                 return True
         elif kind is decimal.Decimal:
             if item.is_nan():
                 return True
-        elif isinstance(item, float) and item != item:  # noqa: PLR0124 - a float of another type: NumPy's
+        elif isinstance(item, float) and _odd_float(item):  # a float of another type: NumPy's
             return True
     return False
 

@@ -14,13 +14,15 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 from hypothesis import given
 from hypothesis import strategies as st
 
 from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
 from statemachines.library import Upsert
 from statemachines.spark.tabulated import _last_key_start
-from statemachines.updates import one_nan
+from statemachines.updates import canonical_floats
+from tests.delta_reader import delta_rs_rows
 from tests.machines import TabulatedTags, Tags
 
 STAND_IN = math.inf  # no event below uses it; like NaN, it ranks after every number
@@ -126,10 +128,12 @@ def test_a_change_feed_of_nan_values_survives_duplication_and_reordering(tmp_pat
     assert as_text(released) == as_text(arrangement.updates()) == model(Upsert(), events)
 
 
-def test_one_nan_keeps_what_holds_no_nan_and_makes_every_nan_math_nan():
-    plain = ("a", (1, 2.5))
-    assert one_nan(plain) is plain
-    made = one_nan(("a", (1, float("nan"))))
+def test_canonical_floats_keeps_what_holds_no_nan_and_no_negative_zero_and_makes_every_nan_math_nan():
+    plain = ("a", (1, 2.5, 0.0))
+    assert canonical_floats(plain) is plain
+    zero = canonical_floats(("a", (1, -0.0)))
+    assert zero == ("a", (1, 0.0)) and math.copysign(1.0, zero[1][1]) > 0
+    made = canonical_floats(("a", (1, float("nan"))))
     assert made[1][1] is math.nan
     assert made == ("a", (1, math.nan)) and hash(made) == hash(("a", (1, math.nan)))
 
@@ -180,7 +184,7 @@ SPARK_EVENTS = {
 
 def collected(frame):
     return consolidate(
-        ((one_nan(r.key), one_nan(tuple(r.value) if isinstance(r.value, tuple) else r.value)), r.time, r.diff)
+        ((canonical_floats(r.key), canonical_floats(tuple(r.value) if isinstance(r.value, tuple) else r.value)), r.time, r.diff)
         for r in frame.collect()
     )
 
@@ -243,3 +247,109 @@ def test_a_sql_condition_compares_nan_as_the_same_function_does():
         found = [sorted(m.key for m in matches(run_local(Detector(Pattern.begin("a").where(c)), events).updates))
                  for c in (sql, function)]
         assert found[0] == found[1], sql
+
+
+# -- zero is one value, written 0.0 ---------------------------------------------------------
+
+
+def zero_as_zero(item):
+    """``item`` with every ``-0.0`` in it (at any depth of tuples) made ``0.0``."""
+    if isinstance(item, float) and item == 0:
+        return 0.0
+    if isinstance(item, tuple):
+        parts = [zero_as_zero(part) for part in item]
+        return item._make(parts) if hasattr(item, "_make") else tuple(parts)
+    return item
+
+
+def as_tuples(item):
+    """A value Spark gives back (rows holding lists) as the tuples it stands for."""
+    return tuple(as_tuples(part) for part in item) if isinstance(item, list | tuple) else item
+
+
+def holds_negative_zero(item):
+    if isinstance(item, float):
+        return item == 0 and math.copysign(1.0, item) < 0
+    return isinstance(item, tuple) and any(holds_negative_zero(part) for part in item)
+
+
+zero_keys = [st.sampled_from([0.0, -0.0, 2.5]), st.sampled_from([("a", 0.0), ("a", -0.0), ("b", 0.0)])]
+zero_readings = st.sampled_from([0.0, -0.0, 1.0])
+zero_cases = {  # (machine, events given their keys)
+    "upsert": (Upsert(), lambda keys: st.tuples(keys, zero_readings, st.integers(0, 6))),
+    "tags": (Tags(), lambda keys: st.tuples(keys, st.tuples(st.sampled_from(["add", "del"]), zero_readings),
+                                            st.integers(0, 6))),
+}
+
+
+@pytest.mark.parametrize("case", zero_cases)
+@given(data=st.data())
+def test_local_runs_take_negative_zero_as_zero(case, data, tmp_path_factory):
+    """-0.0 equals 0.0, and Spark SQL groups them as one, but Arrow does not: a key or
+    value holding -0.0 is written 0.0, so that an update and its retraction group
+    together wherever the output is read. The model: the same run with every -0.0
+    made 0.0 before it starts (``repr`` tells the two apart)."""
+    machine, event = zero_cases[case]
+    events = data.draw(st.sampled_from(zero_keys).flatmap(lambda keys: st.lists(event(keys), max_size=25)))
+    expected = as_text(run_local(machine, [zero_as_zero(e) for e in events]).updates)
+    assert as_text(run_local(machine, events).updates) == expected
+    target = PersistedArrangement(tmp_path_factory.mktemp("arr"))
+    run_local(machine, [e for e in events if e[2] < 3], into=target)
+    run_local(machine, [e for e in events if e[2] >= 3], into=target)
+    assert as_text(PersistedArrangement(target.path).updates()) == expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("how", ["generic", "native", "into", "stream"])
+def test_spark_runs_write_negative_zero_as_zero(spark, tmp_path, how):
+    """Every update a Spark path makes, before any consolidation, holds 0.0 where its
+    event held -0.0, and the updates are the local runtime's."""
+    from statemachines.spark import run_batch, run_stream
+
+    events = [
+        (-0.0, -0.0, 1), (0.0, 1.0, 2), (0.0, 0.0, 3), (-0.0, -0.0, 4), (-0.0, 1.0, 5),
+        (2.5, 0.0, 1), (2.5, -0.0, 2), (2.5, 1.0, 3), (2.5, -0.0, 4), (-0.0, 0.0, 6),
+    ]
+    schema = "key double, symbol double, time long"
+    frame = spark.createDataFrame(events, schema)
+    if how == "stream":
+        source = tmp_path / "in"
+        frame.coalesce(1).write.parquet(str(source))
+        stream = spark.readStream.schema(schema).parquet(str(source))
+        query = run_stream(Upsert(), stream, into=tmp_path / "arr", checkpoint=tmp_path / "ckpt",
+                           trigger={"availableNow": True}, progress=None)
+        query.awaitTermination()
+        events = [e for e in events if e[2] < max(e[2] for e in events)]  # a stream leaves its last time waiting
+    else:
+        result = run_batch(Upsert(), frame, into=tmp_path / "arr" if how == "into" else None, native=how == "native")
+        written = [((r.key, r.value), r.time, r.diff) for r in result.updates.collect()]
+    if how in ("into", "stream"):  # the rows stored, as Arrow reads them
+        table = delta_rs_rows(DeltaTable(str(tmp_path / "arr")))
+        written = list(zip(zip(*(table[c].to_pylist() for c in ("key", "value")), strict=True),
+                           table["time"].to_pylist(), table["diff"].to_pylist(), strict=True))
+    assert written and not [u for u in written if holds_negative_zero(u[0])]
+    assert as_text(consolidate(written)) == as_text(run_local(Upsert(), [zero_as_zero(e) for e in events]).updates)
+
+
+@pytest.mark.spark
+def test_a_pattern_on_spark_writes_the_negative_zero_of_its_events_as_zero(spark):
+    """The detector's keys step together over the chunk's Arrow columns (no event is
+    a Python object), and its matches hold 0.0 where their events held -0.0, as locally."""
+    from typing import NamedTuple
+
+    from statemachines.library import Detector, Pattern
+    from statemachines.spark import run_batch
+
+    class Reading(NamedTuple):
+        kind: str
+        amount: float
+
+    events = [(k, Reading(kind, amount), t) for k, kind, amount, t in [
+        ("u", "a", -0.0, 1), ("u", "b", 0.0, 2), ("v", "a", 0.0, 1), ("v", "b", -0.0, 3), ("u", "b", -0.0, 4),
+    ]]
+    detector = Detector(Pattern.begin("a").where("kind = 'a'").followed_by("b").where("kind = 'b' AND amount = 0"))
+    frame = spark.createDataFrame(events, "key string, symbol struct<kind: string, amount: double>, time long")
+    written = [((r.key, as_tuples(r.value)), r.time, r.diff) for r in run_batch(detector, frame).updates.collect()]
+    assert written and not [u for u in written if holds_negative_zero(u[0])]
+    expected = run_local(detector, [zero_as_zero(e) for e in events]).updates
+    assert consolidate(written) == expected
