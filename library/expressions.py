@@ -4,8 +4,10 @@
 use in place of a function. It reads the event's fields by name (a NamedTuple's
 fields locally, a struct's on Spark) and is evaluated for a whole batch of events at
 once with Arrow compute, the same evaluator on every runtime. SQL's three-valued
-logic holds: a comparison with NULL is NULL, ``AND`` / ``OR`` are Kleene's, and a
-condition that is NULL is not met::
+logic holds: a comparison with NULL is NULL, ``AND`` / ``OR`` are Kleene's (and read
+their right side only in the rows the left one does not decide, as Spark SQL does:
+``amount <> 0 AND 10 % amount = 0`` divides by zero nowhere), and a condition that
+is NULL is not met::
 
     event (kind, amount)    kind = 'fail' AND amount > 100    met
     ('fail', 250.0)         TRUE                               yes
@@ -23,7 +25,7 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
-which Java's simple ones are), ``+ - * / %``, unary minus, ``lower upper abs length
+which Java's simple ones are), ``+ - * / div %``, unary minus, ``lower upper abs length
 coalesce startswith endswith contains``, and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
 ``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
@@ -187,7 +189,7 @@ def _supported() -> frozenset[type]:
         exp.Column, exp.Identifier, exp.Dot, exp.Literal, exp.Boolean, exp.Null, exp.Paren,
         exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ,
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
-        exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg,
+        exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
     })
@@ -235,7 +237,7 @@ def _never_a_test(node: Any) -> str | None:
 
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod | exp.Neg | exp.Abs | exp.Length):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length):
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper):
         return "text"
@@ -285,9 +287,11 @@ class _Evaluator:
             equal = pc.or_(both_null, pc.fill_null(_compare(node, pc.equal, left, right, self.rows), False))
             return equal if kind is exp.NullSafeEQ else pc.invert(equal)
         if kind is exp.And:
-            return pc.and_kleene(self._boolean(node.this, "AND"), self._boolean(node.expression, "AND"))
+            left = self._boolean(node.this, "AND")
+            return pc.and_kleene(left, self._where_open(node.expression, "AND", left, False))
         if kind is exp.Or:
-            return pc.or_kleene(self._boolean(node.this, "OR"), self._boolean(node.expression, "OR"))
+            left = self._boolean(node.this, "OR")
+            return pc.or_kleene(left, self._where_open(node.expression, "OR", left, True))
         if kind is exp.Not:
             return pc.invert(self._boolean(node.this, "NOT"))
         if kind is exp.Is and isinstance(node.expression, exp.Boolean):  # IS TRUE / FALSE: never NULL
@@ -343,6 +347,25 @@ class _Evaluator:
         names = [f.name for f in column.type]
         return pc.struct_field(column, _field(names, node.name, f"{node.sql(dialect='spark')!r}", node.table))
 
+    def _where_open(self, node: Any, operator: str, left: Any, decided: bool) -> Any:
+        """The test ``node``, read only in the rows where ``left`` is not ``decided``
+        (FALSE for AND, TRUE for OR; NULL in the others), as Spark SQL skips the right
+        side there: a division by zero in a row the left side decides is no error.
+        Read in every row first (the others' answers then go unused), and only if
+        that raises in the open rows alone, over none if the left side decides every
+        row, so that a test of the wrong type is refused whatever the rows."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            return self._boolean(node, operator)
+        except (ArithmeticError, ValueError):  # maybe in rows the left side decides
+            pass
+        open_rows = _contiguous(pc.fill_null(pc.not_equal(_array(left, self.rows), pa.scalar(decided)), True))
+        right = _Evaluator(self.table.filter(open_rows))._boolean(node, operator)
+        opened = pc.sum(open_rows).as_py() or 0
+        return pc.replace_with_mask(_nulls(self.rows), open_rows, _contiguous(_array(right, opened)))
+
     def _boolean(self, node: Any, operator: str) -> Any:
         import pyarrow as pa
 
@@ -369,7 +392,7 @@ def _tables() -> None:
     })
     _ARITHMETIC.update({
         exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked, exp.Div: _divide,
-        exp.Mod: _remainder,
+        exp.IntDiv: _integer_divide, exp.Mod: _remainder,
     })
     _FUNCTIONS.update({
         exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
@@ -419,20 +442,60 @@ def _divide(left: Any, right: Any) -> Any:
     return pc.divide_checked(left, right)
 
 
-def _remainder(left: Any, right: Any) -> Any:
-    """Spark SQL's ``%`` (Java's): the sign of the dividend, ``-7 % 2`` being -1; whole
-    numbers of whole numbers, else fractions; by zero an error, as under ANSI SQL."""
+def _integer_divide(left: Any, right: Any) -> Any:
+    """Spark SQL's ``div``: the quotient of whole numbers or decimals truncated toward
+    zero, a whole number (``-7 div 2`` is -3); floating numbers are refused, as Spark
+    refuses them; by zero an error, as under ANSI SQL."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_floating(left.type) or pa.types.is_floating(right.type):
+        raise TypeError(f"div takes whole numbers or decimals, not {left.type} and {right.type}")
     if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
-        raise TypeError(f"% takes whole or floating numbers, not {left.type} and {right.type}")
+        return _exactly(left, right, lambda a, b: int(a / b), pa.int64())
+    return pc.divide_checked(left, right)  # whole numbers: truncated toward zero
+
+
+def _remainder(left: Any, right: Any) -> Any:
+    """Spark SQL's ``%`` (Java's): the sign of the dividend, ``-7 % 2`` being -1; whole
+    numbers of whole numbers, exact decimals of decimals, else fractions; by zero an
+    error, as under ANSI SQL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
+    if not floating and (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
+        return _exactly(left, right, lambda a, b: a % b, None)  # Decimal's %: the dividend's sign
     if not (pa.types.is_integer(left.type) and pa.types.is_integer(right.type)):
         left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
     quotient = pc.divide_checked(left, right)  # whole numbers: truncated toward zero
     if pa.types.is_floating(quotient.type):
         quotient = pc.trunc(quotient)
     return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
+
+
+def _exactly(left: Any, right: Any, op: Callable[[Any, Any], Any], arrow_type: Any) -> Any:
+    """``op`` of each row's decimals (or a decimal and a whole number) in Python's
+    exact decimal arithmetic, wide enough for any of Spark's (38 digits); NULL where
+    either is NULL; by zero an error."""
+    import pyarrow as pa
+
+    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+
+    def values(side: Any) -> list[Any]:
+        return [side.as_py()] * rows if isinstance(side, pa.Scalar) else side.to_pylist()
+
+    with decimal.localcontext(prec=80):
+        out = []
+        for a, b in zip(values(left), values(right), strict=True):
+            if a is None or b is None:
+                out.append(None)
+            elif b == 0:
+                raise ArithmeticError("division by zero")
+            else:
+                out.append(op(decimal.Decimal(a), decimal.Decimal(b)))
+    result = pa.array(out, arrow_type)
+    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
 
 
 def _is_null_type(value: Any) -> bool:
@@ -451,6 +514,13 @@ def _array(value: Any, rows: int) -> Any:
     import pyarrow as pa
 
     return pa.repeat(value, rows) if isinstance(value, pa.Scalar) else value
+
+
+def _contiguous(array: Any) -> Any:
+    """A table's column (chunks) as one array."""
+    import pyarrow as pa
+
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
 
 
 def _is_null(value: Any, rows: int) -> Any:

@@ -162,7 +162,7 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("kind = 'ok' AND amount BETWEEN 'a' AND 'z'", """"amount BETWEEN 'a' AND 'z'": 'a' is no int64"""),
         ("kind = 'ok' OR amount > '1.5'", """"amount > '1.5'": '1.5' is no int64"""),
         ("kind > 5", "'kind > 5' cannot compare string with int64"),
-        ("kind = 'ok' OR amount / 0 > 1", "divide by zero"),
+        ("amount > 0 AND amount / 0 > 1", "divide by zero"),
         ("kind = 'ok' AND amount RLIKE '1'", "reads text; 'amount' gives int64 values"),
         ("amount IS TRUE", "IS needs TRUE or FALSE: 'amount' gives int64 values"),
     ],
@@ -175,12 +175,30 @@ def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(s
     assert all(says in r.detail for r in result.rejected) and result.updates == []
 
 
+def test_and_or_read_their_right_side_only_where_the_left_side_does_not_decide():
+    """As Spark SQL evaluates them: a division by zero in a row the left side decides
+    is no error, in bulk and for a detector's events; a right side of the wrong type
+    is refused even where the left side decides every row."""
+    events = [("u", Login("ok", 0), 1), ("v", Login("fail", 0), 1), ("w", Login("fail", 5), 1)]
+    table = records_table([e[1] for e in events], Login._fields, None)
+    assert Expression("amount <> 0 AND 10 % amount = 0").evaluate(table).to_pylist() == [False, False, True]
+    assert Expression("amount = 0 OR 10 % amount = 0").evaluate(table).to_pylist() == [True, True, True]
+    assert Expression("kind = 'ok' AND 10 div amount = 0").evaluate(table.slice(1)).to_pylist() == [False, False]
+    with pytest.raises(ValueError, match="divide by zero"):
+        Expression("kind = 'fail' AND 10 % amount = 0").evaluate(table)
+    with pytest.raises(TypeError, match="AND needs TRUE or FALSE"):
+        Expression("amount = 99 AND kind").evaluate(table)
+    result = run_local(Detector(Pattern.begin("a").where("kind = 'fail' AND 10 % amount = 0")), events)
+    assert [(r.event.key, r.reason) for r in result.rejected] == [("v", "condition_failed")]
+    assert [m.key for m in matches(result.updates)] == ["w"]
+
+
 @pytest.mark.parametrize(
     "sql, says",
     [
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
-        ("amount DIV 2 = 1", "do not support"),
+        ("pmod(amount, 2) = 1", "do not support"),
         ("amount > CAST(kind AS INT)", "cast literals only"),
         ("at > DATE '2024-13-01'", "'2024-13-01' is no date32"),
         ("kind = CAST('a' AS ARRAY<STRING>)", "have no ARRAY<STRING> values"),
@@ -287,6 +305,8 @@ TEXT_AND_FRACTIONS = [
     "kind LIKE 'f%'", "amount / 2 > 2", "amount / 8 = 2.5", "score / amount < 0", "abs(amount) / 3 <= 1",
     "flag IS TRUE", "(amount > 4) IS NOT FALSE", "kind IS DISTINCT FROM 'ok'", "amount IS NOT DISTINCT FROM 5",
     "amount % 3 = -0", "amount % -3 < 0", "amount % 7 = 6", "score % 2 > 0.4", "-score % 1.5 < 0", "score % amount > 0",
+    "amount div 3 = 1", "amount div -2 < 0", "-amount div 2 = 1", "amount div 0 = 0", "score div 2 = 0", "amount div 1.5BD = 3",
+    "amount % 1.5BD = 0.5", "-amount % 2.5BD < 0", "amount % 0.0BD = 0", "1.5BD % amount = 1.5", "amount % 1.5BD = score",
 ]
 
 spark_conditions = st.recursive(
