@@ -129,8 +129,13 @@ def _dot_text(text: str) -> str:
 
 
 def _mermaid_text(text: str) -> str:
-    # Mermaid labels cannot hold ':' '"' ';' '{' '}' or new lines literally
-    for bad, good in ((";", "#59;"), (":", "#58;"), ('"', "#quot;"), ("{", "#123;"), ("}", "#125;"), ("\n", " ")):
+    # Mermaid labels cannot hold ':' '"' ';' '{' '}' or new lines literally, and it
+    # renders them as HTML: '<' '>' '&' would be read as tags and entities
+    # ("amount<limit AND n>1" lost its middle); each becomes Mermaid's entity code
+    for bad, good in (
+        (";", "#59;"), (":", "#58;"), ('"', "#quot;"), ("{", "#123;"), ("}", "#125;"), ("\n", " "),
+        ("<", "#lt;"), (">", "#gt;"), ("&", "#amp;"),
+    ):
         text = text.replace(bad, good)
     return text
 

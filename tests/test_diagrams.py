@@ -25,6 +25,7 @@ from statemachines import (
     explore,
     run_local,
 )
+from statemachines.diagram import Diagram, Edge, Node
 from statemachines.library import Detector, Pattern, Upsert, UpsertWithLateness
 from statemachines.library.cli import main
 from statemachines.library.diagrams import GraphvizMissing, render
@@ -267,3 +268,24 @@ def test_the_readme_shows_the_example_machines_diagram():
 
 def test_notebooks_see_mermaid():
     assert Door().diagram()._repr_markdown_().startswith("```mermaid\n---\ntitle: Door")
+
+
+ENTITY_CODE = r"#(\d+|[a-z]+);"
+
+
+def mermaid_shown(text):
+    """A Mermaid label as Mermaid shows it: its entity codes (``#59;``, ``#lt;``) decoded."""
+    return re.sub(ENTITY_CODE, lambda m: chr(int(m[1])) if m[1].isdigit() else html.unescape(f"&{m[1]};"), text)
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab <>&;:\"{}#\n=1")), max_size=20))
+def test_a_mermaid_label_holds_no_character_mermaid_or_html_would_read_and_shows_its_text(label):
+    """Conditions such as ``amount<limit AND n>1`` are labels: Mermaid renders labels as
+    HTML, where ``<limit AND n>`` is a tag, and its own syntax reads ``:`` ``;`` ``"``."""
+    drawn = Diagram("t", (Node("a", label, initial=True), Node("b", "b")), (Edge("a", "b", label),))
+    lines = drawn.to_mermaid().splitlines()
+    state = next(line for line in lines if line.endswith(" as s0"))
+    edge = next(line for line in lines if line.startswith("  s0 --> s1"))
+    for shown in (state[len('  state "'):-len('" as s0')], edge[len("  s0 --> s1 : "):] if label else ""):
+        assert not set(re.sub(ENTITY_CODE, "", shown)) & set('<>&;:"{}\n')
+        assert mermaid_shown(shown) == label.replace("\n", " ")
