@@ -17,6 +17,8 @@ to SVG, PNG or PDF needs Graphviz and lives outside the core
 
 from __future__ import annotations
 
+import json
+import re
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -88,7 +90,7 @@ class Diagram:
     def to_mermaid(self) -> str:
         """Mermaid ``stateDiagram-v2`` source (renders in GitHub Markdown)."""
         ids = {node.id: f"s{i}" for i, node in enumerate(self.nodes)}
-        lines = ["---", f"title: {_mermaid_text(self.title)}", "---", "stateDiagram-v2", "  direction LR"]
+        lines = ["---", f"title: {_yaml_text(self.title)}", "---", "stateDiagram-v2", "  direction LR"]
         for node in self.nodes:
             lines.append(f"  state \"{_mermaid_text(node.label)}\" as {ids[node.id]}")
         for node in self.nodes:
@@ -126,6 +128,16 @@ def _dot_id(text: str) -> str:
 
 def _dot_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _yaml_text(text: str) -> str:
+    """A title for Mermaid's YAML front matter (shown as plain text): as it is if YAML
+    reads it so, else a quoted string (JSON's, which YAML reads)."""
+    text = text.replace("\n", " ")
+    plain = re.fullmatch(r"[A-Za-z][\w ().,-]*", text) and not text.endswith(" ")
+    if plain and text.lower() not in ("true", "false", "yes", "no", "on", "off", "null", "y", "n"):
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _mermaid_text(text: str) -> str:

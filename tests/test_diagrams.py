@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 import pathlib
 import re
@@ -281,9 +282,12 @@ def mermaid_shown(text):
 @given(st.text(alphabet=st.sampled_from(list("ab <>&;:\"{}#\n=1")), max_size=20))
 def test_a_mermaid_label_holds_no_character_mermaid_or_html_would_read_and_shows_its_text(label):
     """Conditions such as ``amount<limit AND n>1`` are labels: Mermaid renders labels as
-    HTML, where ``<limit AND n>`` is a tag, and its own syntax reads ``:`` ``;`` ``"``."""
-    drawn = Diagram("t", (Node("a", label, initial=True), Node("b", "b")), (Edge("a", "b", label),))
+    HTML, where ``<limit AND n>`` is a tag, and its own syntax reads ``:`` ``;`` ``"``.
+    The title is YAML front matter: a quoted string (JSON's, which YAML reads)."""
+    drawn = Diagram(label, (Node("a", label, initial=True), Node("b", "b")), (Edge("a", "b", label),))
     lines = drawn.to_mermaid().splitlines()
+    title = lines[1][len("title: "):]
+    assert lines[1].startswith("title: ") and (title if re.fullmatch(r"[\w ]*", title) else json.loads(title)) == label.replace("\n", " ")
     state = next(line for line in lines if line.endswith(" as s0"))
     edge = next(line for line in lines if line.startswith("  s0 --> s1"))
     for shown in (state[len('  state "'):-len('" as s0')], edge[len("  s0 --> s1 : "):] if label else ""):
