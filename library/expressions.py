@@ -25,8 +25,13 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
-which Java's simple ones are), ``+ - * / div %``, unary minus, ``lower upper abs length
-coalesce startswith endswith contains``, and typed literals (``DATE '2024-01-31'``,
+which Java's simple ones are), ``+ - * / div %``, unary minus, ``CASE [x] WHEN ..
+THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
+it decides, as ``AND`` / ``OR``), ``lower upper abs length coalesce startswith
+endswith contains trim ltrim rtrim substring substr concat ||`` (``TRIM([BOTH |
+LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
+text where text is needed, as Spark SQL casts them; fractions are refused there,
+their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
 ``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
 what is not supported, and so is a test that can never be TRUE or
@@ -190,7 +195,8 @@ def _supported() -> frozenset[type]:
         exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ,
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
-        exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce,
+        exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
+        exp.Trim, exp.Substring, exp.Concat, exp.DPipe,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
     })
 
@@ -220,6 +226,16 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r}: IS takes NULL, TRUE or FALSE ({node.sql(dialect='spark')!r})")
         if kind in _text_tests():
             _check_text_test(node, sql)
+        if kind is exp.Trim and node.expression is not None and not (
+            isinstance(node.expression, exp.Literal) and node.expression.is_string
+        ):
+            raise DefinitionError(f"the condition {sql!r}: write {node.sql(dialect='spark')!r} as "
+                                  f"TRIM([BOTH | LEADING | TRAILING] 'characters' FROM text)")
+        if kind is exp.Substring and not all(
+            isinstance(node.args.get(bound), exp.Literal | exp.Neg | type(None)) for bound in ("start", "length")
+        ):
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes whole-number "
+                                  f"literals as its position and length")
     operands = (part for node in tree.find_all(exp.And, exp.Or, exp.Not) for part in node.iter_expressions())
     for test, name in [(tree, "it"), *((part, None) for part in operands)]:
         while isinstance(test, exp.Paren):
@@ -239,7 +255,7 @@ def _never_a_test(node: Any) -> str | None:
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length):
         return "numbers"
-    if isinstance(node, exp.Lower | exp.Upper):
+    if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
         return "text"
     if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
         return f"a {node.to.sql(dialect='spark')} literal"
@@ -311,12 +327,9 @@ class _Evaluator:
             high = _compare(node, pc.less_equal, left, self.value(node.args["high"]), self.rows)
             return pc.and_kleene(low, high)
         if kind in _text_tests():
-            left = self.value(node.this)
+            left = self._text(node, node.this)
             if _is_null_type(left):
                 return _nulls(self.rows)
-            if not pa.types.is_string(left.type):
-                raise TypeError(f"{node.sql(dialect='spark')!r} reads text; {node.this.sql(dialect='spark')!r} "
-                                f"gives {left.type} values")
             return _text_tests()[kind](_array(left, self.rows), node.expression.this)  # a literal (checked when built)
         if kind in _ARITHMETIC:
             left, right = self.value(node.this), self.value(node.expression)
@@ -324,10 +337,21 @@ class _Evaluator:
                 return pa.scalar(None, pa.null())
             return _ARITHMETIC[kind](left, right)
         if kind is exp.Neg or kind in _FUNCTIONS:
-            operand = self.value(node.this)
+            operand = self.value(node.this) if kind in (exp.Neg, exp.Abs) else self._text(node, node.this)
             if _is_null_type(operand):  # a field that is NULL in every event
                 return operand
             return pc.negate_checked(operand) if kind is exp.Neg else _FUNCTIONS[kind](operand)
+        if kind is exp.Case or kind is exp.If:
+            return self._case(node)
+        if kind is exp.Trim:
+            return self._trim(node)
+        if kind is exp.Substring:
+            return self._substring(node)
+        if kind is exp.Concat or kind is exp.DPipe:  # NULL if any part is NULL
+            parts = [self._text(node, e) for e in (node.expressions if kind is exp.Concat else (node.this, node.expression))]
+            if any(_is_null_type(part) for part in parts):
+                return pa.scalar(None, pa.null())
+            return pc.binary_join_element_wise(*(_array(part, self.rows) for part in parts), "")
         if kind is exp.Coalesce:
             given = [self.value(e) for e in (node.this, *node.expressions)]
             typed = [v for v in given if not _is_null_type(v)]
@@ -346,6 +370,103 @@ class _Evaluator:
                             f"{column.type} values, not structs")
         names = [f.name for f in column.type]
         return pc.struct_field(column, _field(names, node.name, f"{node.sql(dialect='spark')!r}", node.table))
+
+    def _case(self, node: Any) -> Any:
+        """``CASE [x] WHEN .. THEN .. [ELSE ..] END`` or ``IF(test, then, else)``: the
+        value of the first branch whose test is TRUE, else the ELSE value (NULL if
+        none). Each branch is read in every row first, and only if that raises in
+        the rows it decides alone, as Spark SQL reads it (``CASE WHEN amount <> 0
+        THEN 10 % amount END`` divides by zero nowhere)."""
+        from sqlglot import exp
+
+        subject = node.this if type(node) is exp.Case else None
+        if type(node) is exp.If:
+            branches, default = [(node.this, node.args["true"])], node.args.get("false")
+        else:
+            branches, default = [(w.this, w.args["true"]) for w in node.args["ifs"]], node.args.get("default")
+        try:
+            tests = [self._when(subject, test) for test, _ in branches]
+            values = [self.value(v) for _, v in branches]
+            otherwise = None if default is None else self.value(default)
+        except (ArithmeticError, ValueError):  # maybe in rows a branch does not decide
+            return self._case_by_rows(subject, branches, default)
+        return _chosen(node, tests, values, otherwise, self.rows)
+
+    def _case_by_rows(self, subject: Any, branches: list[tuple[Any, Any]], default: Any) -> Any:
+        """:meth:`_case`, each test read only in the rows no branch before it took,
+        each value only in the rows its test takes."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        open_rows = pa.repeat(pa.scalar(True), self.rows)
+        tests, values = [], []
+        for test, value in branches:
+            met = pc.fill_null(_contiguous(_array(self._within(open_rows)._when(subject, test), _count(open_rows))), False)
+            taken = pc.replace_with_mask(pa.repeat(pa.scalar(False), self.rows), open_rows, met)
+            tests.append(taken)
+            values.append(_spread(self._within(taken).value(value), taken))
+            open_rows = pc.and_(open_rows, pc.invert(taken))
+        otherwise = None if default is None else _spread(self._within(open_rows).value(default), open_rows)
+        return _chosen(None, tests, values, otherwise, self.rows)
+
+    def _within(self, rows: Any) -> _Evaluator:
+        """An evaluator over the ``rows`` (a mask) of this one's table."""
+        return _Evaluator(self.table.filter(rows))
+
+    def _when(self, subject: Any, test: Any) -> Any:
+        """A branch's test: ``test`` itself, or ``subject = test`` (``CASE x WHEN ...``)."""
+        import pyarrow.compute as pc
+
+        if subject is None:
+            return self._boolean(test, "WHEN")
+        return _compare(test, pc.equal, self.value(subject), self.value(test), self.rows)
+
+    def _trim(self, node: Any) -> Any:
+        """``trim`` / ``ltrim`` / ``rtrim`` and ``TRIM([BOTH | LEADING | TRAILING] 'cs' FROM
+        text)``: spaces (Spark SQL's default, not tabs) or the given characters."""
+        import pyarrow.compute as pc
+
+        text = self._text(node, node.this)
+        if _is_null_type(text):
+            return text
+        characters = node.expression.this if node.expression is not None else " "
+        trim = {"LEADING": pc.utf8_ltrim, "TRAILING": pc.utf8_rtrim}.get(str(node.args.get("position") or ""), pc.utf8_trim)
+        return trim(text, characters)
+
+    def _substring(self, node: Any) -> Any:
+        """``substring(text, pos[, len])`` as Spark SQL counts: from 1, a negative
+        position from the end, position 0 as 1, a length below 1 giving ''."""
+        import pyarrow as pa
+
+        text = self._text(node, node.this)
+        if _is_null_type(text):
+            return text
+        start = int(node.args["start"].sql())
+        length = int(node.args["length"].sql()) if node.args.get("length") is not None else None
+
+        def cut(value: str) -> str:
+            first = start - 1 if start > 0 else len(value) + start if start < 0 else 0
+            end = len(value) if length is None else first + length
+            first = max(first, 0)
+            return value[first:end] if first < end else ""
+
+        return pa.array([None if v is None else cut(v) for v in _array(text, self.rows).to_pylist()], pa.string())
+
+    def _text(self, node: Any, part: Any) -> Any:
+        """The text ``part`` of ``node`` gives: text as it is; whole numbers, booleans
+        and dates as Spark SQL casts them to text (``12``, ``true``, ``2024-01-31``);
+        NULL of no type passes. Other values (fractions, whose text Spark writes
+        as Java does, timestamps) are refused."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        value = self.value(part)
+        kind = value.type
+        if _is_null_type(value) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return value
+        if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_date32(kind):
+            return pc.cast(value, pa.string())
+        raise TypeError(f"{node.sql(dialect='spark')!r} reads text; {part.sql(dialect='spark')!r} gives {kind} values")
 
     def _where_open(self, node: Any, operator: str, left: Any, decided: bool) -> Any:
         """The test ``node``, read only in the rows where ``left`` is not ``decided``
@@ -514,6 +635,62 @@ def _array(value: Any, rows: int) -> Any:
     import pyarrow as pa
 
     return pa.repeat(value, rows) if isinstance(value, pa.Scalar) else value
+
+
+def _count(rows: Any) -> int:
+    import pyarrow.compute as pc
+
+    return pc.sum(rows).as_py() or 0
+
+
+def _spread(value: Any, rows: Any) -> Any:
+    """``value``, read over the ``rows`` (a mask) of a table, at those rows of a
+    column of the table's length (NULL elsewhere)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(value, pa.Scalar):
+        return value
+    return pc.replace_with_mask(pa.nulls(len(rows), value.type), rows, _contiguous(value))
+
+
+def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows: int) -> Any:
+    """Each row's value of the first of ``values`` whose test is TRUE, else of
+    ``otherwise`` (NULL if None): of one type, whole numbers of several widths as
+    int64, with floating numbers as float64, else with decimals as a decimal that
+    holds each (as Spark SQL widens them)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    given = [*values, *([] if otherwise is None else [otherwise])]
+    kinds = {v.type for v in given if not _is_null_type(v)}
+    if not kinds:
+        return pa.scalar(None, pa.null())
+    if len(kinds) == 1:
+        kind = kinds.pop()
+    elif all(pa.types.is_integer(k) for k in kinds):
+        kind = pa.int64()
+    elif all(pa.types.is_integer(k) or pa.types.is_floating(k) or pa.types.is_decimal(k) for k in kinds):
+        kind = pa.float64() if any(pa.types.is_floating(k) for k in kinds) else _wide_decimal(kinds)
+    else:
+        shown = "" if node is None else f"{node.sql(dialect='spark')!r}: "
+        raise TypeError(f"{shown}its branches give {', '.join(sorted(map(str, kinds)))} values, not one type")
+    cases = [_array(v, rows).cast(kind) if not _is_null_type(v) else pa.nulls(rows, kind) for v in values]
+    else_ = [] if otherwise is None else [_array(otherwise, rows).cast(kind) if not _is_null_type(otherwise)
+                                         else pa.nulls(rows, kind)]
+    conditions = pc.make_struct(*(_contiguous(_array(t, rows)) for t in tests),
+                                field_names=[f"_{i}" for i in range(len(tests))])
+    return pc.case_when(conditions, *map(_contiguous, cases), *map(_contiguous, else_))
+
+
+def _wide_decimal(kinds: set[Any]) -> Any:
+    """A decimal type holding every value of ``kinds`` (decimals and whole numbers,
+    which hold up to 19 digits), as Spark SQL widens them (at most 38 digits)."""
+    import pyarrow as pa
+
+    scale = max((k.scale for k in kinds if pa.types.is_decimal(k)), default=0)
+    whole = max(k.precision - k.scale if pa.types.is_decimal(k) else 19 for k in kinds)
+    return pa.decimal128(min(38, whole + scale), scale)
 
 
 def _contiguous(array: Any) -> Any:

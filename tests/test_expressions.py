@@ -163,8 +163,10 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("kind = 'ok' OR amount > '1.5'", """"amount > '1.5'": '1.5' is no int64"""),
         ("kind > 5", "'kind > 5' cannot compare string with int64"),
         ("amount > 0 AND amount / 0 > 1", "divide by zero"),
-        ("kind = 'ok' AND amount RLIKE '1'", "reads text; 'amount' gives int64 values"),
+        ("kind = 'ok' AND amount / 2 RLIKE '1'", "reads text; 'amount / 2' gives double values"),
         ("amount IS TRUE", "IS needs TRUE or FALSE: 'amount' gives int64 values"),
+        ("trim(amount / 2) = '1'", "reads text; 'amount / 2' gives double values"),
+        ("CASE WHEN amount > 0 THEN kind ELSE amount END = 'ok'", "its branches give int64, string values"),
     ],
 )
 def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
@@ -175,7 +177,7 @@ def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(s
     assert all(says in r.detail for r in result.rejected) and result.updates == []
 
 
-def test_and_or_read_their_right_side_only_where_the_left_side_does_not_decide():
+def test_and_or_case_read_a_side_only_in_the_rows_it_decides():
     """As Spark SQL evaluates them: a division by zero in a row the left side decides
     is no error, in bulk and for a detector's events; a right side of the wrong type
     is refused even where the left side decides every row."""
@@ -191,6 +193,11 @@ def test_and_or_read_their_right_side_only_where_the_left_side_does_not_decide()
     result = run_local(Detector(Pattern.begin("a").where("kind = 'fail' AND 10 % amount = 0")), events)
     assert [(r.event.key, r.reason) for r in result.rejected] == [("v", "condition_failed")]
     assert [m.key for m in matches(result.updates)] == ["w"]
+    # CASE and IF read each branch in the rows it decides
+    assert Expression("CASE WHEN amount <> 0 THEN 10 % amount = 0 END").evaluate(table).to_pylist() == [False, False, True]
+    assert Expression("IF(amount = 0, NULL, 10 div amount) = 2").evaluate(table).to_pylist() == [False, False, True]
+    assert Expression("CASE amount WHEN 0 THEN kind = 'ok' ELSE 10 % amount = 0 END").evaluate(table).to_pylist() == [
+        True, False, True]
 
 
 @pytest.mark.parametrize(
@@ -211,6 +218,9 @@ def test_and_or_read_their_right_side_only_where_the_left_side_does_not_decide()
         ("'fail'", "not a test: it gives text"),
         ("kind = 'fail' AND (length(kind))", "not a test: 'LENGTH.kind.' gives numbers"),
         ("NOT lower(kind)", "not a test: 'LOWER.kind.' gives text"),
+        ("trim(kind, 'x') = 'a'", "as TRIM"),
+        ("substring(kind, amount) = 'a'", "whole-number literals"),
+        ("kind || 'a'", "not a test: it gives text"),
     ],
 )
 def test_an_expression_the_evaluator_cannot_run_is_refused_when_the_pattern_is_built(sql, says):
@@ -307,6 +317,12 @@ TEXT_AND_FRACTIONS = [
     "amount % 3 = -0", "amount % -3 < 0", "amount % 7 = 6", "score % 2 > 0.4", "-score % 1.5 < 0", "score % amount > 0",
     "amount div 3 = 1", "amount div -2 < 0", "-amount div 2 = 1", "amount div 0 = 0", "score div 2 = 0", "amount div 1.5BD = 3",
     "amount % 1.5BD = 0.5", "-amount % 2.5BD < 0", "amount % 0.0BD = 0", "1.5BD % amount = 1.5", "amount % 1.5BD = score",
+    "CASE WHEN amount <> 0 THEN 20 % amount = 0 ELSE flag END", "CASE amount WHEN 5 THEN 'five' WHEN 0 THEN kind END = 'ok'",
+    "CASE WHEN kind = 'fail' THEN 1 WHEN flag THEN score END > 2", "IF(amount > 4, score, amount) > 1", "IF(flag, 1.5BD, amount) = 1.5",
+    "CASE WHEN amount > 0 THEN 1 ELSE kind END = 1", "CASE WHEN score > 1 THEN amount END IS NULL", "IF(amount = 0, NULL, 10 div amount) > 1",
+    "trim(kind) = 'ok'", "TRIM(LEADING 'F' FROM kind) = 'ail'", "rtrim(kind) = 'ok'", "substring(kind, 2, 2) = 'ai'", "substr(kind, -2) = 'il'",
+    "substring(kind, -5, 3) = 'f'", "concat(kind, amount) = 'fail-3'", "kind || '!' = 'ok!'", "upper(substring(kind, 1, 1)) = 'F'",
+    "lower(flag) = 'true'", "length(amount) = 2", "concat(day, '') LIKE '2024-01-0%'",
 ]
 
 spark_conditions = st.recursive(
