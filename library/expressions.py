@@ -352,10 +352,10 @@ class _Evaluator:
             if any(_is_null_type(part) for part in parts):
                 return pa.scalar(None, pa.null())
             return pc.binary_join_element_wise(*(_array(part, self.rows) for part in parts), "")
-        if kind is exp.Coalesce:
-            given = [self.value(e) for e in (node.this, *node.expressions)]
-            typed = [v for v in given if not _is_null_type(v)]
-            return pc.coalesce(*typed) if typed else given[0]
+        if kind is exp.Coalesce:  # CASE WHEN a IS NOT NULL THEN a ... ELSE last END: read as lazily, widened alike
+            *firsts, last = (node.this, *node.expressions)
+            ifs = [exp.If(this=exp.Not(this=exp.Is(this=e, expression=exp.Null())), true=e) for e in firsts]
+            return self._case(exp.Case(ifs=ifs, default=last)) if ifs else self.value(last)
         raise AssertionError(f"not checked when built: {node.sql(dialect='spark')!r}")  # pragma: no cover
 
     def _column(self, node: Any) -> Any:

@@ -193,11 +193,12 @@ def test_and_or_case_read_a_side_only_in_the_rows_it_decides():
     result = run_local(Detector(Pattern.begin("a").where("kind = 'fail' AND 10 % amount = 0")), events)
     assert [(r.event.key, r.reason) for r in result.rejected] == [("v", "condition_failed")]
     assert [m.key for m in matches(result.updates)] == ["w"]
-    # CASE and IF read each branch in the rows it decides
+    # CASE, IF and coalesce read each branch in the rows it decides
     assert Expression("CASE WHEN amount <> 0 THEN 10 % amount = 0 END").evaluate(table).to_pylist() == [False, False, True]
     assert Expression("IF(amount = 0, NULL, 10 div amount) = 2").evaluate(table).to_pylist() == [False, False, True]
     assert Expression("CASE amount WHEN 0 THEN kind = 'ok' ELSE 10 % amount = 0 END").evaluate(table).to_pylist() == [
         True, False, True]
+    assert Expression("coalesce(IF(amount = 0, 1, NULL), 10 % amount) = 1").evaluate(table).to_pylist() == [True, True, False]
 
 
 @pytest.mark.parametrize(
@@ -322,7 +323,7 @@ TEXT_AND_FRACTIONS = [
     "CASE WHEN amount > 0 THEN 1 ELSE kind END = 1", "CASE WHEN score > 1 THEN amount END IS NULL", "IF(amount = 0, NULL, 10 div amount) > 1",
     "trim(kind) = 'ok'", "TRIM(LEADING 'F' FROM kind) = 'ail'", "rtrim(kind) = 'ok'", "substring(kind, 2, 2) = 'ai'", "substr(kind, -2) = 'il'",
     "substring(kind, -5, 3) = 'f'", "concat(kind, amount) = 'fail-3'", "kind || '!' = 'ok!'", "upper(substring(kind, 1, 1)) = 'F'",
-    "lower(flag) = 'true'", "length(amount) = 2", "concat(day, '') LIKE '2024-01-0%'",
+    "lower(flag) = 'true'", "coalesce(score, 10 % amount) > 0", "coalesce(amount, score) > 1", "length(amount) = 2", "concat(day, '') LIKE '2024-01-0%'",
 ]
 
 spark_conditions = st.recursive(
