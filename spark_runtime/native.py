@@ -42,12 +42,17 @@ def holds_a_map(data_type: Any) -> bool:
     >>> holds_a_map(T.ArrayType(T.MapType(T.StringType(), T.LongType()))), holds_a_map(T.LongType())
     (True, False)
     """
-    if isinstance(data_type, T.MapType):
+    return _holds(data_type, T.MapType)
+
+
+def _holds(data_type: Any, kinds: Any) -> bool:
+    """Whether values of ``data_type`` are or hold, in arrays and structs, ``kinds``."""
+    if isinstance(data_type, kinds):
         return True
     if isinstance(data_type, T.ArrayType):
-        return holds_a_map(data_type.elementType)
+        return _holds(data_type.elementType, kinds)
     if isinstance(data_type, T.StructType):
-        return any(holds_a_map(f.dataType) for f in data_type.fields)
+        return any(_holds(f.dataType, kinds) for f in data_type.fields)
     return False
 
 
@@ -213,29 +218,22 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
     )
 
 
+_FLOATS = (T.FloatType, T.DoubleType)
+
+
 def canonical_zeros(column: Any, data_type: Any) -> Any:
     """``column`` with every ``-0.0`` in it, at any depth of structs and arrays, made
     ``0.0``, as :func:`~statemachines.updates.canonical_floats` makes a key or symbol
     (Spark groups the two as one, Arrow does not); ``column`` itself if its values
     hold no float."""
-    if isinstance(data_type, T.FloatType | T.DoubleType):
+    if isinstance(data_type, _FLOATS):
         return F.when(column == 0, F.lit(0.0).cast(data_type)).otherwise(column)
-    if isinstance(data_type, T.ArrayType) and _holds_float(data_type):
+    if isinstance(data_type, T.ArrayType) and _holds(data_type, _FLOATS):
         return F.transform(column, lambda item: canonical_zeros(item, data_type.elementType))
-    if isinstance(data_type, T.StructType) and _holds_float(data_type):
+    if isinstance(data_type, T.StructType) and _holds(data_type, _FLOATS):
         fields = (canonical_zeros(column[f.name], f.dataType).alias(f.name) for f in data_type.fields)
         return F.when(column.isNull(), F.lit(None).cast(data_type)).otherwise(F.struct(*fields))
     return column
-
-
-def _holds_float(data_type: Any) -> bool:
-    if isinstance(data_type, T.FloatType | T.DoubleType):
-        return True
-    if isinstance(data_type, T.ArrayType):
-        return _holds_float(data_type.elementType)
-    if isinstance(data_type, T.StructType):
-        return any(_holds_float(f.dataType) for f in data_type.fields)
-    return False
 
 
 def _unordered_inside(column: Any, data_type: Any) -> Any:
