@@ -483,9 +483,7 @@ class _Evaluator:
         except (ArithmeticError, ValueError):  # maybe in rows the left side decides
             pass
         open_rows = _contiguous(pc.fill_null(pc.not_equal(_array(left, self.rows), pa.scalar(decided)), True))
-        right = _Evaluator(self.table.filter(open_rows))._boolean(node, operator)
-        opened = pc.sum(open_rows).as_py() or 0
-        return pc.replace_with_mask(_nulls(self.rows), open_rows, _contiguous(_array(right, opened)))
+        return _spread(self._within(open_rows)._boolean(node, operator), open_rows)
 
     def _boolean(self, node: Any, operator: str) -> Any:
         import pyarrow as pa
