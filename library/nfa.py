@@ -43,7 +43,7 @@ from statemachines.library.pattern import (
 
 __all__ = [
     "ACCEPT", "EVALUATION_ERRORS", "Cont", "Nfa", "Outcome", "Position", "Records", "State", "answer_all",
-    "answer_column", "answer_one", "cap",
+    "answer_column", "answer_one", "answer_rows", "cap",
     "matched_of", "records_of",
     "state_text",
 ]
@@ -446,15 +446,66 @@ def records_of(symbols: Sequence[Any], symbol_type: Any) -> Records | None:
 
 def answer_all(nfa: Nfa, records: Records | None) -> tuple[type | None, dict[Any, int]]:
     """The expression conditions' answers (bit i: condition i holds) for each of the
-    records' symbols, evaluated together, and the symbols' one type; ``(None, {})``
-    if they cannot be (then each is answered alone)."""
+    records' symbols, evaluated together, and the symbols' one type; the symbols they
+    raise on are left out (each is then answered alone, and refused); ``(None, {})``
+    without records."""
     if records is None:
         return None, {}
+    bits, failed = answer_rows(nfa, records.table)
+    if bits is None:
+        return records.kind, dict.fromkeys(records.distinct, 0)
+    answered = zip(records.distinct, bits.to_pylist(), failed.to_pylist() if failed else [False] * len(bits), strict=True)
+    return records.kind, {symbol: yes for symbol, yes, fails in answered if not fails}
+
+
+_SPLITS = 64  # the evaluations a batch may take to set apart the rows its conditions raise on
+
+
+def answer_rows(nfa: Nfa, table: Any, answers: dict[str, Any] | None = None) -> tuple[Any, Any]:
+    """:func:`answer_column`, the rows it raises on set apart: ``(bits, failed)``,
+    ``failed`` a boolean array (``None`` if no row failed), whose rows' bits are 0.
+    Conditions that raise over no rows at all (they cannot read the fields' types)
+    fail every row; ones that raise on some rows' values (a division by zero) are
+    read over halves of the rows, then halves of the halves that raise, until those
+    rows are found or ``_SPLITS`` evaluations are spent (the parts left fail whole)::
+
+        rows    1  2  3  4   (10 % amount = 0; amount 0 in row 3)
+        read    1  2  3  4   raises
+        halves  1  2         answered
+                      3  4   raises: 3 raises, 4 answered
+
+    One row that raises thus no longer sends the whole batch to be answered event by event.
+    """
+    import pyarrow as pa
+
     try:
-        bits = _bits(nfa, records.table)
+        return answer_column(nfa, table, answers), None
     except EVALUATION_ERRORS:
-        return None, {}
-    return records.kind, dict(zip(records.distinct, bits, strict=True))
+        pass
+    pieces: list[tuple[Any, int]] = []  # (bits, or None where the rows fail; rows), in row order
+    try:
+        answer_column(nfa, table.slice(0, 0))
+        budget = _SPLITS
+    except EVALUATION_ERRORS:  # by type: every row fails
+        budget = 0
+
+    def read(part: Any) -> None:  # ``part`` raises
+        nonlocal budget
+        if part.num_rows < 2 or budget <= 0:
+            pieces.append((None, part.num_rows))
+            return
+        half = part.num_rows // 2
+        for piece in (part.slice(0, half), part.slice(half)):
+            budget -= 1
+            try:
+                pieces.append((answer_column(nfa, piece), piece.num_rows))
+            except EVALUATION_ERRORS:
+                read(piece)
+
+    read(table)
+    bits = pa.concat_arrays([b if b is not None else pa.nulls(rows, pa.int64()).fill_null(0) for b, rows in pieces])
+    failed = pa.array([b is None for b, rows in pieces for _ in range(rows)], pa.bool_())
+    return bits, failed
 
 
 def answer_one(nfa: Nfa, symbol: Any, symbol_type: Any) -> int:

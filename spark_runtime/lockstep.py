@@ -23,13 +23,14 @@ shared by several rules are evaluated once per chunk::
 
 A key goes the generic way instead (the same rows out) when one of its rows is
 anything but a plain event: values from an earlier run, a null key, time or
-symbol, a time below the frontier, a symbol a function condition raises on (of
-any rule: a rule that cannot read an event rejects it for all), or two
+symbol, a time below the frontier, a symbol a function or SQL condition raises on
+(of any rule: a rule that cannot read an event rejects it for all; see
+:func:`~statemachines.library.nfa.answer_rows`), or two
 events at one time whose order Spark's sort does not settle and the symbol's
 fields cannot (a field that is not text, an integer or a boolean). A chunk goes the
 generic way whole when its columns are not plain (see
 :mod:`statemachines.spark.tabulated`) or its SQL conditions cannot read its
-symbols.
+symbols' types.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from statemachines.library.lockstep import (
     event_lists,
     function_conditions,
 )
-from statemachines.library.nfa import EVALUATION_ERRORS, answer_column
+from statemachines.library.nfa import EVALUATION_ERRORS, answer_rows
 from statemachines.library.rules import RuleDetector
 from statemachines.spark.output import UPDATE
 from statemachines.spark.tabulated import (
@@ -209,9 +210,12 @@ def _answers(detectors: list[Detector], symbols: Any) -> list[tuple[Any, Any]]:
 def _detector_answers(detector: Detector, symbols: Any, fields: Any, shared: dict[str, Any]) -> tuple[Any, Any]:
     nfa = detector._nfa
     bits = np.full(len(symbols), always_bits(nfa), np.int64)
-    if nfa.expression_mask:
-        bits |= np.asarray(answer_column(nfa, fields, shared).to_numpy(zero_copy_only=False), np.int64)
     raised = np.zeros(len(symbols), bool)
+    if nfa.expression_mask:  # rows the SQL conditions raise on send their keys the generic way
+        answered, failed = answer_rows(nfa, fields, shared)
+        bits |= np.asarray(answered.to_numpy(zero_copy_only=False), np.int64)
+        if failed is not None:
+            raised |= failed.to_numpy(zero_copy_only=False)
     functions = function_conditions(nfa)
     if functions:
         distinct, inverse = distinct_symbols(symbols)
@@ -224,7 +228,7 @@ def _detector_answers(detector: Detector, symbols: Any, fields: Any, shared: dic
             except Exception:  # noqa: BLE001 - the generic way raises it only if a step asks
                 failed[i] = True
         bits |= yes[inverse]
-        raised = failed[inverse]
+        raised |= failed[inverse]
     return bits, raised
 
 

@@ -201,6 +201,38 @@ def test_and_or_case_read_a_side_only_in_the_rows_it_decides():
     assert Expression("coalesce(IF(amount = 0, 1, NULL), 10 % amount) = 1").evaluate(table).to_pylist() == [True, True, False]
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 2, 5, None]), min_size=1, max_size=40))
+def test_a_batch_answers_every_row_but_those_a_condition_raises_on(amounts):
+    """Halves of a batch are read until the rows that raise are found: the others get
+    their answers, as each would alone."""
+    from statemachines.library.nfa import answer_one, answer_rows
+
+    nfa = Detector(Pattern.begin("a").where("100 % amount = 0"))._nfa
+    rows = [Login("ok", a) for a in amounts]
+    bits, failed = answer_rows(nfa, records_table(rows, Login._fields, None))
+    alone = []
+    for row in rows:
+        try:
+            alone.append(answer_one(nfa, row, None))
+        except (ArithmeticError, ValueError):
+            alone.append(None)
+    failed = failed.to_pylist() if failed is not None else [False] * len(rows)
+    assert failed == [a is None for a in alone]  # few rows raise: the splits find each
+    assert [b for b, f in zip(bits.to_pylist(), failed, strict=True) if not f] == [a for a in alone if a is not None]
+
+
+def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_without_it():
+    rnd = random.Random(3)
+    events = [(f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)), i // 4) for i in range(600)]
+    detector = Detector(fraud("kind = 'fail'", "kind = 'ok' AND 100 % amount = 0"))
+    result = run_local(detector, events)
+    raising = [e for e in events if e[1].kind in ("ok", None) and e[1].amount == 0]  # NULL AND ...: read on
+    assert raising and sorted(map(repr, (r.event[:3] for r in result.rejected))) == sorted(map(repr, raising))
+    assert {r.reason for r in result.rejected} == {"condition_failed"}
+    assert result.updates == run_local(detector, [e for e in events if e not in raising]).updates
+
+
 @pytest.mark.parametrize(
     "sql, says",
     [

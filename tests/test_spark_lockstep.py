@@ -155,3 +155,20 @@ def test_a_rule_book_finds_on_spark_in_rounds_what_it_finds_event_by_event(spark
     assert got == consolidate(((k, plain(v)), t, d) for (k, v), t, d in local.updates)
     rejected = sorted((r.key or "", r.time or -1, r.reason) for r in batch.rejected.collect())
     assert rejected == sorted((e.event[0] or "", e.event[2] or -1, str(e.reason)) for e in local.rejected)
+
+
+def test_events_a_sql_condition_raises_on_are_rejected_and_their_chunk_steps_in_rounds(spark):
+    """``100 % amount`` divides by zero for an ``ok`` (or NULL kind) with amount 0 (the
+    ``AND`` reads it where ``kind = 'ok'`` is not FALSE): those events are rejected on
+    both runtimes, the others find what they find event by event."""
+    from statemachines.library import Pattern
+    from statemachines.library.cep import Why
+
+    fraud = (Pattern.begin("fail").where("kind = 'fail'").times(2)
+             .followed_by("ok").where("kind = 'ok' AND 100 % amount = 0").within(10))
+    rows = logins(9, 600, 10, 60)
+    check_alike(spark, Detector(fraud), rows)
+    local = run_local(Detector(fraud), rows)
+    raising = sorted((k, t) for k, s, t, _ in rows if (s is None or s.kind in ("ok", None) and s.amount == 0)
+                     and k is not None and t is not None)  # a null symbol has no fields to read
+    assert raising and sorted((r.event[0], r.event[2]) for r in local.rejected if r.reason == Why.CONDITION_FAILED) == raising
