@@ -401,8 +401,7 @@ class _Evaluator:
         open_rows = pa.repeat(pa.scalar(True), self.rows)
         tests, values = [], []
         for test, value in branches:
-            met = pc.fill_null(_contiguous(_array(self._within(open_rows)._when(subject, test), _count(open_rows))), False)
-            taken = pc.replace_with_mask(pa.repeat(pa.scalar(False), self.rows), open_rows, met)
+            taken = pc.fill_null(_spread(self._within(open_rows)._when(subject, test), open_rows), False)
             tests.append(taken)
             values.append(_spread(self._within(taken).value(value), taken))
             open_rows = pc.and_(open_rows, pc.invert(taken))
@@ -635,21 +634,14 @@ def _array(value: Any, rows: int) -> Any:
     return pa.repeat(value, rows) if isinstance(value, pa.Scalar) else value
 
 
-def _count(rows: Any) -> int:
-    import pyarrow.compute as pc
-
-    return pc.sum(rows).as_py() or 0
-
-
 def _spread(value: Any, rows: Any) -> Any:
     """``value``, read over the ``rows`` (a mask) of a table, at those rows of a
     column of the table's length (NULL elsewhere)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(value, pa.Scalar):
-        return value
-    return pc.replace_with_mask(pa.nulls(len(rows), value.type), rows, _contiguous(value))
+    taken = pc.sum(rows).as_py() or 0
+    return pc.replace_with_mask(pa.nulls(len(rows), value.type), rows, _contiguous(_array(value, taken)))
 
 
 def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows: int) -> Any:
@@ -673,12 +665,12 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
     else:
         shown = "" if node is None else f"{node.sql(dialect='spark')!r}: "
         raise TypeError(f"{shown}its branches give {', '.join(sorted(map(str, kinds)))} values, not one type")
-    cases = [_array(v, rows).cast(kind) if not _is_null_type(v) else pa.nulls(rows, kind) for v in values]
-    else_ = [] if otherwise is None else [_array(otherwise, rows).cast(kind) if not _is_null_type(otherwise)
-                                         else pa.nulls(rows, kind)]
+    def typed(value: Any) -> Any:
+        return pa.nulls(rows, kind) if _is_null_type(value) else _contiguous(_array(value, rows).cast(kind))
+
     conditions = pc.make_struct(*(_contiguous(_array(t, rows)) for t in tests),
                                 field_names=[f"_{i}" for i in range(len(tests))])
-    return pc.case_when(conditions, *map(_contiguous, cases), *map(_contiguous, else_))
+    return pc.case_when(conditions, *map(typed, given))
 
 
 def _wide_decimal(kinds: set[Any]) -> Any:

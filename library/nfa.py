@@ -454,7 +454,8 @@ def answer_all(nfa: Nfa, records: Records | None) -> tuple[type | None, dict[Any
     bits, failed = answer_rows(nfa, records.table)
     if bits is None:
         return records.kind, dict.fromkeys(records.distinct, 0)
-    answered = zip(records.distinct, bits.to_pylist(), failed.to_pylist() if failed else [False] * len(bits), strict=True)
+    answered = zip(records.distinct, bits.to_pylist(), [False] * len(bits) if failed is None else failed.to_pylist(),
+                   strict=True)
     return records.kind, {symbol: yes for symbol, yes, fails in answered if not fails}
 
 
