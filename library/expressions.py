@@ -27,7 +27,7 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * / div %``, unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
-it decides, as ``AND`` / ``OR``), ``lower upper abs length coalesce startswith
+it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat ||`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
@@ -648,7 +648,10 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
     """Each row's value of the first of ``values`` whose test is TRUE, else of
     ``otherwise`` (NULL if None): of one type, whole numbers of several widths as
     int64, with floating numbers as float64, else with decimals as a decimal that
-    holds each (as Spark SQL widens them)."""
+    holds each (as Spark SQL widens them). Text beside whole or floating numbers is
+    read as their number, as Spark SQL casts it, in the rows its branch is chosen
+    only (``CASE WHEN amount > 0 THEN 1 ELSE kind END``: text that is no number is
+    an error where the ELSE is chosen)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -656,21 +659,36 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
     kinds = {v.type for v in given if not _is_null_type(v)}
     if not kinds:
         return pa.scalar(None, pa.null())
+    numbers = {k for k in kinds if not (pa.types.is_string(k) or pa.types.is_large_string(k))}
     if len(kinds) == 1:
         kind = kinds.pop()
-    elif all(pa.types.is_integer(k) for k in kinds):
+    elif numbers and all(pa.types.is_integer(k) for k in numbers):
         kind = pa.int64()
-    elif all(pa.types.is_integer(k) or pa.types.is_floating(k) or pa.types.is_decimal(k) for k in kinds):
-        kind = pa.float64() if any(pa.types.is_floating(k) for k in kinds) else _wide_decimal(kinds)
+    elif numbers and all(pa.types.is_integer(k) or pa.types.is_floating(k) for k in numbers):
+        kind = pa.float64()
+    elif numbers == kinds and all(pa.types.is_decimal(k) or pa.types.is_integer(k) for k in kinds):
+        kind = _wide_decimal(kinds)
     else:
         shown = "" if node is None else f"{node.sql(dialect='spark')!r}: "
         raise TypeError(f"{shown}its branches give {', '.join(sorted(map(str, kinds)))} values, not one type")
-    def typed(value: Any) -> Any:
-        return pa.nulls(rows, kind) if _is_null_type(value) else _contiguous(_array(value, rows).cast(kind))
+    conditions = [pc.fill_null(_contiguous(_array(t, rows)), False) for t in tests]
+    taken = pa.repeat(pa.scalar(False), rows)
+    chosen = []  # each branch's rows: its test TRUE, none before it TRUE
+    for test in conditions:
+        chosen.append(pc.and_(test, pc.invert(taken)))
+        taken = pc.or_(taken, test)
+    chosen.append(pc.invert(taken))
 
-    conditions = pc.make_struct(*(_contiguous(_array(t, rows)) for t in tests),
-                                field_names=[f"_{i}" for i in range(len(tests))])
-    return pc.case_when(conditions, *map(typed, given))
+    def typed(value: Any, rows_chosen: Any) -> Any:
+        if _is_null_type(value):
+            return pa.nulls(rows, kind)
+        value = _array(value, rows)
+        if value.type not in numbers and kind not in kinds - numbers:  # text read as numbers where chosen
+            value = pc.utf8_trim_whitespace(pc.if_else(rows_chosen, value, pa.scalar(None, value.type)))
+        return _contiguous(value.cast(kind))
+
+    struct = pc.make_struct(*conditions, field_names=[f"_{i}" for i in range(len(conditions))])
+    return pc.case_when(struct, *(typed(v, c) for v, c in zip(given, chosen, strict=False)))
 
 
 def _wide_decimal(kinds: set[Any]) -> Any:

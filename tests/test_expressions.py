@@ -166,7 +166,8 @@ def test_a_field_the_events_do_not_have_rejects_each_event_naming_it():
         ("kind = 'ok' AND amount / 2 RLIKE '1'", "reads text; 'amount / 2' gives double values"),
         ("amount IS TRUE", "IS needs TRUE or FALSE: 'amount' gives int64 values"),
         ("trim(amount / 2) = '1'", "reads text; 'amount / 2' gives double values"),
-        ("CASE WHEN amount > 0 THEN kind ELSE amount END = 'ok'", "its branches give int64, string values"),
+        ("CASE WHEN amount > 0 THEN kind ELSE 1.5BD END = 'ok'", "its branches give decimal128(2, 1), string values"),
+        ("CASE WHEN amount > 0 THEN kind ELSE amount END = 'ok'", "as a scalar of type int64"),
     ],
 )
 def test_a_condition_the_fields_types_cannot_meet_rejects_each_event_naming_it(sql, says):
@@ -199,6 +200,11 @@ def test_and_or_case_read_a_side_only_in_the_rows_it_decides():
     assert Expression("CASE amount WHEN 0 THEN kind = 'ok' ELSE 10 % amount = 0 END").evaluate(table).to_pylist() == [
         True, False, True]
     assert Expression("coalesce(IF(amount = 0, 1, NULL), 10 % amount) = 1").evaluate(table).to_pylist() == [True, True, False]
+    # text beside numbers is read as a number, only in the rows its branch is chosen
+    assert Expression("IF(amount = 0, 7, kind) = 7").evaluate(table.slice(0, 2)).to_pylist() == [True, True]
+    assert Expression("IF(amount = 0, ' 7 ', amount) = 7").evaluate(table).to_pylist() == [True, True, False]
+    with pytest.raises(ValueError, match="as a scalar of type int64"):
+        Expression("IF(amount = 0, kind, 1) = 7").evaluate(table)
 
 
 @settings(max_examples=60, deadline=None)
