@@ -16,8 +16,10 @@ in the future, so every event is final when the run ends.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 from typing import NamedTuple
 
@@ -159,6 +161,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("events")
     parser.add_argument("workdir")
     args = parser.parse_args(argv)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the tests ask for stacks of a job that hangs
     with open(args.events) as f:
         events = json.load(f)
     spark = session(master=args.master, remote=args.remote)

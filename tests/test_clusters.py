@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,18 +74,35 @@ def driver_env(python: str) -> dict[str, str]:
     return env
 
 
-def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS) -> dict:
-    """Run ``tests/remote_job.py`` against ``url``; its results per run."""
+def run_job(tmp: Path, flag: str, url: str, python: str, runs: list[str] = RUNS, server_log: Path | None = None) -> dict:
+    """Run ``tests/remote_job.py`` against ``url``; its results per run. A job that
+    does not end in time is asked for its threads' stacks, then killed: the error
+    shows them with the end of ``server_log``."""
     tmp.mkdir(exist_ok=True)
     events = make_events()
     (tmp / "events.json").write_text(json.dumps(events))
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, "--runs", ",".join(runs),
-         str(tmp / "events.json"), str(tmp)],
-        capture_output=True, text=True, timeout=JOB_TIMEOUT, env=driver_env(python), cwd=tmp,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    with open(tmp / "job.err", "wb") as err:
+        job = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "remote_job.py"), flag, url, "--runs", ",".join(runs),
+             str(tmp / "events.json"), str(tmp)],
+            stdout=subprocess.DEVNULL, stderr=err, env=driver_env(python), cwd=tmp, start_new_session=True,
+        )
+        try:
+            code = job.wait(JOB_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            job.send_signal(signal.SIGUSR1)  # remote_job writes its stacks to stderr
+            time.sleep(2)
+            servers.stop(job)
+            raise AssertionError(
+                f"the job did not end within {JOB_TIMEOUT} s; its stderr ends:\n{tail(tmp / 'job.err')}\n"
+                f"the server's log ends:\n{tail(server_log)}"
+            ) from None
+    assert code == 0, tail(tmp / "job.err")
     return json.loads((tmp / "result.json").read_text())
+
+
+def tail(path: Path | None, size: int = 6000) -> str:
+    return path.read_text(errors="replace")[-size:] if path is not None and path.exists() else ""
 
 
 # The driver processes and servers run as background jobs (tests/background.py): each
@@ -100,14 +119,14 @@ def local_job(work: Path) -> dict:
 def standalone_job(work: Path) -> dict:
     with servers.standalone(work / "server") as url:
         python = servers.bare_python(work / "server")
-        return {"job": run_job(work / "job", "--master", url, python), "cli": cli_ships_py_files(work, url, python)}
+        return {"job": run_job(work / "job", "--master", url, python, server_log=work / "server" / "cluster.log"), "cli": cli_ships_py_files(work, url, python)}
 
 
 @background.job("connect")
 def connect_job(work: Path) -> dict:
     with servers.connect_server(work / "server") as url:
         python = servers.bare_python(work / "server")
-        return {"job": run_job(work / "job", "--remote", url, python), "cli": cli_streams(work, url, python)}
+        return {"job": run_job(work / "job", "--remote", url, python, server_log=work / "server" / "connect.log"), "cli": cli_streams(work, url, python)}
 
 
 @pytest.fixture(scope="module")
