@@ -4,16 +4,21 @@
 use in place of a function. It reads the event's fields by name (a NamedTuple's
 fields locally, a struct's on Spark) and is evaluated for a whole batch of events at
 once with Arrow compute, the same evaluator on every runtime. SQL's three-valued
-logic holds: a comparison with NULL is NULL, ``AND`` / ``OR`` are Kleene's (and read
-their right side only in the rows the left one does not decide, as Spark SQL does:
-``amount <> 0 AND 10 % amount = 0`` divides by zero nowhere), and a condition that
-is NULL is not met::
+logic holds: a comparison with NULL is NULL, ``AND`` / ``OR`` are Kleene's, and a
+condition that is NULL is not met::
 
     event (kind, amount)    kind = 'fail' AND amount > 100    met
     ('fail', 250.0)         TRUE                               yes
     ('fail', None)          NULL                               no
     ('ok', None)            FALSE                              no
     (None, 250.0)           NULL                               no
+
+A part is read only in the rows Spark SQL reads it in, so that an error there (a
+division by zero) is none elsewhere: ``AND`` / ``OR``'s right side where the left
+does not decide (``amount <> 0 AND 10 % amount = 0``), a comparison's or an
+arithmetic operator's second operand where the first is not NULL (a division reads
+its divisor first), ``IN``'s items until one equals, ``BETWEEN``'s upper bound where
+the lower holds, ``CASE`` / ``IF`` / ``coalesce``'s branches where chosen.
 
 A NaN compares as it does in Python (and unlike Spark SQL, where NaN equals NaN and
 exceeds every number): ``amount > 100``, ``amount < 100`` and ``amount = amount``
@@ -296,7 +301,8 @@ class _Evaluator:
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
-            return _compare(node, _COMPARISONS[kind], self.value(node.this), self.value(node.expression), self.rows)
+            left = self.value(node.this)
+            return _compare(node, _COMPARISONS[kind], left, self._unless_null(node.expression, left), self.rows)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):  # <=> / IS [NOT] DISTINCT FROM: never NULL
             left, right = self.value(node.this), self.value(node.expression)
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
@@ -316,23 +322,22 @@ class _Evaluator:
         if kind is exp.Is:  # IS NULL (checked when built)
             return _is_null(self.value(node.this), self.rows)
         if kind is exp.In:
-            left = self.value(node.this)
-            result: Any = pa.scalar(False)
-            for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
-                result = pc.or_kleene(result, _compare(node, pc.equal, left, self.value(item), self.rows))
-            return result
-        if kind is exp.Between:
-            left = self.value(node.this)
-            low = _compare(node, pc.greater_equal, left, self.value(node.args["low"]), self.rows)
-            high = _compare(node, pc.less_equal, left, self.value(node.args["high"]), self.rows)
-            return pc.and_kleene(low, high)
+            return self._in(node)
+        if kind is exp.Between:  # x >= low AND x <= high, the second read where the first is not FALSE
+            low = self._side(node, pc.greater_equal, "low")
+            return pc.and_kleene(low, self._where(lambda e: e._side(node, pc.less_equal, "high"), _not(low, False)))
         if kind in _text_tests():
             left = self._text(node, node.this)
             if _is_null_type(left):
                 return _nulls(self.rows)
             return _text_tests()[kind](_array(left, self.rows), node.expression.this)  # a literal (checked when built)
         if kind in _ARITHMETIC:
-            left, right = self.value(node.this), self.value(node.expression)
+            if kind in (exp.Div, exp.IntDiv, exp.Mod):  # Spark SQL reads a divisor first
+                right = self.value(node.expression)
+                left = self._unless_null(node.this, right)
+            else:
+                left = self.value(node.this)
+                right = self._unless_null(node.expression, left)
             if _is_null_type(left) or _is_null_type(right):
                 return pa.scalar(None, pa.null())
             return _ARITHMETIC[kind](left, right)
@@ -468,21 +473,59 @@ class _Evaluator:
         raise TypeError(f"{node.sql(dialect='spark')!r} reads text; {part.sql(dialect='spark')!r} gives {kind} values")
 
     def _where_open(self, node: Any, operator: str, left: Any, decided: bool) -> Any:
-        """The test ``node``, read only in the rows where ``left`` is not ``decided``
-        (FALSE for AND, TRUE for OR; NULL in the others), as Spark SQL skips the right
-        side there: a division by zero in a row the left side decides is no error.
-        Read in every row first (the others' answers then go unused), and only if
-        that raises in the open rows alone, over none if the left side decides every
-        row, so that a test of the wrong type is refused whatever the rows."""
+        """The test ``node``, the right side of ``AND`` (``decided`` FALSE) or ``OR``
+        (TRUE) whose left side gives ``left``: read where ``left`` is not ``decided``."""
+        return self._where(lambda e: e._boolean(node, operator), _not(left, decided))
+
+    def _unless_null(self, node: Any, first: Any) -> Any:
+        """The value of ``node``, an operand of an operator whose other operand, read
+        first, gives ``first``: read where ``first`` is not NULL (elsewhere the
+        answer is NULL), as Spark SQL skips it (``score > 10 div amount`` divides
+        by zero in no row where ``score`` is NULL)."""
+        return self._where(lambda e: e.value(node), _not(first, None))
+
+    def _where(self, read: Callable[[_Evaluator], Any], open_rows: Callable[[int], Any]) -> Any:
+        """``read(evaluator)`` of a part Spark SQL reads only in some rows, the
+        ``open_rows(rows)`` (a mask): as a division by zero in a row it skips is no
+        error there, read in every row first (the others' values then go unused),
+        and only if that raises in the open rows alone (NULL elsewhere), over none
+        if none is open, so that a part of the wrong type is refused whatever the
+        rows."""
+        try:
+            return read(self)
+        except (ArithmeticError, ValueError):  # maybe in rows that are not open
+            rows = open_rows(self.rows)
+        return _spread(read(self._within(rows)), rows)
+
+    def _in(self, node: Any) -> Any:
+        """``x IN (a, b, ...)``: TRUE where ``x`` equals an item, else NULL where ``x``
+        or an item is NULL, else FALSE. As Spark SQL reads it, an item is read only
+        where ``x`` is not NULL and equals no item before it (``amount IN (0, 10 div
+        amount)`` divides by zero nowhere); in every row first, as :meth:`_where`."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        left = self.value(node.this)
         try:
-            return self._boolean(node, operator)
-        except (ArithmeticError, ValueError):  # maybe in rows the left side decides
+            result: Any = pa.scalar(False)
+            for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
+                result = pc.or_kleene(result, _compare(node, pc.equal, left, self.value(item), self.rows))
+            return result
+        except (ArithmeticError, ValueError):  # maybe in rows an item before decides
             pass
-        open_rows = _contiguous(pc.fill_null(pc.not_equal(_array(left, self.rows), pa.scalar(decided)), True))
-        return _spread(self._within(open_rows)._boolean(node, operator), open_rows)
+        rows = _not(left, None)(self.rows)
+        result = pc.if_else(rows, pa.scalar(False), pa.scalar(None, pa.bool_()))
+        for item in node.expressions:
+            within = self._within(rows)
+            equal = _spread(_compare(node, pc.equal, within.value(node.this), within.value(item), within.rows), rows)
+            result = pc.or_kleene(result, equal)  # NULL where not read: there TRUE or NULL already
+            rows = pc.and_(rows, pc.invert(pc.fill_null(equal, False)))
+        return result
+
+    def _side(self, node: Any, op: Callable[..., Any], bound: str) -> Any:
+        """``x op bound`` of ``x BETWEEN low AND high`` (``bound`` "low" or "high")."""
+        left = self.value(node.this)
+        return _compare(node, op, left, self._unless_null(node.args[bound], left), self.rows)
 
     def _boolean(self, node: Any, operator: str) -> Any:
         import pyarrow as pa
@@ -632,6 +675,22 @@ def _array(value: Any, rows: int) -> Any:
     import pyarrow as pa
 
     return pa.repeat(value, rows) if isinstance(value, pa.Scalar) else value
+
+
+def _not(value: Any, given: bool | None) -> Callable[[int], Any]:
+    """The rows (a mask, of ``rows`` rows) where ``value`` is not ``given``: not
+    NULL for None; else not TRUE / not FALSE, NULL being neither."""
+
+    def rows(count: int) -> Any:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values = _array(value, count)
+        if given is None:
+            return _contiguous(pc.is_valid(values))
+        return _contiguous(pc.fill_null(pc.not_equal(values, pa.scalar(given)), True))
+
+    return rows
 
 
 def _spread(value: Any, rows: Any) -> Any:

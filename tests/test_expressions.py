@@ -103,6 +103,47 @@ def test_an_expression_evaluates_as_sql_three_valued_logic_says(condition, event
     assert met == [model(e) is True for e in events]
 
 
+def _div(a, b):
+    """Spark SQL's ``div`` of whole numbers (truncated toward zero), ``None`` for NULL."""
+    if a is None or b is None:
+        return None
+    if b == 0:
+        raise ZeroDivisionError
+    return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+
+
+# each operand written to be read only where Spark SQL reads it (Python's and / or skip the rest)
+SKIPPED_OPERANDS = {
+    "amount > 10 div amount": lambda e: None if e.amount is None else e.amount > _div(10, e.amount),
+    "(10 div amount) > amount": lambda e: (lambda q: None if q is None else q > e.amount)(_div(10, e.amount)),
+    "amount IN (0, 10 div amount)": lambda e: None if e.amount is None else e.amount == 0 or e.amount == _div(10, e.amount),
+    "amount IN (10 div amount, 0)": lambda e: None if e.amount is None else e.amount == _div(10, e.amount) or e.amount == 0,
+    "amount BETWEEN 1 AND 10 div amount": lambda e: None if e.amount is None else e.amount >= 1 and e.amount <= _div(10, e.amount),
+    "amount - 10 div amount < 0": lambda e: None if e.amount is None else e.amount - _div(10, e.amount) < 0,
+    "(10 div amount) div amount = 0": lambda e: None if e.amount is None else _div(_div(10, e.amount), e.amount) == 0,
+}
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(sorted(SKIPPED_OPERANDS)), st.lists(logins, min_size=1, max_size=8))
+def test_an_operand_is_read_only_where_spark_sql_reads_it(sql, events):
+    """A comparison's or sum's second operand is not read where its first is NULL (a
+    divisor, read first, where it is NULL), IN's items only until one equals,
+    BETWEEN's upper bound only where the lower holds: dividing by zero there is no
+    error. Where a row does read it, the whole batch fails (as Spark's query)."""
+    model = SKIPPED_OPERANDS[sql]
+    try:
+        expected = [model(e) is True for e in events]
+    except ZeroDivisionError:
+        expected = "raises"
+    table = records_table(events, Login._fields, None)
+    try:
+        met = Expression(sql).evaluate(table).to_pylist()
+    except (ArithmeticError, ValueError):  # Arrow's "divide by zero" is a ValueError
+        met = "raises"
+    assert met == expected
+
+
 def fraud(fail, ok):
     return Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10)
 
@@ -362,6 +403,8 @@ TEXT_AND_FRACTIONS = [
     "trim(kind) = 'ok'", "TRIM(LEADING 'F' FROM kind) = 'ail'", "rtrim(kind) = 'ok'", "substring(kind, 2, 2) = 'ai'", "substr(kind, -2) = 'il'",
     "substring(kind, -5, 3) = 'f'", "concat(kind, amount) = 'fail-3'", "kind || '!' = 'ok!'", "upper(substring(kind, 1, 1)) = 'F'",
     "lower(flag) = 'true'", "coalesce(score, 10 % amount) > 0", "coalesce(amount, score) > 1", "length(amount) = 2", "concat(day, '') LIKE '2024-01-0%'",
+    "amount IN (0, 10 div amount)", "amount IN (10 div amount, 0)", "score IN (2.5, 10 div amount)", "amount BETWEEN 1 AND 10 div amount",
+    "score > 10 div amount", "(10 div amount) > score", "score + 10 div amount > 0", "(10 div amount) / score > 0", "score % amount > 10 % amount",
 ]
 
 spark_conditions = st.recursive(
