@@ -55,7 +55,10 @@ reads ``kind``; a name two fields share but for case is refused as ambiguous). A
 string literal compared with a number, a date, a timestamp or a boolean is read as
 that type, as Spark SQL casts it (``amount > '10'``, ``at >= '2024-01-31'``); one
 that does not read as it (``amount = 'abc'``, ``amount > '1.5'`` for whole numbers)
-rejects each event the condition is asked about, saying so. Text read as a timestamp
+rejects each event the condition is asked about, saying so. A text field beside a
+number, compared or in arithmetic, is read as that number's type, whole numbers as
+int64 and others as float64 (``code > 10`` reads ``' 20 '`` as 20), in the rows it is
+read in; an event whose text is no such number is rejected. Text read as a timestamp
 without an offset is UTC where the field's timestamps have a zone (Spark's, in the
 sessions this project makes); with one, where they have none, it is its wall clock,
 the offset ignored (as Spark's cast to ``TIMESTAMP_NTZ``). A ``TIMESTAMP`` literal is
@@ -340,6 +343,10 @@ class _Evaluator:
                 right = self._unless_null(node.expression, left)
             if _is_null_type(left) or _is_null_type(right):
                 return pa.scalar(None, pa.null())
+            if kind in (exp.Div, exp.IntDiv, exp.Mod):
+                right, left = _numbers_of_text(node, right, left)
+            else:
+                left, right = _numbers_of_text(node, left, right)
             return _ARITHMETIC[kind](left, right)
         if kind is exp.Neg or kind in _FUNCTIONS:
             operand = self.value(node.this) if kind in (exp.Neg, exp.Abs) else self._text(node, node.this)
@@ -780,11 +787,58 @@ def _compare(node: Any, op: Callable[..., Any], left: Any, right: Any, rows: int
         return _nulls(rows)
     import pyarrow as pa
 
+    left, right = _numbers_of_text(node, left, right)
     left, right = _literal_like(node, left, right), _literal_like(node, right, left)
     try:
         return op(left, right)
     except pa.ArrowNotImplementedError:
         raise TypeError(f"{node.sql(dialect='spark')!r} cannot compare {left.type} with {right.type}") from None
+
+
+def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
+    """Operands of ``node`` read in this order, a text field beside a number read as
+    that number's type, as Spark SQL casts it (whole numbers as int64, others and
+    decimals as float64; trimmed): ``code > 10`` compares ``' 20 '`` as 20. Text
+    that is no such number is an error (``ValueError``) where it is read: the first
+    operand in every row, the second where the first is not NULL. Text literals are
+    :func:`_literal_like`'s."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def number_type(value: Any) -> Any:
+        kind = value.type
+        return pa.int64() if pa.types.is_integer(kind) else pa.float64() if _is_number(kind) else None
+
+    def read(text: Any, arrow_type: Any) -> Any:
+        values = pc.unique(text).drop_null()
+        try:
+            numbers = pa.array([_read_as(v, arrow_type).as_py() for v in values.to_pylist()], arrow_type)
+        except ValueError as error:
+            raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
+        return pc.take(numbers, pc.index_in(text, values))
+
+    def decimal_as_float(value: Any) -> Any:
+        return pc.cast(value, pa.float64()) if pa.types.is_decimal(value.type) else value
+
+    if _is_text_field(first) and (kind := number_type(second)) is not None:
+        return read(_contiguous(first), kind), decimal_as_float(second)
+    if _is_text_field(second) and (kind := number_type(first)) is not None:
+        open_rows = pc.is_valid(_array(first, len(second)))
+        second = pc.if_else(open_rows, _contiguous(second), pa.scalar(None, second.type))
+        return decimal_as_float(first), read(second, kind)
+    return first, second
+
+
+def _is_text_field(value: Any) -> bool:
+    import pyarrow as pa
+
+    return not isinstance(value, pa.Scalar) and (pa.types.is_string(value.type) or pa.types.is_large_string(value.type))
+
+
+def _is_number(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
 
 
 def _field(names: Sequence[str], name: str, what: str | None = None, holder: str = "the events") -> str:
