@@ -18,7 +18,8 @@ division by zero) is none elsewhere: ``AND`` / ``OR``'s right side where the lef
 does not decide (``amount <> 0 AND 10 % amount = 0``), a comparison's or an
 arithmetic operator's second operand where the first is not NULL (a division reads
 its divisor first), ``IN``'s items until one equals, ``BETWEEN``'s upper bound where
-the lower holds, ``CASE`` / ``IF`` / ``coalesce``'s branches where chosen.
+the lower holds, ``CASE`` / ``IF`` / ``coalesce``'s branches where chosen,
+``concat``'s parts where none before is NULL.
 
 A NaN compares as it does in Python (and unlike Spark SQL, where NaN equals NaN and
 exceeds every number): ``amount > 100``, ``amount < 100`` and ``amount = amount``
@@ -359,8 +360,10 @@ class _Evaluator:
             return self._trim(node)
         if kind is exp.Substring:
             return self._substring(node)
-        if kind is exp.Concat or kind is exp.DPipe:  # NULL if any part is NULL
-            parts = [self._text(node, e) for e in (node.expressions if kind is exp.Concat else (node.this, node.expression))]
+        if kind is exp.Concat or kind is exp.DPipe:  # NULL if any part is NULL; a part read where none before is
+            parts: list[Any] = []
+            for part in node.expressions if kind is exp.Concat else (node.this, node.expression):
+                parts.append(self._where(lambda e, part=part: e._text(node, part), _none_null(parts)))
             if any(_is_null_type(part) for part in parts):
                 return pa.scalar(None, pa.null())
             return pc.binary_join_element_wise(*(_array(part, self.rows) for part in parts), "")
@@ -698,6 +701,16 @@ def _not(value: Any, given: bool | None) -> Callable[[int], Any]:
         return _contiguous(pc.fill_null(pc.not_equal(values, pa.scalar(given)), True))
 
     return rows
+
+
+def _none_null(values: list[Any]) -> Callable[[int], Any]:
+    """The rows (a mask) where none of ``values`` is NULL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return lambda count: functools.reduce(
+        pc.and_, (_not(v, None)(count) for v in values), pa.repeat(pa.scalar(True), count)
+    )
 
 
 def _spread(value: Any, rows: Any) -> Any:

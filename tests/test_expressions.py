@@ -121,6 +121,7 @@ SKIPPED_OPERANDS = {
     "amount BETWEEN 1 AND 10 div amount": lambda e: None if e.amount is None else e.amount >= 1 and e.amount <= _div(10, e.amount),
     "amount - 10 div amount < 0": lambda e: None if e.amount is None else e.amount - _div(10, e.amount) < 0,
     "(10 div amount) div amount = 0": lambda e: None if e.amount is None else _div(_div(10, e.amount), e.amount) == 0,
+    "concat(kind, 10 div amount) = 'ok2'": lambda e: None if e.kind is None or e.amount is None else f"{e.kind}{_div(10, e.amount)}" == "ok2",
 }
 
 
@@ -428,7 +429,8 @@ TEXT_AND_FRACTIONS = [
     "amount IN (0, 10 div amount)", "amount IN (10 div amount, 0)", "score IN (2.5, 10 div amount)", "amount BETWEEN 1 AND 10 div amount",
     "score > 10 div amount", "(10 div amount) > score", "score + 10 div amount > 0", "(10 div amount) / score > 0", "score % amount > 10 % amount",
     "code > 10", "code = amount", "amount = code", "code + 1 > 5", "code > 1.5", "code IN (5, 20)", "code BETWEEN 1 AND 30",
-    "score < code", "10 % code = 1", "code * 2 = 10", "code > 1.5BD",
+    "score < code", "10 % code = 1", "code * 2 = 10", "code > 1.5BD", "concat(kind, 10 div amount) = 'ok2'",
+    "concat(10 div amount, kind) IS NULL", "kind || (10 div amount) LIKE 'f%'",
 ]
 
 spark_conditions = st.recursive(
