@@ -336,19 +336,14 @@ class _Evaluator:
                 return _nulls(self.rows)
             return _text_tests()[kind](_array(left, self.rows), node.expression.this)  # a literal (checked when built)
         if kind in _ARITHMETIC:
-            if kind in (exp.Div, exp.IntDiv, exp.Mod):  # Spark SQL reads a divisor first
-                right = self.value(node.expression)
-                left = self._unless_null(node.this, right)
-            else:
-                left = self.value(node.this)
-                right = self._unless_null(node.expression, left)
-            if _is_null_type(left) or _is_null_type(right):
+            divides = kind in (exp.Div, exp.IntDiv, exp.Mod)  # Spark SQL reads a divisor first
+            first_node, second_node = (node.expression, node.this) if divides else (node.this, node.expression)
+            first = self.value(first_node)
+            second = self._unless_null(second_node, first)
+            if _is_null_type(first) or _is_null_type(second):
                 return pa.scalar(None, pa.null())
-            if kind in (exp.Div, exp.IntDiv, exp.Mod):
-                right, left = _numbers_of_text(node, right, left)
-            else:
-                left, right = _numbers_of_text(node, left, right)
-            return _ARITHMETIC[kind](left, right)
+            first, second = _numbers_of_text(node, first, second)
+            return _ARITHMETIC[kind](*((second, first) if divides else (first, second)))
         if kind is exp.Neg or kind in _FUNCTIONS:
             operand = self.value(node.this) if kind in (exp.Neg, exp.Abs) else self._text(node, node.this)
             if _is_null_type(operand):  # a field that is NULL in every event
@@ -688,8 +683,8 @@ def _array(value: Any, rows: int) -> Any:
 
 
 def _not(value: Any, given: bool | None) -> Callable[[int], Any]:
-    """The rows (a mask, of ``rows`` rows) where ``value`` is not ``given``: not
-    NULL for None; else not TRUE / not FALSE, NULL being neither."""
+    """The rows (a mask of ``count`` rows, given later) where ``value`` is not
+    ``given``: not NULL for None; else not TRUE / not FALSE, NULL being neither."""
 
     def rows(count: int) -> Any:
         import pyarrow as pa
