@@ -39,7 +39,11 @@ LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
-``CAST('7' AS INT)``). Anything else is refused when the pattern is built, naming
+``CAST('7' AS INT)``), and ``CAST`` / ``TRY_CAST`` of values to numbers, text,
+booleans and dates, as Spark's ANSI cast (``CAST(code AS INT) > 10``: text that is
+no whole number an error, NULL with ``TRY_CAST``; fractions truncated toward zero to
+whole numbers, rounded half up to decimals; text of whole numbers, booleans and
+dates only). Anything else is refused when the pattern is built, naming
 what is not supported, and so is a test that can never be TRUE or
 FALSE (a number, text or arithmetic as the condition or as a side of ``AND``, ``OR``,
 ``NOT``). A field is typed by the events (one NULL in all of them by its record
@@ -78,6 +82,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import functools
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, get_args, get_type_hints
@@ -206,7 +211,7 @@ def _supported() -> frozenset[type]:
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
         exp.Trim, exp.Substring, exp.Concat, exp.DPipe,
-        exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # typed literals (checked in _check)
+        exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
 
@@ -214,12 +219,14 @@ def _check(tree: Any, sql: str) -> None:
     from sqlglot import exp
 
     supported = _supported()
-    for cast in tree.find_all(exp.Cast):  # TryCast too: only a literal's type may be given
+    for cast in tree.find_all(exp.Cast):  # TryCast too
         if not isinstance(cast.this, exp.Literal):
-            raise DefinitionError(
-                f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: expression conditions cast "
-                f"literals only, not fields; write it as a function condition instead"
-            )
+            if not _castable(_arrow_type(cast.to)):
+                raise DefinitionError(
+                    f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: expression conditions cast "
+                    f"values to numbers, text, booleans or dates only; write it as a function condition instead"
+                )
+            continue
         try:
             _typed_literal(cast)
         except ValueError as error:
@@ -267,7 +274,7 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
         return "text"
     if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
-        return f"a {node.to.sql(dialect='spark')} literal"
+        return f"{node.to.sql(dialect='spark')} values"
     return None
 
 
@@ -300,8 +307,10 @@ class _Evaluator:
             return pa.scalar(float(text) if any(c in text for c in ".eE") else int(text))
         if kind is exp.Boolean:
             return pa.scalar(bool(node.this))
-        if kind in (exp.Cast, exp.TryCast):  # a typed literal (checked when built)
+        if kind in (exp.Cast, exp.TryCast) and isinstance(node.this, exp.Literal):  # a typed literal (checked when built)
             return _typed_literal(node)
+        if kind in (exp.Cast, exp.TryCast):
+            return _cast(node, self.value(node.this), _arrow_type(node.to), bool(node.args.get("safe")))  # TRY_CAST
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
         if kind in _COMPARISONS:
@@ -865,6 +874,88 @@ def _field(names: Sequence[str], name: str, what: str | None = None, holder: str
 
 
 # -- literals of a type ---------------------------------------------------------------------------
+
+
+def _castable(arrow_type: Any) -> bool:
+    """Whether a condition casts values of any type to ``arrow_type``."""
+    import pyarrow as pa
+
+    return arrow_type is not None and (
+        _is_number(arrow_type) or pa.types.is_string(arrow_type) or pa.types.is_boolean(arrow_type)
+        or pa.types.is_date32(arrow_type)
+    )
+
+
+def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
+    """``CAST(x AS type)`` of a value, as Spark SQL's ANSI cast: text read as
+    :func:`_read_as` reads it, fractions to whole numbers truncated toward zero,
+    numbers to decimals rounded half up, numbers to booleans TRUE unless 0, booleans
+    to numbers 1 or 0, whole numbers, booleans and dates to text; a value the type
+    cannot hold is an error (``TRY_CAST``: NULL). Each distinct value is cast once."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return pa.scalar(None, arrow_type)
+    source = value.type
+    if source == arrow_type:
+        return value
+    if pa.types.is_string(arrow_type):  # fractions' text is the JVM's
+        readable = pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_date32(source)
+    else:  # a date from text only
+        readable = not pa.types.is_date32(arrow_type) and (_is_number(source) or pa.types.is_boolean(source))
+    if not (readable or pa.types.is_string(source)):
+        raise TypeError(f"{node.sql(dialect='spark')!r}: expression conditions cast no {source} values to {arrow_type}")
+
+    def one(v: Any) -> Any:
+        try:
+            return _cast_one(v, arrow_type)
+        except (ValueError, ArithmeticError) as error:
+            if try_:
+                return None
+            raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
+
+    column = _array(value, 1) if isinstance(value, pa.Scalar) else _contiguous(value)
+    values = pc.unique(column).drop_null()
+    cast = pa.array([one(v) for v in values.to_pylist()], arrow_type)
+    result = pc.take(cast, pc.index_in(column, values, skip_nulls=True))
+    return result[0] if isinstance(value, pa.Scalar) else result
+
+
+def _cast_one(value: Any, arrow_type: Any) -> Any:
+    """One non-NULL value cast as :func:`_cast` says."""
+    import pyarrow as pa
+
+    if isinstance(value, str):
+        if pa.types.is_string(arrow_type):
+            return value
+        if pa.types.is_decimal(arrow_type):
+            if "_" in value:
+                raise ValueError(f"{value!r} is no decimal")
+            value = decimal.Decimal(value.strip())  # then rounded as a number
+        else:
+            return _read_as(value, arrow_type).as_py()
+    if pa.types.is_string(arrow_type):
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if pa.types.is_boolean(arrow_type):
+        return value != 0
+    if isinstance(value, bool):
+        value = int(value)
+    if pa.types.is_integer(arrow_type):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{value} is no whole number")
+        whole = int(value)  # toward zero
+        pa.scalar(whole, arrow_type)  # an OverflowError / ArrowInvalid if it does not fit
+        return whole
+    if pa.types.is_floating(arrow_type):
+        return float(value)
+    number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(repr(value) if isinstance(value, float) else value)
+    if not number.is_finite():
+        raise ValueError(f"{value} is no decimal")
+    rounded = number.quantize(decimal.Decimal(1).scaleb(-arrow_type.scale), rounding=decimal.ROUND_HALF_UP)
+    if len(rounded.as_tuple().digits) > arrow_type.precision and rounded != 0:
+        raise ValueError(f"{value} does not fit {arrow_type}")
+    return rounded
 
 
 def _typed_literal(node: Any) -> pa.Scalar:
