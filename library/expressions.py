@@ -906,6 +906,13 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
         readable = not pa.types.is_date32(arrow_type) and (_is_number(source) or pa.types.is_boolean(source))
     if not (readable or pa.types.is_string(source)):
         raise TypeError(f"{node.sql(dialect='spark')!r}: expression conditions cast no {source} values to {arrow_type}")
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
+        try:  # numbers and booleans but decimals: Arrow's cast where it is exact (fractions truncated first)
+            if pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_floating(source):
+                whole = pa.types.is_floating(source) and pa.types.is_integer(arrow_type)
+                return pc.cast(pc.trunc(value) if whole else value, arrow_type)
+        except (pa.ArrowInvalid, OverflowError):  # a value it would change or cannot hold: one by one
+            pass
 
     def one(v: Any) -> Any:
         try:
