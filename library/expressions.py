@@ -827,12 +827,10 @@ def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
         return pa.int64() if pa.types.is_integer(kind) else pa.float64() if _is_number(kind) else None
 
     def read(text: Any, arrow_type: Any) -> Any:
-        values = pc.unique(text).drop_null()
         try:
-            numbers = pa.array([_read_as(v, arrow_type).as_py() for v in values.to_pylist()], arrow_type)
+            return _each_distinct(text, lambda v: _read_as(v, arrow_type).as_py(), arrow_type)
         except ValueError as error:
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
-        return pc.take(numbers, pc.index_in(text, values))
 
     def decimal_as_float(value: Any) -> Any:
         return pc.cast(value, pa.float64()) if pa.types.is_decimal(value.type) else value
@@ -844,6 +842,18 @@ def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
         second = pc.if_else(open_rows, _contiguous(second), pa.scalar(None, second.type))
         return decimal_as_float(first), read(second, kind)
     return first, second
+
+
+def _each_distinct(values: Any, convert: Callable[[Any], Any], arrow_type: Any) -> Any:
+    """``convert`` of each of ``values`` (an array), as ``arrow_type`` values: called
+    once per distinct value; NULL stays NULL."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = _contiguous(values)
+    distinct = pc.unique(values).drop_null()
+    converted = pa.array([convert(v) for v in distinct.to_pylist()], arrow_type)
+    return pc.take(converted, pc.index_in(values, distinct, skip_nulls=True))
 
 
 def _is_text_field(value: Any) -> bool:
@@ -922,10 +932,7 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
                 return None
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
 
-    column = _array(value, 1) if isinstance(value, pa.Scalar) else _contiguous(value)
-    values = pc.unique(column).drop_null()
-    cast = pa.array([one(v) for v in values.to_pylist()], arrow_type)
-    result = pc.take(cast, pc.index_in(column, values, skip_nulls=True))
+    result = _each_distinct(_array(value, 1), one, arrow_type)
     return result[0] if isinstance(value, pa.Scalar) else result
 
 
