@@ -12,10 +12,11 @@ text, which the pattern keeps, evaluates and serialises like any other::
     F.expr("kind = 'ok'")                            (kind = 'ok')
     F.col("at") >= F.lit(datetime(2024, 1, 31))      (at >= TIMESTAMP '2024-01-31T00:00:00+00:00')
     F.col("day") == F.lit(date(2024, 1, 31))         (day = DATE '2024-01-31')
+    F.col("code").cast("int") > 10                   (CAST(code AS INT) > 10)
 
 What the expression language of :class:`~statemachines.library.expressions.Expression`
-does not support (a cast, ``when``, a user-defined function...) is refused when the
-pattern is built, naming it. A timestamp literal is written as the instant it is (a
+does not support (``when``, a cast to a timestamp, a user-defined function...) is
+refused when the pattern is built, naming it. A timestamp literal is written as the instant it is (a
 datetime without a zone is the driver's local time, as Spark reads it), a
 ``TIMESTAMP_NTZ`` one as its wall clock.
 """
@@ -64,6 +65,9 @@ def _sql(node: Any) -> str:
         return _literal(node.value)
     if kind == "sql":
         return f"({node.text})"
+    if kind == "cast":  # its name is the type's
+        [value] = node.arguments
+        return f"{'TRY_CAST' if node.tries else 'CAST'}({_sql(value)} AS {node.name})"
     if kind != "function":
         raise DefinitionError(
             f"a Column condition is written as SQL text, and {node.text} has no place in it; "
@@ -117,14 +121,22 @@ class _ClassicNode:
         self._node = node
         self.kind = {
             "UnresolvedAttribute": "attribute", "Literal": "literal", "SqlExpression": "sql",
-            "UnresolvedFunction": "function",
+            "UnresolvedFunction": "function", "Cast": "cast",
         }.get(node.getClass().getSimpleName(), "other")
 
     @property
     def name(self) -> str:
         if self.kind == "attribute":
             return _identifier(_items(self._node.nameParts()))
+        if self.kind == "cast":
+            return str(self._node.dataType().sql())
         return str(self._node.functionName())
+
+    @property
+    def tries(self) -> bool:
+        """Whether a cast is ``try_cast``'s (NULL where a value does not cast)."""
+        mode = self._node.evalMode()
+        return bool(mode.isDefined()) and str(mode.get().getClass().getSimpleName()).startswith("Try")
 
     @property
     def value(self) -> Any:
@@ -150,6 +162,8 @@ class _ClassicNode:
 
     @property
     def arguments(self) -> list[_ClassicNode]:
+        if self.kind == "cast":
+            return [_ClassicNode(self._node.child())]
         return [_ClassicNode(a) for a in _items(self._node.arguments())]
 
 
@@ -163,14 +177,22 @@ class _ConnectNode:
         self._expression = expression
         self.kind = {
             "ColumnReference": "attribute", "LiteralExpression": "literal", "SQLExpression": "sql",
-            "UnresolvedFunction": "function",
+            "UnresolvedFunction": "function", "CastExpression": "cast",
         }.get(type(expression).__name__, "other")
 
     @property
     def name(self) -> str:
         if self.kind == "attribute":
             return str(self._expression._unparsed_identifier)  # SQL identifier syntax already
+        if self.kind == "cast":  # a type, or its name as the Column was given it
+            data_type = self._expression._data_type
+            return data_type if isinstance(data_type, str) else data_type.simpleString()
         return str(self._expression._name)
+
+    @property
+    def tries(self) -> bool:
+        """Whether a cast is ``try_cast``'s (NULL where a value does not cast)."""
+        return self._expression._eval_mode == "try"
 
     @property
     def value(self) -> Any:
@@ -190,6 +212,8 @@ class _ConnectNode:
 
     @property
     def arguments(self) -> list[_ConnectNode]:
+        if self.kind == "cast":
+            return [_ConnectNode(self._expression._expr)]
         return [_ConnectNode(a) for a in self._expression._args]
 
 
