@@ -975,12 +975,20 @@ def _cast_one(value: Any, arrow_type: Any) -> Any:
 def _typed_literal(node: Any) -> pa.Scalar:
     """The value of a typed literal (``DATE '2024-01-31'``, ``10L``, ``CAST('7' AS
     INT)``) as an Arrow scalar; ``ValueError`` if its type is not one a condition
-    compares or its text does not read as that type (checked when the pattern is built)."""
+    compares or its text does not read as that type (checked when the pattern is
+    built), but NULL for ``TRY_CAST``."""
+    import pyarrow as pa
+
     arrow_type = _arrow_type(node.to)
     if arrow_type is None:
         raise ValueError(f"expression conditions have no {node.to.sql(dialect='spark')} values; "
                          f"write it as a function condition instead")
-    return _read_as(str(node.this.this), arrow_type)
+    try:
+        return _read_as(str(node.this.this), arrow_type)
+    except ValueError:
+        if node.args.get("safe"):
+            return pa.scalar(None, arrow_type)
+        raise
 
 
 def _arrow_type(to: Any) -> pa.DataType | None:

@@ -198,6 +198,13 @@ def test_a_cast_reads_values_as_sparks_ansi_cast(rows):
         assert truncated == [r.score is not None and int(r.score) < -2 for r in rows]  # -2.5 is -2
 
 
+def test_a_literal_that_does_not_cast_is_null_with_try_cast_and_refused_with_cast():
+    table = records_table([Login("ok", 5), Login("ok", None)], Login._fields, None)
+    assert Expression("amount = TRY_CAST('x' AS INT) OR amount IS NULL").evaluate(table).to_pylist() == [False, True]
+    with pytest.raises(DefinitionError, match="'x' is no int32"):
+        Expression("amount = CAST('x' AS INT)")
+
+
 def fraud(fail, ok):
     return Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10)
 
@@ -469,6 +476,7 @@ TEXT_AND_FRACTIONS = [
     "CAST(amount AS BOOLEAN)", "CAST(code AS DECIMAL(5,1)) > 1", "CAST(score AS DECIMAL(3,0)) = 3", "CAST(kind AS BOOLEAN)",
     "CAST(day AS STRING) LIKE '2024-01-3%'", "TRY_CAST(code AS DATE) IS NULL", "CAST(amount AS TINYINT) > 0",
     "CAST(code AS SMALLINT) = 20", "CAST(score AS FLOAT) > 1", "TRY_CAST(score AS INT) IS NULL", "CAST(flag AS STRING) = 'true'",
+    "amount = TRY_CAST('x' AS INT)", "TRY_CAST('300' AS TINYINT) IS NULL AND flag", "amount < TRY_CAST('7' AS INT)",
 ]
 
 spark_conditions = st.recursive(
