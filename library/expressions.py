@@ -31,7 +31,9 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
-which Java's simple ones are), ``+ - * / div %``, unary minus, ``CASE [x] WHEN ..
+which Java's simple ones are), ``+ - * / div %`` (a whole-number literal an INT where it
+fits, as Spark types it: an INT field's arithmetic with it overflows, an error, as
+Spark's does), unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat ||`` (``TRIM([BOTH |
@@ -304,7 +306,10 @@ class _Evaluator:
             text = node.this
             if node.is_string:
                 return pa.scalar(text)
-            return pa.scalar(float(text) if any(c in text for c in ".eE") else int(text))
+            if any(c in text for c in ".eE"):
+                return pa.scalar(float(text))
+            whole = int(text)  # an INT if it fits, as Spark SQL types it (its arithmetic overflows there), else a BIGINT
+            return pa.scalar(whole, pa.int32() if -(2**31) <= whole < 2**31 else pa.int64())
         if kind is exp.Boolean:
             return pa.scalar(bool(node.this))
         if kind in (exp.Cast, exp.TryCast) and isinstance(node.this, exp.Literal):  # a typed literal (checked when built)
@@ -628,7 +633,7 @@ def _integer_divide(left: Any, right: Any) -> Any:
         raise TypeError(f"div takes whole numbers or decimals, not {left.type} and {right.type}")
     if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
         return _exactly(left, right, lambda a, b: int(a / b), pa.int64())
-    return pc.divide_checked(left, right)  # whole numbers: truncated toward zero
+    return pc.divide_checked(pc.cast(left, pa.int64()), pc.cast(right, pa.int64()))  # a BIGINT, toward zero
 
 
 def _remainder(left: Any, right: Any) -> Any:
@@ -641,11 +646,12 @@ def _remainder(left: Any, right: Any) -> Any:
     floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
     if not floating and (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
         return _exactly(left, right, lambda a, b: a % b, None)  # Decimal's %: the dividend's sign
-    if not (pa.types.is_integer(left.type) and pa.types.is_integer(right.type)):
-        left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
-    quotient = pc.divide_checked(left, right)  # whole numbers: truncated toward zero
-    if pa.types.is_floating(quotient.type):
-        quotient = pc.trunc(quotient)
+    if pa.types.is_integer(left.type) and pa.types.is_integer(right.type):  # in 64 bits (INT_MIN % -1 is 0)
+        wider = max(left.type, right.type, key=lambda t: t.bit_width)
+        left, right = pc.cast(left, pa.int64()), pc.cast(right, pa.int64())
+        return pc.cast(pc.subtract_checked(left, pc.multiply_checked(right, pc.divide_checked(left, right))), wider)
+    left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
+    quotient = pc.trunc(pc.divide_checked(left, right))
     return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
 
 

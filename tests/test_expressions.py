@@ -518,6 +518,33 @@ def test_an_expression_means_what_spark_sql_means(spark, condition, rows):
     assert _answers(lambda: Expression(condition).evaluate(on_spark).to_pylist()) == expected
 
 
+INT_CONDITIONS = [
+    "n * 1000000 > 0", "n * 1000000L > 0", "n * 3000000000 > 0", "n + 2147483647 > 0", "lo - 1 < 0", "-lo > 0",
+    "abs(lo) > 0", "lo div -1 > 0", "lo % -1 = 0", "lo / -1 > 0", "(lo % 7) * 1000 < 0", "big * 1000000 > 0",
+    "length(kind) + 2147483647 > 0", "CASE WHEN n > 0 THEN 2147483647 ELSE 1 END + 1 > 0", "n * 2 = 10000",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("rows", [[(5000, 3000000000, -2147483648, "ok")], [(5, 1, 7, None), (None, None, -7, "fail")]])
+def test_whole_number_literals_are_ints_as_in_spark_sql(spark, rows):
+    """A literal that fits an INT is one, so an INT field's arithmetic with it
+    overflows where Spark's does (an error), a BIGINT literal or field widens it, and
+    ``div`` / ``%`` of the least INT by -1 do not overflow (Spark computes them in 64
+    bits): over Spark's own Arrow batch (INT fields as int32), each condition gives
+    Spark SQL's answers or is refused where Spark's query fails."""
+    import pyspark.errors
+
+    frame = spark.createDataFrame(rows, "n int, big bigint, lo int, kind string")
+    table = frame.toArrow()
+    for condition in INT_CONDITIONS:
+        try:
+            expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
+        except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
+            expected = "refused"
+        assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == expected, condition
+
+
 def test_a_name_that_fields_share_but_for_case_is_ambiguous():
     class Cased(NamedTuple):
         kind: str
