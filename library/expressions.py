@@ -485,7 +485,7 @@ class _Evaluator:
 
         value = self.value(part)
         kind = value.type
-        if _is_null_type(value) or pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        if _is_null_type(value) or _is_text(kind):
             return value
         if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_date32(kind):
             return pc.cast(value, pa.string())
@@ -748,7 +748,7 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
     kinds = {v.type for v in given if not _is_null_type(v)}
     if not kinds:
         return pa.scalar(None, pa.null())
-    numbers = {k for k in kinds if not (pa.types.is_string(k) or pa.types.is_large_string(k))}
+    numbers = {k for k in kinds if not _is_text(k)}
     if len(kinds) == 1:
         kind = kinds.pop()
     elif numbers and all(pa.types.is_integer(k) for k in numbers):
@@ -844,8 +844,7 @@ def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
     if _is_text_field(first) and (kind := number_type(second)) is not None:
         return read(_contiguous(first), kind), decimal_as_float(second)
     if _is_text_field(second) and (kind := number_type(first)) is not None:
-        open_rows = pc.is_valid(_array(first, len(second)))
-        second = pc.if_else(open_rows, _contiguous(second), pa.scalar(None, second.type))
+        second = pc.if_else(_not(first, None)(len(second)), _contiguous(second), pa.scalar(None, second.type))
         return decimal_as_float(first), read(second, kind)
     return first, second
 
@@ -865,7 +864,13 @@ def _each_distinct(values: Any, convert: Callable[[Any], Any], arrow_type: Any) 
 def _is_text_field(value: Any) -> bool:
     import pyarrow as pa
 
-    return not isinstance(value, pa.Scalar) and (pa.types.is_string(value.type) or pa.types.is_large_string(value.type))
+    return not isinstance(value, pa.Scalar) and _is_text(value.type)
+
+
+def _is_text(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
 
 
 def _is_number(arrow_type: Any) -> bool:
@@ -922,11 +927,11 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
         readable = not pa.types.is_date32(arrow_type) and (_is_number(source) or pa.types.is_boolean(source))
     if not (readable or pa.types.is_string(source)):
         raise TypeError(f"{node.sql(dialect='spark')!r}: expression conditions cast no {source} values to {arrow_type}")
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
-        try:  # numbers and booleans but decimals: Arrow's cast where it is exact (fractions truncated first)
-            if pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_floating(source):
-                whole = pa.types.is_floating(source) and pa.types.is_integer(arrow_type)
-                return pc.cast(pc.trunc(value) if whole else value, arrow_type)
+    numbers = pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_floating(source)
+    if numbers and (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)):  # decimals aside
+        whole = pa.types.is_floating(source) and pa.types.is_integer(arrow_type)
+        try:  # Arrow's cast where it is exact (fractions truncated first)
+            return pc.cast(pc.trunc(value) if whole else value, arrow_type)
         except (pa.ArrowInvalid, OverflowError):  # a value it would change or cannot hold: one by one
             pass
 

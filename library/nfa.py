@@ -504,8 +504,8 @@ def answer_rows(nfa: Nfa, table: Any, answers: dict[str, Any] | None = None) -> 
                 read(piece)
 
     read(table)
-    bits = pa.concat_arrays([b if b is not None else pa.nulls(rows, pa.int64()).fill_null(0) for b, rows in pieces])
-    failed = pa.array([b is None for b, rows in pieces for _ in range(rows)], pa.bool_())
+    bits = pa.concat_arrays([b if b is not None else pa.repeat(pa.scalar(0, pa.int64()), rows) for b, rows in pieces])
+    failed = pa.concat_arrays([pa.repeat(pa.scalar(b is None), rows) for b, rows in pieces])
     return bits, failed
 
 
