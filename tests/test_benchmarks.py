@@ -69,6 +69,7 @@ def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
     out = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--raising")
     assert "run_local, SQL" in out and "run_local, functions" in out and "4 amounts" in out
     assert "run_local, SQL, 1 raising" in out  # checked against the reference as the others
+    assert "run_local, SQL, relevant events only" in out  # checked against run_local over those events
     many = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--many-amounts")
     assert "1,000 amounts" in many and "run_local, SQL" in many
 
