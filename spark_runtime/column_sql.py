@@ -13,9 +13,10 @@ text, which the pattern keeps, evaluates and serialises like any other::
     F.col("at") >= F.lit(datetime(2024, 1, 31))      (at >= TIMESTAMP '2024-01-31T00:00:00+00:00')
     F.col("day") == F.lit(date(2024, 1, 31))         (day = DATE '2024-01-31')
     F.col("code").cast("int") > 10                   (CAST(code AS INT) > 10)
+    F.when(F.col("n") > 1, "big").otherwise("small") (CASE WHEN (n > 1) THEN 'big' ELSE 'small' END)
 
 What the expression language of :class:`~statemachines.library.expressions.Expression`
-does not support (``when``, a cast to a timestamp, a user-defined function...) is
+does not support (a cast to a timestamp, a user-defined function...) is
 refused when the pattern is built, naming it. A timestamp literal is written as the instant it is (a
 datetime without a zone is the driver's local time, as Spark reads it), a
 ``TIMESTAMP_NTZ`` one as its wall clock.
@@ -68,6 +69,10 @@ def _sql(node: Any) -> str:
     if kind == "cast":  # its name is the type's
         [value] = node.arguments
         return f"{'TRY_CAST' if node.tries else 'CAST'}({_sql(value)} AS {node.name})"
+    if kind == "case":  # no otherwise: NULL, as in SQL
+        branches, otherwise = node.branches
+        whens = " ".join(f"WHEN {_sql(condition)} THEN {_sql(value)}" for condition, value in branches)
+        return f"(CASE {whens}{'' if otherwise is None else ' ELSE ' + _sql(otherwise)} END)"
     if kind != "function":
         raise DefinitionError(
             f"a Column condition is written as SQL text, and {node.text} has no place in it; "
@@ -121,7 +126,7 @@ class _ClassicNode:
         self._node = node
         self.kind = {
             "UnresolvedAttribute": "attribute", "Literal": "literal", "SqlExpression": "sql",
-            "UnresolvedFunction": "function", "Cast": "cast",
+            "UnresolvedFunction": "function", "Cast": "cast", "CaseWhenOtherwise": "case",
         }.get(node.getClass().getSimpleName(), "other")
 
     @property
@@ -161,6 +166,13 @@ class _ClassicNode:
         return str(self._node.expression()) if self.kind == "sql" else str(self._node.sql())
 
     @property
+    def branches(self) -> tuple[list[tuple[_ClassicNode, _ClassicNode]], _ClassicNode | None]:
+        """A ``when`` chain's ``(condition, value)`` pairs and its ``otherwise`` (or ``None``)."""
+        pairs = [(_ClassicNode(b._1()), _ClassicNode(b._2())) for b in _items(self._node.branches())]
+        otherwise = self._node.otherwise()
+        return pairs, _ClassicNode(otherwise.get()) if otherwise.isDefined() else None
+
+    @property
     def arguments(self) -> list[_ClassicNode]:
         if self.kind == "cast":
             return [_ClassicNode(self._node.child())]
@@ -177,7 +189,7 @@ class _ConnectNode:
         self._expression = expression
         self.kind = {
             "ColumnReference": "attribute", "LiteralExpression": "literal", "SQLExpression": "sql",
-            "UnresolvedFunction": "function", "CastExpression": "cast",
+            "UnresolvedFunction": "function", "CastExpression": "cast", "CaseWhen": "case",
         }.get(type(expression).__name__, "other")
 
     @property
@@ -209,6 +221,13 @@ class _ConnectNode:
     @property
     def text(self) -> str:
         return str(self._expression._expr) if self.kind == "sql" else str(self._expression)
+
+    @property
+    def branches(self) -> tuple[list[tuple[_ConnectNode, _ConnectNode]], _ConnectNode | None]:
+        """A ``when`` chain's ``(condition, value)`` pairs and its ``otherwise`` (or ``None``)."""
+        pairs = [(_ConnectNode(c), _ConnectNode(v)) for c, v in self._expression._branches]
+        otherwise = self._expression._else_value
+        return pairs, None if otherwise is None else _ConnectNode(otherwise)
 
     @property
     def arguments(self) -> list[_ConnectNode]:

@@ -50,6 +50,15 @@ ATOMS = [
     (lambda F: F.col("amount").cast("string") == "5", _field("amount", lambda a: str(a) == "5")),
     (lambda F: F.col("amount").cast("double") / 8 > 2, _field("amount", lambda a: a / 8 > 2)),
     (lambda F: F.col("kind").try_cast("int").isNull(), lambda e: True),  # no kind is a whole number
+    (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), lambda e: e.amount is not None and e.amount > 5),
+    (  # no otherwise: NULL
+        lambda F: F.when(F.col("kind") == "fail", F.col("amount") > 10),
+        lambda e: (None if e.amount is None else e.amount > 10) if e.kind == "fail" else None,
+    ),
+    (  # the first branch whose condition holds
+        lambda F: F.when(F.col("kind") == "ok", "yes").when(F.col("amount") > 5, F.lit("big")).otherwise("no") == "big",
+        lambda e: e.kind != "ok" and e.amount is not None and e.amount > 5,
+    ),
 ]
 
 
@@ -103,7 +112,6 @@ def test_a_column_step_is_the_step_of_its_sql_text(flavours):
     ("make", "says"),
     [
         (lambda F: F.col("amount").cast("timestamp").isNull(), "(?i)cast"),
-        (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), "CASE WHEN|CaseWhen"),
         (lambda F: F.col("payload") == F.lit(b"x"), "(?i)binary|x"),
         (lambda F: F.col("amount") == float("nan"), "nan"),
         (lambda F: F.sqrt("amount") > 1, "sqrt"),
