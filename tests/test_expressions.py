@@ -409,7 +409,7 @@ readings = st.builds(
     Reading,
     st.sampled_from(["fail", "ok", "Fail", None]),
     st.sampled_from([None, -3, 0, 5, 20]),
-    st.sampled_from([None, -1.5, 0.0, 2.5, 1e300]),
+    st.sampled_from([None, -1.5, 0.0, -0.0, 2.5, 1e300]),  # NaN (and inf, which arithmetic makes NaN): see test_nan.py
     st.sampled_from([None, *MOMENTS]),
     st.sampled_from([None, *WALLS]),
     st.sampled_from([None, *DAYS]),
@@ -497,6 +497,9 @@ def _answers(evaluate):
         return "refused"
 
 
+BOOLEAN_SIMPLIFICATION = "org.apache.spark.sql.catalyst.optimizer.BooleanSimplification"
+
+
 @pytest.mark.spark
 @settings(max_examples=30, deadline=None)
 @given(spark_conditions, st.lists(readings, min_size=1, max_size=6))
@@ -507,9 +510,12 @@ def test_an_expression_means_what_spark_sql_means(spark, condition, rows):
     where Spark refuses it."""
     import pyspark.errors
 
+    from statemachines.spark.session import scoped_conf
+
     frame = spark.createDataFrame(rows, READING_SCHEMA)
-    try:
-        expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
+    try:  # as written: the optimizer would drop a read that raises from flag AND (flag OR code > 10)
+        with scoped_conf(spark, {"spark.sql.optimizer.excludedRules": BOOLEAN_SIMPLIFICATION}):
+            expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
     except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
         expected = "refused"
     local = records_table(rows, Reading._fields, None)
