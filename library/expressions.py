@@ -36,7 +36,7 @@ fits, as Spark types it: an INT field's arithmetic with it overflows, an error, 
 Spark's does), unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
-endswith contains trim ltrim rtrim substring substr concat ||`` (``TRIM([BOTH |
+endswith contains trim ltrim rtrim substring substr concat || isnan`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -212,7 +212,7 @@ def _supported() -> frozenset[type]:
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
-        exp.Trim, exp.Substring, exp.Concat, exp.DPipe,
+        exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -365,6 +365,8 @@ class _Evaluator:
             return pc.negate_checked(operand) if kind is exp.Neg else _FUNCTIONS[kind](operand)
         if kind is exp.Case or kind is exp.If:
             return self._case(node)
+        if kind is exp.IsNan:
+            return self._is_nan(node)
         if kind is exp.Trim:
             return self._trim(node)
         if kind is exp.Substring:
@@ -431,6 +433,23 @@ class _Evaluator:
             open_rows = pc.and_(open_rows, pc.invert(taken))
         otherwise = None if default is None else _spread(self._within(open_rows).value(default), open_rows)
         return _chosen(None, tests, values, otherwise, self.rows)
+
+    def _is_nan(self, node: Any) -> Any:
+        """``isnan(x)``: TRUE where ``x`` is NaN, else FALSE (never NULL: FALSE for
+        NULL, and for whole numbers and decimals, which are never NaN); text is read
+        as ``CAST(x AS DOUBLE)``, as Spark SQL casts it."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from sqlglot import exp
+
+        value = self.value(node.this)
+        if _is_text_field(value) or (isinstance(value, pa.Scalar) and _is_text(value.type)):
+            value = self.value(exp.Cast(this=node.this, to=exp.DataType.build("double")))
+        if not (_is_null_type(value) or _is_number(value.type)):
+            raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {value.type} values")
+        if _is_null_type(value) or not pa.types.is_floating(value.type):
+            return pa.repeat(pa.scalar(False), self.rows)
+        return pc.fill_null(pc.is_nan(_array(value, self.rows)), False)
 
     def _within(self, rows: Any) -> _Evaluator:
         """An evaluator over the ``rows`` (a mask) of this one's table."""

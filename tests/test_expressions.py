@@ -477,6 +477,7 @@ TEXT_AND_FRACTIONS = [
     "CAST(day AS STRING) LIKE '2024-01-3%'", "TRY_CAST(code AS DATE) IS NULL", "CAST(amount AS TINYINT) > 0",
     "CAST(code AS SMALLINT) = 20", "CAST(score AS FLOAT) > 1", "TRY_CAST(score AS INT) IS NULL", "CAST(flag AS STRING) = 'true'",
     "amount = TRY_CAST('x' AS INT)", "TRY_CAST('300' AS TINYINT) IS NULL AND flag", "amount < TRY_CAST('7' AS INT)",
+    "isnan(score)", "NOT isnan(score * amount)", "isnan(code)", "isnan(amount) OR flag", "isnan(kind)", "isnan('NaN')",
 ]
 
 spark_conditions = st.recursive(
@@ -522,6 +523,20 @@ def test_an_expression_means_what_spark_sql_means(spark, condition, rows):
     assert _answers(lambda: Expression(condition).evaluate(local).to_pylist()) == expected
     on_spark = frame.toArrow()
     assert _answers(lambda: Expression(condition).evaluate(on_spark).to_pylist()) == expected
+
+
+NAN_TESTS = ["isnan(x)", "NOT isnan(x)", "isnan(n)", "isnan(x * 0)", "isnan(NULL)", "isnan(t)", "isnan(CAST(t AS DOUBLE))"]
+
+
+@pytest.mark.spark
+def test_isnan_is_true_for_nan_alone_as_in_spark_sql(spark):
+    rows = [(x, n, t) for x in (math.nan, 1.0, -0.0, math.inf, None) for n, t in ((1, "NaN"), (None, " 1.5"), (2, None))]
+    frame = spark.createDataFrame(rows, "x double, n bigint, t string")
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in NAN_TESTS)).collect()
+    for i, condition in enumerate(NAN_TESTS):
+        expected = [row[i] for row in answers]
+        assert True in expected or condition in ("isnan(n)", "isnan(NULL)"), condition  # the rows tell
+        assert Expression(condition).evaluate(frame.toArrow()).to_pylist() == expected, condition
 
 
 INT_CONDITIONS = [
