@@ -51,6 +51,7 @@ ATOMS = [
     (lambda F: F.col("amount").cast("double") / 8 > 2, _field("amount", lambda a: a / 8 > 2)),
     (lambda F: F.col("kind").try_cast("int").isNull(), lambda e: True),  # no kind is a whole number
     (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), lambda e: e.amount is not None and e.amount > 5),
+    (lambda F: ~F.isnan(F.col("amount") / 2), lambda e: True),  # never NaN, nor NULL
     (  # no otherwise: NULL
         lambda F: F.when(F.col("kind") == "fail", F.col("amount") > 10),
         lambda e: (None if e.amount is None else e.amount > 10) if e.kind == "fail" else None,
