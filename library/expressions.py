@@ -443,7 +443,7 @@ class _Evaluator:
         from sqlglot import exp
 
         value = self.value(node.this)
-        if _is_text_field(value) or (isinstance(value, pa.Scalar) and _is_text(value.type)):
+        if _is_text(value.type):
             value = self.value(exp.Cast(this=node.this, to=exp.DataType.build("double")))
         if not (_is_null_type(value) or _is_number(value.type)):
             raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {value.type} values")
