@@ -440,11 +440,10 @@ class _Evaluator:
         as ``CAST(x AS DOUBLE)``, as Spark SQL casts it."""
         import pyarrow as pa
         import pyarrow.compute as pc
-        from sqlglot import exp
 
         value = self.value(node.this)
         if _is_text(value.type):
-            value = self.value(exp.Cast(this=node.this, to=exp.DataType.build("double")))
+            value = _cast(node, value, pa.float64(), False)
         if not (_is_null_type(value) or _is_number(value.type)):
             raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {value.type} values")
         if _is_null_type(value) or not pa.types.is_floating(value.type):
