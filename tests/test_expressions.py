@@ -501,6 +501,21 @@ def _answers(evaluate):
 BOOLEAN_SIMPLIFICATION = "org.apache.spark.sql.catalyst.optimizer.BooleanSimplification"
 
 
+def _spark_answers(frame, condition):
+    """Spark SQL's answers (is each row's condition TRUE) as the condition is written,
+    or "refused" where its query fails. As written: the optimizer would drop a read
+    that raises from ``flag AND (flag OR code > 10)``."""
+    import pyspark.errors
+
+    from statemachines.spark.session import scoped_conf
+
+    try:
+        with scoped_conf(frame.sparkSession, {"spark.sql.optimizer.excludedRules": BOOLEAN_SIMPLIFICATION}):
+            return [row[0] is True for row in frame.selectExpr(condition).collect()]
+    except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
+        return "refused"
+
+
 @pytest.mark.spark
 @settings(max_examples=30, deadline=None)
 @given(spark_conditions, st.lists(readings, min_size=1, max_size=6))
@@ -509,16 +524,8 @@ def test_an_expression_means_what_spark_sql_means(spark, condition, rows):
     ANSI casts and all) over the local runtime's table of NamedTuples and over the
     Spark runtime's (Spark's own Arrow batch, its timestamps zoned), or is refused
     where Spark refuses it."""
-    import pyspark.errors
-
-    from statemachines.spark.session import scoped_conf
-
     frame = spark.createDataFrame(rows, READING_SCHEMA)
-    try:  # as written: the optimizer would drop a read that raises from flag AND (flag OR code > 10)
-        with scoped_conf(spark, {"spark.sql.optimizer.excludedRules": BOOLEAN_SIMPLIFICATION}):
-            expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
-    except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
-        expected = "refused"
+    expected = _spark_answers(frame, condition)
     local = records_table(rows, Reading._fields, None)
     assert _answers(lambda: Expression(condition).evaluate(local).to_pylist()) == expected
     on_spark = frame.toArrow()
@@ -554,15 +561,10 @@ def test_whole_number_literals_are_ints_as_in_spark_sql(spark, rows):
     ``div`` / ``%`` of the least INT by -1 do not overflow (Spark computes them in 64
     bits): over Spark's own Arrow batch (INT fields as int32), each condition gives
     Spark SQL's answers or is refused where Spark's query fails."""
-    import pyspark.errors
-
     frame = spark.createDataFrame(rows, "n int, big bigint, lo int, kind string")
     table = frame.toArrow()
     for condition in INT_CONDITIONS:
-        try:
-            expected = [row[0] is True for row in frame.selectExpr(condition).collect()]
-        except (pyspark.errors.PySparkException, ArithmeticError, ValueError):
-            expected = "refused"
+        expected = _spark_answers(frame, condition)
         assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == expected, condition
 
 
