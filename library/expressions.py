@@ -148,7 +148,8 @@ class Expression:
 
         for name in self.fields:
             _field(table.column_names, name, f"the condition {self.sql!r} reads {name!r}", "the events")
-        result = _Evaluator(table).value(self._tree)
+        plain = pa.schema([field.with_type(_plain_text(field.type)) for field in table.schema])
+        result = _Evaluator(table if plain == table.schema else table.cast(plain)).value(self._tree)
         if isinstance(result, pa.Scalar):
             result = pa.repeat(result, table.num_rows)
         if pa.types.is_null(result.type):
@@ -883,6 +884,19 @@ def _is_text_field(value: Any) -> bool:
     import pyarrow as pa
 
     return not isinstance(value, pa.Scalar) and _is_text(value.type)
+
+
+def _plain_text(arrow_type: Any) -> Any:
+    """``arrow_type`` with text in Arrow's other layouts (``large_string``: Spark's
+    batches with ``spark.sql.execution.arrow.useLargeVarTypes``; ``string_view``:
+    Polars) as plain ``string``, at any depth of structs, which the evaluator reads."""
+    import pyarrow as pa
+
+    if pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
+        return pa.string()
+    if pa.types.is_struct(arrow_type):
+        return pa.struct([field.with_type(_plain_text(field.type)) for field in arrow_type])
+    return arrow_type
 
 
 def _is_text(arrow_type: Any) -> bool:

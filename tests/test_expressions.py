@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import math
 import random
+import re
 from typing import NamedTuple
 
 import pytest
@@ -577,3 +578,25 @@ def test_a_name_that_fields_share_but_for_case_is_ambiguous():
     assert Expression("KIND = 'b'").evaluate(table).to_pylist() == [True]  # an exact match first
     with pytest.raises(ValueError, match="ambiguous: the events have 'kind', 'KIND'"):
         Expression("Kind = 'a'").evaluate(table)
+
+
+@pytest.mark.parametrize("layout", ["large_string", "string_view"])
+@settings(max_examples=100, deadline=None)
+@given(condition=spark_conditions, rows=st.lists(readings, min_size=1, max_size=6))
+def test_text_in_arrows_other_layouts_is_read_as_text(layout, condition, rows):
+    """Text given as Arrow's large_string (Spark's batches with useLargeVarTypes) or
+    string_view (Polars), as a field or inside a struct, gives the answers plain
+    text gives."""
+    import pyarrow as pa
+
+    table = records_table(rows, Reading._fields, None)
+    other = table.cast(pa.schema([
+        pa.field(f.name, getattr(pa, layout)() if pa.types.is_string(f.type) else f.type) for f in table.schema
+    ]))
+    expected = _answers(lambda: Expression(condition).evaluate(table).to_pylist())
+    assert _answers(lambda: Expression(condition).evaluate(other).to_pylist()) == expected
+    nested = pa.table({"r": pa.StructArray.from_arrays([c.combine_chunks() for c in other.columns], names=other.column_names)})
+    in_struct = condition
+    for name in Reading._fields:  # every field read as r.<field>
+        in_struct = re.sub(rf"\b({name})\b", r"r.\1", in_struct, flags=re.IGNORECASE)
+    assert _answers(lambda: Expression(in_struct).evaluate(nested).to_pylist()) == expected, in_struct
