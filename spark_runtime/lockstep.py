@@ -311,7 +311,7 @@ def _update_batch(parts: list[_Stepped], chunk: Any, arrow_schema: Any) -> Any:
             pa.array(names, pa.string()).take(pa.array(steps)),
             chunk.column("time").take(at).combine_chunks().cast(event_type.field("time").type),
             pa.array(seqs, pa.int64()),
-            chunk.column("symbol").take(at).combine_chunks(),
+            chunk.column("symbol").take(at).combine_chunks().cast(event_type.field("symbol").type),
         ],
         fields=list(event_type),
     )

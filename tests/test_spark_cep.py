@@ -185,6 +185,27 @@ def test_conditions_on_struct_events_read_fields_by_name_on_spark_as_locally(spa
     assert streamed == local and rejected == []
 
 
+@pytest.mark.parametrize("conditions", [FRAUD_CONDITIONS["sql"], FRAUD_CONDITIONS["functions"]], ids=["sql", "functions"])
+def test_a_pattern_over_sparks_large_text_batches_finds_what_it_finds_locally(spark, conditions):
+    """With ``spark.sql.execution.arrow.useLargeVarTypes`` Spark hands the runtime its
+    text as Arrow's large_string: the pattern's rounds find what they find locally."""
+    from statemachines.spark import run_batch
+    from statemachines.spark.session import scoped_conf
+    from tests.test_expressions import KINDS, Login
+
+    rnd = random.Random(5)
+    events = [(f"u{rnd.randrange(4)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3) for t in range(120)]
+    fail, ok = conditions
+    detector = Detector(Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10))
+    local = run_local(detector, events).updates
+    assert matches(local)
+    frame = spark.createDataFrame(events, "key string, symbol struct<kind: string, amount: bigint>, time long, order long")
+    with scoped_conf(spark, {"spark.sql.execution.arrow.useLargeVarTypes": "true"}):
+        batch = run_batch(detector, frame, order="order")
+        assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
+        assert batch.rejected.count() == 0
+
+
 @pytest.mark.parametrize(
     "condition, says",
     [("status = 'locked'", "reads 'status', which the events do not have"), ("kind = 'ok' OR amount", "OR needs TRUE")],
