@@ -900,9 +900,11 @@ def _plain_text(arrow_type: Any) -> Any:
 
 
 def _is_text(arrow_type: Any) -> bool:
+    """Whether values of ``arrow_type`` are text: plain ``string``, the one layout the
+    evaluator meets (:meth:`Expression.evaluate` reads the others as it, :func:`_plain_text`)."""
     import pyarrow as pa
 
-    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+    return pa.types.is_string(arrow_type)
 
 
 def _is_number(arrow_type: Any) -> bool:
