@@ -34,6 +34,14 @@ def logins(seed=3, users=12, n=240):
     ]
 
 
+def struct_logins(seed, users, n):
+    """``(user, Login(kind, amount), time, order)``, amounts NULL in a third."""
+    from tests.test_expressions import KINDS, Login
+
+    rnd = random.Random(seed)
+    return [(f"u{rnd.randrange(users)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3) for t in range(n)]
+
+
 def plain(value):
     if isinstance(value, list | tuple):
         return tuple(plain(v) for v in value)
@@ -162,13 +170,8 @@ def test_conditions_on_struct_events_read_fields_by_name_on_spark_as_locally(spa
     a NamedTuple's locally, NULLs included: SQL conditions, and functions reading the
     event's or the partial match's fields as attributes."""
     from statemachines.spark import run_batch
-    from tests.test_expressions import KINDS, Login
 
-    rnd = random.Random(11)
-    events = [
-        (f"u{rnd.randrange(6)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3)
-        for t in range(300)
-    ]
+    events = struct_logins(seed=11, users=6, n=300)
     fail, ok = conditions
     pattern = Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10)
     detector = Detector(pattern)
@@ -191,10 +194,8 @@ def test_a_pattern_over_sparks_large_text_batches_finds_what_it_finds_locally(sp
     text as Arrow's large_string: the pattern's rounds find what they find locally."""
     from statemachines.spark import run_batch
     from statemachines.spark.session import scoped_conf
-    from tests.test_expressions import KINDS, Login
 
-    rnd = random.Random(5)
-    events = [(f"u{rnd.randrange(4)}", Login(rnd.choice(KINDS), rnd.choice([None, 5, 50])), t // 3, t % 3) for t in range(120)]
+    events = struct_logins(seed=5, users=4, n=120)
     fail, ok = conditions
     detector = Detector(Pattern.begin("fail").where(fail).times(3).followed_by("ok").where(ok).within(10))
     local = run_local(detector, events).updates
