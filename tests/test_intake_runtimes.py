@@ -102,7 +102,7 @@ RUNTIMES = {
     "name",
     [pytest.param(name, marks=[] if name == "local" else [pytest.mark.spark]) for name in RUNTIMES],
 )
-def test_every_event_is_applied_or_rejected_nothing_hangs_and_upper_stays_finite(name, request):
+def test_every_event_is_applied_or_rejected_nothing_hangs_and_upper_stays_finite(name, request, tmp_path):
     run, examples = RUNTIMES[name]
     spark = None if name == "local" else request.getfixturevalue("spark")
 
@@ -111,7 +111,7 @@ def test_every_event_is_applied_or_rejected_nothing_hangs_and_upper_stays_finite
     @given(rows=rows_of)
     @example(rows=[("a", "x", 1.0, None), ("b", "y", math.nan, None), ("a", None, math.inf, 0.0)])
     def check(rows):
-        path = tempfile.mkdtemp(prefix="intake-") + "/arr"
+        path = tempfile.mkdtemp(prefix="intake-", dir=tmp_path) + "/arr"
         updates, rejected = bounded(run, rows, path, spark)
         expected = [naive_reason(r) for r in rows]
         assert sorted(rejected) == sorted(r for r in expected if r is not None)
