@@ -36,7 +36,8 @@ fits, as Spark types it: an INT field's arithmetic with it overflows, an error, 
 Spark's does), unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
-endswith contains trim ltrim rtrim substring substr concat || isnan`` (``TRIM([BOTH |
+endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
+ceil greatest least`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -213,7 +214,8 @@ def _supported() -> frozenset[type]:
         exp.And, exp.Or, exp.Not, exp.Is, exp.In, exp.Between, *_text_tests(),
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
-        exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan,
+        exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan, exp.Nanvl,
+        exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -255,6 +257,14 @@ def _check(tree: Any, sql: str) -> None:
         ):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes whole-number "
                                   f"literals as its position and length")
+        if kind in (exp.Greatest, exp.Least) and not node.expressions:
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes two values or more")
+        if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
+                                  f"literal as its scale")
+        if kind in (exp.Floor, exp.Ceil) and (node.args.get("decimals") or node.args.get("to")):
+            raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
+                                  f"take floor and ceil of one value (no scale); write it as a function condition instead")
     operands = (part for node in tree.find_all(exp.And, exp.Or, exp.Not) for part in node.iter_expressions())
     for test, name in [(tree, "it"), *((part, None) for part in operands)]:
         while isinstance(test, exp.Paren):
@@ -272,7 +282,8 @@ def _never_a_test(node: Any) -> str | None:
 
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length):
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
+                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl):
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
         return "text"
@@ -368,6 +379,14 @@ class _Evaluator:
             return self._case(node)
         if kind is exp.IsNan:
             return self._is_nan(node)
+        if kind is exp.Nanvl:
+            return self._nanvl(node)
+        if kind is exp.Greatest or kind is exp.Least:
+            return self._extreme(node, greatest=kind is exp.Greatest)
+        if kind is exp.Round:
+            return _round(node, self._number(node, node.this), _whole_literal(node.args.get("decimals")))
+        if kind is exp.Floor or kind is exp.Ceil:
+            return _floor_or_ceil(node, self._number(node, node.this), up=kind is exp.Ceil)
         if kind is exp.Trim:
             return self._trim(node)
         if kind is exp.Substring:
@@ -435,6 +454,18 @@ class _Evaluator:
         otherwise = None if default is None else _spread(self._within(open_rows).value(default), open_rows)
         return _chosen(None, tests, values, otherwise, self.rows)
 
+    def _number(self, node: Any, part: Any) -> Any:
+        """The numbers ``part`` of ``node`` gives, text read as ``CAST(x AS DOUBLE)``
+        as Spark SQL casts it for a function of numbers; NULL of no type passes."""
+        import pyarrow as pa
+
+        value = self.value(part)
+        if _is_text(value.type):
+            value = _cast(node, value, pa.float64(), False)
+        if not (_is_null_type(value) or _is_number(value.type)):
+            raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {value.type} values")
+        return value
+
     def _is_nan(self, node: Any) -> Any:
         """``isnan(x)``: TRUE where ``x`` is NaN, else FALSE (never NULL: FALSE for
         NULL, and for whole numbers and decimals, which are never NaN); text is read
@@ -442,14 +473,65 @@ class _Evaluator:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        value = self.value(node.this)
-        if _is_text(value.type):
-            value = _cast(node, value, pa.float64(), False)
-        if not (_is_null_type(value) or _is_number(value.type)):
-            raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {value.type} values")
+        value = self._number(node, node.this)
         if _is_null_type(value) or not pa.types.is_floating(value.type):
             return pa.repeat(pa.scalar(False), self.rows)
         return pc.fill_null(pc.is_nan(_array(value, self.rows)), False)
+
+    def _nanvl(self, node: Any) -> Any:
+        """``nanvl(x, y)``: ``x``, or ``y`` where ``x`` is NaN (read there only), as
+        fractions (DOUBLE; FLOAT if both are); NULL where ``x`` is NULL::
+
+            x      y      nanvl(x, y)
+            2.5    0      2.5
+            NaN    0      0.0
+            NaN    NULL   NULL
+            NULL   0      NULL
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        first = self._number(node, node.this)
+        if _is_null_type(first):
+            return first
+        first = _contiguous(_array(first, self.rows))
+        floating = pa.types.is_floating(first.type)
+        nan = _contiguous(pc.fill_null(pc.is_nan(first), False)) if floating else pa.repeat(pa.scalar(False), self.rows)
+        second = self._where(lambda e: e._number(node, node.expression), lambda rows: nan)
+        kind = pa.float32() if first.type == second.type == pa.float32() else pa.float64()
+        return pc.if_else(nan, _array(second, self.rows).cast(kind), first.cast(kind))
+
+    def _extreme(self, node: Any, greatest: bool) -> Any:
+        """``greatest(a, b, ...)`` / ``least``: the greatest (least) value that is not
+        NULL, in Spark SQL's order (NaN above every number; of equal values the
+        first); NULL if all are. Every value is read. Numbers are widened to one
+        type, as Spark SQL widens them; text beside numbers is refused, as there::
+
+            a      b      greatest(a, b)   least(a, b)
+            1      2.5    2.5              1.0
+            NULL   2      2                2
+            NaN    2.5    NaN              2.5
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values = [v for v in (self.value(p) for p in (node.this, *node.expressions)) if not _is_null_type(v)]
+        if not values:
+            return pa.scalar(None, pa.null())
+        kind = _widest(node, {v.type for v in values})
+        floating = pa.types.is_floating(kind)
+        result = None
+        for value in values:
+            value = _contiguous(_array(value, self.rows)).cast(kind)
+            if result is None:
+                result = value
+                continue
+            beyond = (pc.greater if greatest else pc.less)(value, result)
+            if floating:  # NaN is above every number: the greatest, never the least
+                nan, was_nan = pc.is_nan(value), pc.is_nan(result)
+                beyond = pc.or_(beyond, pc.and_(nan, pc.invert(was_nan)) if greatest else pc.and_(was_nan, pc.invert(nan)))
+            result = pc.if_else(pc.or_(pc.is_null(result), pc.fill_null(beyond, False)), value, result)
+        return result
 
     def _within(self, rows: Any) -> _Evaluator:
         """An evaluator over the ``rows`` (a mask) of this one's table."""
@@ -799,6 +881,140 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
     return pc.case_when(struct, *(typed(v, c) for v, c in zip(given, chosen, strict=False)))
 
 
+def _widest(node: Any, kinds: set[Any]) -> Any:
+    """The one type values of ``kinds`` are compared in, as Spark SQL widens them for
+    ``greatest`` / ``least``: the widest whole numbers, fractions (FLOAT if all are),
+    or a decimal that holds each; else all of one type (text, booleans, dates)."""
+    import pyarrow as pa
+
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    if all(_is_number(k) for k in kinds):
+        floats = {k for k in kinds if pa.types.is_floating(k)}
+        if floats:
+            return pa.float32() if floats == {pa.float32()} and not any(pa.types.is_decimal(k) for k in kinds) else (
+                pa.float64()
+            )
+        if all(pa.types.is_integer(k) for k in kinds):
+            return max(kinds, key=lambda k: (k.bit_width, pa.types.is_signed_integer(k)))
+        return _wide_decimal(kinds)
+    raise TypeError(f"{node.sql(dialect='spark')!r} takes values of one type, not {', '.join(sorted(map(str, kinds)))}")
+
+
+def _whole_literal(node: Any) -> int | None:
+    """The whole number a literal (``2``, ``-1``) gives; 0 for none; None for anything else."""
+    from sqlglot import exp
+
+    if node is None:
+        return 0
+    sign = 1
+    if isinstance(node, exp.Neg):
+        sign, node = -1, node.this
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return sign * int(node.this)
+    return None
+
+
+def _round(node: Any, value: Any, scale: int) -> Any:
+    """``round(x, d)``: ``x`` rounded half away from zero to ``d`` decimal places
+    (``d`` < 0: to tens, hundreds...), of ``x``'s type, as Spark SQL rounds it: a
+    fraction as the decimal it is written as (``round(2.675, 2)`` is 2.68), NaN and
+    infinities as they are; whole numbers that no longer fit their type are an
+    error, as under ANSI SQL; a decimal's scale becomes at most ``d``::
+
+        x        round(x, 2)   round(x, -1)
+        2.675    2.68          0.0
+        -125     -125          -130
+        NaN      NaN           NaN
+    """
+    import pyarrow as pa
+
+    if _is_null_type(value):
+        return value
+    kind = value.type
+    if pa.types.is_integer(kind):
+        if scale >= 0:
+            return value
+        step, width = 10**-scale, kind.bit_width
+        low, high = (-(2 ** (width - 1)), 2 ** (width - 1) - 1) if pa.types.is_signed_integer(kind) else (0, 2**width - 1)
+
+        def whole(v: int) -> int:
+            rounded = (abs(v) + step // 2) // step * step * (1 if v >= 0 else -1)
+            if not low <= rounded <= high:
+                raise ArithmeticError(f"{node.sql(dialect='spark')!r}: {v} rounded is {rounded}, which {kind} cannot hold")
+            return rounded
+
+        return _one_by_one(value, whole, kind)
+    if pa.types.is_decimal(kind):
+        new_scale = min(kind.scale, max(scale, 0))
+        whole_digits = kind.precision - kind.scale + 1
+        precision = max(whole_digits, -scale + 1) if scale < 0 else whole_digits + new_scale
+        exponent = decimal.Decimal(1).scaleb(-scale)
+        with decimal.localcontext(prec=80):
+            return _one_by_one(value, lambda v: v.quantize(exponent, decimal.ROUND_HALF_UP),
+                               pa.decimal128(min(precision, 38), new_scale))
+
+    def fraction(v: float) -> float:
+        if not math.isfinite(v):
+            return v
+        written = decimal.Decimal(repr(v) if kind == pa.float64() else str(_float32(v)))
+        if written.as_tuple().exponent >= -scale:  # no digit to drop
+            return v
+        with decimal.localcontext(prec=max(28, written.adjusted() + scale + 3)):
+            return float(written.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)) + 0.0  # no -0.0
+
+    return _one_by_one(value, fraction, kind)
+
+
+def _floor_or_ceil(node: Any, value: Any, up: bool) -> Any:
+    """``floor(x)`` / ``ceil(x)``: the whole number at or below (above) ``x``, a
+    BIGINT (a decimal of scale 0 for decimals), as Spark SQL gives it: NaN gives 0
+    (as Java casts it), and a fraction whose floor no BIGINT holds (infinities,
+    1e300) is an error, as under ANSI SQL::
+
+        x       floor(x)   ceil(x)
+        2.5     2          3
+        -0.5    -1         0
+        NaN     0          0
+        inf     error      error
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return value
+    kind = value.type
+    if pa.types.is_integer(kind):
+        return pc.cast(value, pa.int64())
+    if pa.types.is_decimal(kind):
+        rounding = decimal.ROUND_CEILING if up else decimal.ROUND_FLOOR
+        with decimal.localcontext(prec=80):
+            return _one_by_one(value, lambda v: v.to_integral_value(rounding),
+                               pa.decimal128(min(kind.precision - kind.scale + 1, 38), 0))
+    whole = _array((pc.ceil if up else pc.floor)(value), 1)
+    nan = pc.is_nan(whole)
+    fits = pc.or_(pc.and_(pc.greater_equal(whole, -(2.0**63)), pc.less(whole, 2.0**63)), nan)
+    if pc.any(pc.invert(fits)).as_py():  # NULLs skipped
+        raise ArithmeticError(f"{node.sql(dialect='spark')!r}: a value's {'ceiling' if up else 'floor'} is no BIGINT")
+    result = pc.cast(pc.if_else(nan, 0.0, whole), pa.int64())  # NaN is 0, as Java casts it
+    return result[0] if isinstance(value, pa.Scalar) else result
+
+
+def _one_by_one(value: Any, convert: Callable[[Any], Any], arrow_type: Any) -> Any:
+    """:func:`_each_distinct` of an array or of a scalar."""
+    import pyarrow as pa
+
+    result = _each_distinct(_array(value, 1), convert, arrow_type)
+    return result[0] if isinstance(value, pa.Scalar) else result
+
+
+def _float32(value: float) -> Any:
+    """``value`` as a FLOAT, which Python writes as Java writes it (its shortest text)."""
+    import numpy as np
+
+    return np.float32(value)
+
+
 def _wide_decimal(kinds: set[Any]) -> Any:
     """A decimal type holding every value of ``kinds`` (decimals and whole numbers,
     which hold up to 19 digits), as Spark SQL widens them (at most 38 digits)."""
@@ -977,8 +1193,7 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
                 return None
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
 
-    result = _each_distinct(_array(value, 1), one, arrow_type)
-    return result[0] if isinstance(value, pa.Scalar) else result
+    return _one_by_one(value, one, arrow_type)
 
 
 def _cast_one(value: Any, arrow_type: Any) -> Any:

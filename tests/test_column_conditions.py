@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 
 import pytest
@@ -18,6 +19,11 @@ from statemachines.library.expressions import Expression, records_table
 from tests.test_expressions import Login, _and, _not, _or, logins
 
 pytestmark = pytest.mark.spark
+
+
+def _half_up(x):
+    """``x`` rounded to a whole number, halves away from zero (Spark SQL's ``round``)."""
+    return int(decimal.Decimal(repr(x)).quantize(decimal.Decimal(1), decimal.ROUND_HALF_UP))
 
 
 def _field(name, test):
@@ -52,6 +58,11 @@ ATOMS = [
     (lambda F: F.col("kind").try_cast("int").isNull(), lambda e: True),  # no kind is a whole number
     (lambda F: F.when(F.col("amount") > 5, True).otherwise(False), lambda e: e.amount is not None and e.amount > 5),
     (lambda F: ~F.isnan(F.col("amount") / 2), lambda e: True),  # never NaN, nor NULL
+    (lambda F: F.round(F.col("amount") / 8) == 2, _field("amount", lambda a: _half_up(a / 8) == 2)),
+    (lambda F: F.floor(F.col("amount") / 3) == 1, _field("amount", lambda a: math.floor(a / 3) == 1)),
+    (lambda F: F.ceil(F.col("amount") / 3) == 2, _field("amount", lambda a: math.ceil(a / 3) == 2)),
+    (lambda F: F.greatest(F.col("amount"), F.lit(10)) == 10, lambda e: e.amount is None or e.amount <= 10),  # NULL skipped
+    (lambda F: F.least(F.col("amount"), F.lit(0)) < 0, lambda e: e.amount is not None and e.amount < 0),
     (  # no otherwise: NULL
         lambda F: F.when(F.col("kind") == "fail", F.col("amount") > 10),
         lambda e: (None if e.amount is None else e.amount > 10) if e.kind == "fail" else None,

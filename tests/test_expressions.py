@@ -479,6 +479,9 @@ TEXT_AND_FRACTIONS = [
     "CAST(code AS SMALLINT) = 20", "CAST(score AS FLOAT) > 1", "TRY_CAST(score AS INT) IS NULL", "CAST(flag AS STRING) = 'true'",
     "amount = TRY_CAST('x' AS INT)", "TRY_CAST('300' AS TINYINT) IS NULL AND flag", "amount < TRY_CAST('7' AS INT)",
     "isnan(score)", "NOT isnan(score * amount)", "isnan(code)", "isnan(amount) OR flag", "isnan(kind)", "isnan('NaN')",
+    "round(score) = 3", "round(amount, -1) = 20", "floor(score) = -2", "ceil(amount / 8) = 3", "round(code) = 20",
+    "floor(code) = 1", "greatest(amount, score) > 2", "least(amount, score, 0) < 0", "greatest(kind, 'ok') = 'ok'",
+    "nanvl(score, amount) > 2", "least(day, DATE '2024-01-02') = day",
 ]
 
 spark_conditions = st.recursive(
@@ -545,6 +548,60 @@ def test_isnan_is_true_for_nan_alone_as_in_spark_sql(spark):
         expected = [row[i] for row in answers]
         assert True in expected or condition in ("isnan(n)", "isnan(NULL)"), condition  # the rows tell
         assert Expression(condition).evaluate(frame.toArrow()).to_pylist() == expected, condition
+
+
+# A number in every kind of column: x with NaN and infinities, y finite (one beyond a
+# BIGINT's reach doubled), a FLOAT, a decimal, text; the NaN row's n is NULL.
+NUMBER_ROWS = list(zip(
+    [math.nan, 2.5, -2.5, 2.675, -0.0, 0.5, math.inf, 1e300, -math.inf, None],
+    [2.5, -2.5, 2.675, -0.0, 0.5, 1.005, -1.5, 0.49999999999999994, 9.2e18, None],
+    [2.675, -2.5, 0.25, None, 0.5, 1.005, -1.5, 2.5, 3.5, 1.0],
+    [None, 125, -125, 7, 0, 96, 1, -1, 3, 2],
+    [7, 96, -5, None, 0, 125, 1, 2, 3, 4],
+    [" 2.5", "3", "NaN", None, "3", "1", "2", "-1", "0", "7"],
+    ["1.255", "-1.255", "0.005", None, "12.345", "99.995", "-0.500", "0.500", "1.000", "2.000"],
+    strict=True,
+))
+NUMBER_SCHEMA = "x double, y double, f float, n bigint, i int, t string, d string"
+# each answered by Spark SQL over every row (one query for all)
+NUMBER_FUNCTIONS = [
+    "round(y) = 3", "round(y, 2) = 2.68", "round(y, 2) = 1.01", "round(y, -1) = 0", "round(y) = 0",
+    "round(x, 1) = 2.5", "round(n, -1) = -130", "round(i, -2) = 100", "round(n, 2) = n", "round(t) = 3",
+    "round(f, 1) > 2.6", "round(d, 2) = 1.26", "round(d, -1) = 0", "round(d, 1) = 100.0", "round(x, -400) = 0",
+    "round(CAST(i AS SMALLINT), -1) = 130", "round(y / 8, 3) = 0.313", "round(-y) = -3",
+    "floor(y) = 2", "ceil(y) = -2", "floor(-y) = -3", "ceil(y / 2) = 1", "floor(n / 8) = 15", "floor(d) = 1",
+    "ceil(d) = -1", "ceiling(n) = 125", "floor(y) = -2", "floor(x * 0) = 0", "ceil(x * 0) = 0", "ceil(f) = 3", "floor(t) = 2",
+    "greatest(y, n) > 100", "least(y, n) < 0", "greatest(y, 0) = y", "least(x, 1) = 1", "isnan(greatest(x, 1))",
+    "NOT isnan(least(x, 1))", "greatest(n, i) = 125", "greatest(n, d) > 100", "greatest(t, '3') = '3'",
+    "least(y, NULL, n) < 0", "greatest(y > 1, n > 1)", "greatest(f, y) > 2", "least(n, 2.5) = 2.5",
+    "nanvl(x, 0) = 0", "nanvl(x, 10 div n) IS NULL", "nanvl(y, 1) > 2", "nanvl(n, 1) = 1", "nanvl(x, NULL) IS NULL",
+    "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))",
+]
+# each refused by Spark SQL (some row raises, or the types do not go together)
+NUMBER_FUNCTIONS_REFUSED = [
+    "floor(x) = 2", "ceil(x) > 0", "floor(y * 2) > 0", "round(CAST(i AS TINYINT), -1) = 100", "round(CAST(n AS INT) * 20000000, -1) > 0",
+    "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1",
+]
+
+
+@pytest.mark.spark
+def test_number_functions_answer_as_in_spark_sql(spark):
+    """round, floor, ceil, greatest, least and nanvl over NaN, infinities, -0.0,
+    huge, halfway and NULL values of every numeric type and of text: over Spark's
+    own Arrow batch, each condition gives Spark SQL's answers, or is refused where
+    Spark's query fails."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(NUMBER_ROWS, NUMBER_SCHEMA).withColumn("d", F.col("d").cast("decimal(6,3)"))
+    table = frame.toArrow()
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in NUMBER_FUNCTIONS)).collect()
+    for i, condition in enumerate(NUMBER_FUNCTIONS):
+        expected = [row[i] for row in answers]
+        assert True in expected, condition  # the rows tell
+        assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == expected, condition
+    for condition in NUMBER_FUNCTIONS_REFUSED:
+        assert _spark_answers(frame, condition) == "refused", condition
+        assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == "refused", condition
 
 
 INT_CONDITIONS = [
