@@ -37,7 +37,8 @@ Spark's does), unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
-ceil greatest least`` (``TRIM([BOTH |
+ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
+hour minute second`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -215,7 +216,7 @@ def _supported() -> frozenset[type]:
         exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg,
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
         exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan, exp.Nanvl,
-        exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil,
+        exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -238,6 +239,8 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: {error}") from None
     for node in tree.walk():
         kind = type(node)
+        if kind is exp.TsOrDsToDate and _date_of_a_part(node):
+            continue
         if kind not in supported:
             raise DefinitionError(
                 f"the condition {sql!r} uses {node.sql(dialect='spark')!r} ({kind.__name__}), which "
@@ -283,7 +286,7 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
-                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl):
+                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
         return "text"
@@ -387,6 +390,9 @@ class _Evaluator:
             return _round(node, self._number(node, node.this), _whole_literal(node.args.get("decimals")))
         if kind is exp.Floor or kind is exp.Ceil:
             return _floor_or_ceil(node, self._number(node, node.this), up=kind is exp.Ceil)
+        if kind in _date_parts():
+            part = node.this
+            return _date_part(node, self.value(part.this if _date_of_a_part(part) else part))
         if kind is exp.Trim:
             return self._trim(node)
         if kind is exp.Substring:
@@ -964,6 +970,65 @@ def _round(node: Any, value: Any, scale: int) -> Any:
             return float(written.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)) + 0.0  # no -0.0
 
     return _one_by_one(value, fraction, kind)
+
+
+@functools.cache
+def _date_parts() -> dict[type, tuple[Callable[[Any], Any], bool]]:
+    """The functions giving a part of a date or a timestamp: how Arrow computes each,
+    and whether it reads a time of day (text then read as a timestamp, not a date)."""
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    return {
+        exp.Year: (pc.year, False), exp.Quarter: (pc.quarter, False), exp.Month: (pc.month, False),
+        exp.Day: (pc.day, False), exp.DayOfMonth: (pc.day, False), exp.DayOfYear: (pc.day_of_year, False),
+        exp.DayOfWeek: (lambda v: pc.day_of_week(v, count_from_zero=False, week_start=7), False),  # Sunday 1
+        exp.WeekOfYear: (pc.iso_week, False), exp.Hour: (pc.hour, True), exp.Minute: (pc.minute, True),
+        exp.Second: (pc.second, True),
+    }
+
+
+def _date_of_a_part(node: Any) -> bool:
+    """Whether ``node`` is the ``TO_DATE`` sqlglot puts around the value of a date
+    part (``year(x)`` parses as ``year(TO_DATE(x))``), which the part reads itself."""
+    from sqlglot import exp
+
+    return (
+        isinstance(node, exp.TsOrDsToDate) and type(node.parent) in _date_parts() and not node.args.get("format")
+    )
+
+
+def _date_part(node: Any, value: Any) -> Any:
+    """``year(x)``, ``hour(x)``...: a part of a date or a timestamp, an INT, as Spark
+    SQL gives it in a UTC session: an instant's parts in UTC, a wall clock's
+    (``TIMESTAMP_NTZ``) as they are, a date's time of day 0; ``dayofweek`` counts from
+    Sunday (1), ``weekofyear`` is ISO's week; text is read as an ISO date (a
+    timestamp for the time of day), and text that is none is an error for its event::
+
+        x                             hour(x)   dayofweek(x)   weekofyear(x)
+        2024-01-01 23:59:58 (UTC)     23        2              1
+        2023-01-01 00:00+05:00        19        7              52
+        DATE 2024-02-29               0         5              9
+    """
+    import pyarrow as pa
+
+    if _is_null_type(value):
+        return value
+    part, of_time = _date_parts()[type(node)]
+    kind = value.type
+    if _is_text(kind):
+        as_type = pa.timestamp("us", "UTC") if of_time else pa.date32()
+        try:
+            value = _one_by_one(value, lambda v: _read_as(v, as_type).as_py(), as_type)
+        except ValueError as error:
+            raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
+    elif pa.types.is_timestamp(kind) and kind.tz is not None:
+        value = value.cast(pa.timestamp(kind.unit, "UTC"))
+    elif pa.types.is_date(kind) and of_time:
+        value = value.cast(pa.timestamp("s"))
+    elif not (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
+        raise TypeError(f"{node.sql(dialect='spark')!r} takes dates or timestamps, not {kind} values")
+    return part(value).cast(pa.int32())
 
 
 def _floor_or_ceil(node: Any, value: Any, up: bool) -> Any:

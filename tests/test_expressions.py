@@ -481,7 +481,8 @@ TEXT_AND_FRACTIONS = [
     "isnan(score)", "NOT isnan(score * amount)", "isnan(code)", "isnan(amount) OR flag", "isnan(kind)", "isnan('NaN')",
     "round(score) = 3", "round(amount, -1) = 20", "floor(score) = -2", "ceil(amount / 8) = 3", "round(code) = 20",
     "floor(code) = 1", "greatest(amount, score) > 2", "least(amount, score, 0) < 0", "greatest(kind, 'ok') = 'ok'",
-    "nanvl(score, amount) > 2", "least(day, DATE '2024-01-02') = day",
+    "nanvl(score, amount) > 2", "least(day, DATE '2024-01-02') = day", "hour(at) = 9", "minute(wall) = 30",
+    "dayofweek(day) = 3", "year(at) = 2024", "day(wall) = 1", "weekofyear(day) = 1", "hour(day) = 0", "month(at) = 1",
 ]
 
 spark_conditions = st.recursive(
@@ -602,6 +603,48 @@ def test_number_functions_answer_as_in_spark_sql(spark):
     for condition in NUMBER_FUNCTIONS_REFUSED:
         assert _spark_answers(frame, condition) == "refused", condition
         assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == "refused", condition
+
+
+# instants (in UTC and at +05:00), wall clocks, dates and ISO text of each
+DATE_ROWS = [
+    (datetime.datetime(2024, 1, 1, 23, 59, 58, 900000, tzinfo=datetime.UTC), datetime.datetime(2024, 12, 30, 0, 0, 1),
+     datetime.date(2024, 2, 29), "2024-03-10 05:06:07"),
+    (datetime.datetime(2023, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
+     datetime.datetime(2021, 1, 3, 12, 30), datetime.date(2021, 1, 3), "2024-03-10T05:06:07+01:00"),
+    (datetime.datetime(2020, 12, 31, 12, tzinfo=datetime.UTC), datetime.datetime(2027, 1, 1), datetime.date(2026, 12, 31),
+     "2027-01-01"),
+    (None, None, None, None),
+]
+DATE_SCHEMA = "at timestamp, wall timestamp_ntz, day date, t string"
+DATE_PARTS = [
+    "year(at) = 2022", "year(wall) = 2027", "year(day) = 2024", "year(t) = 2024", "quarter(wall) = 4", "quarter(day) = 1",
+    "month(at) = 12", "month(t) = 3", "day(day) = 29", "dayofmonth(at) = 31", "dayofmonth(t) = 10",
+    "dayofyear(day) = 3", "dayofyear(at) = 366", "dayofweek(at) = 7", "dayofweek(day) = 5", "dayofweek(wall) = 2",
+    "dayofweek(t) = 1", "weekofyear(wall) = 53", "weekofyear(day) = 9", "weekofyear(at) = 1", "weekofyear(t) = 10",
+    "hour(at) = 19", "hour(wall) = 12", "hour(day) = 0", "hour(t) = 4", "minute(wall) = 30", "minute(t) = 6",
+    "second(at) = 58", "second(wall) = 1", "hour(at) BETWEEN 0 AND 5 OR dayofweek(at) IN (1, 7)",
+]
+DATE_PARTS_REFUSED = ["hour(2) = 1", "year(at) * 2000000 > 0", "hour(t || 'x') = 1", "month(at > wall) = 1"]
+
+
+@pytest.mark.spark
+def test_date_parts_answer_as_in_spark_sql(spark):
+    """year, quarter, month, day, dayofyear, dayofweek, weekofyear, hour, minute and
+    second of instants (a UTC session's parts), wall clocks, dates and ISO text, over
+    Spark's own Arrow batch and over the local runtime's table of tuples, give Spark
+    SQL's answers, or are refused where Spark's query fails."""
+    frame = spark.createDataFrame(DATE_ROWS, DATE_SCHEMA)
+    tables = [frame.toArrow(), records_table(DATE_ROWS, ["at", "wall", "day", "t"], None)]
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in DATE_PARTS)).collect()
+    for i, condition in enumerate(DATE_PARTS):
+        expected = [row[i] for row in answers]
+        assert True in expected, condition  # the rows tell
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
+    for condition in DATE_PARTS_REFUSED:
+        assert _spark_answers(frame, condition) == "refused", condition
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
 
 
 INT_CONDITIONS = [
