@@ -1060,7 +1060,8 @@ def _floor_or_ceil(node: Any, value: Any, up: bool) -> Any:
     nan = pc.is_nan(whole)
     fits = pc.or_(pc.and_(pc.greater_equal(whole, -(2.0**63)), pc.less(whole, 2.0**63)), nan)
     if pc.any(pc.invert(fits)).as_py():  # NULLs skipped
-        raise ArithmeticError(f"{node.sql(dialect='spark')!r}: a value's {'ceiling' if up else 'floor'} is no BIGINT")
+        beyond = pc.filter(_array(value, 1), pc.invert(fits))[0].as_py()
+        raise ArithmeticError(f"{node.sql(dialect='spark')!r}: the {'ceiling' if up else 'floor'} of {beyond!r} is no BIGINT")
     result = pc.cast(pc.if_else(nan, 0.0, whole), pa.int64())  # NaN is 0, as Java casts it
     return result[0] if isinstance(value, pa.Scalar) else result
 
