@@ -961,9 +961,11 @@ def _round(node: Any, value: Any, scale: int) -> Any:
                                pa.decimal128(min(precision, 38), new_scale))
 
     def fraction(v: float) -> float:
+        import numpy as np
+
         if not math.isfinite(v):
             return v
-        written = decimal.Decimal(repr(v) if kind == pa.float64() else str(_float32(v)))
+        written = decimal.Decimal(repr(v) if kind == pa.float64() else str(np.float32(v)))  # Java's shortest text
         if written.as_tuple().exponent >= -scale:  # no digit to drop
             return v
         with decimal.localcontext(prec=max(28, written.adjusted() + scale + 3)):
@@ -1072,13 +1074,6 @@ def _one_by_one(value: Any, convert: Callable[[Any], Any], arrow_type: Any) -> A
 
     result = _each_distinct(_array(value, 1), convert, arrow_type)
     return result[0] if isinstance(value, pa.Scalar) else result
-
-
-def _float32(value: float) -> Any:
-    """``value`` as a FLOAT, which Python writes as Java writes it (its shortest text)."""
-    import numpy as np
-
-    return np.float32(value)
 
 
 def _wide_decimal(kinds: set[Any]) -> Any:
