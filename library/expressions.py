@@ -67,7 +67,9 @@ that does not read as it (``amount = 'abc'``, ``amount > '1.5'`` for whole numbe
 rejects each event the condition is asked about, saying so. A text field beside a
 number, compared or in arithmetic, is read as that number's type, whole numbers as
 int64 and others as float64 (``code > 10`` reads ``' 20 '`` as 20), in the rows it is
-read in; an event whose text is no such number is rejected. Text read as a timestamp
+read in; an event whose text is no such number is rejected. Text reads as a date or
+a timestamp in the forms Spark's cast reads (``2024-1-5 9:30``, ``...T09:30:00.5+01:00``,
+``... America/New_York``), a time alone not. Text read as a timestamp
 without an offset is UTC where the field's timestamps have a zone (Spark's, in the
 sessions this project makes); with one, where they have none, it is its wall clock,
 the offset ignored (as Spark's cast to ``TIMESTAMP_NTZ``). A ``TIMESTAMP`` literal is
@@ -1368,6 +1370,63 @@ _TRUE, _FALSE = frozenset({"t", "true", "y", "yes", "1"}), frozenset({"f", "fals
 _BOOLEAN_TEXT = _TRUE | _FALSE
 
 
+# Spark's text of a date: a year of 4 to 7 digits, then a month and a day of 1 or 2;
+# the month and day may go, and whatever follows a space or a T is not read
+_DATE_TEXT = re.compile(r"\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2}))?)?(?:[ T].*)?", re.DOTALL)
+# and of a timestamp: a whole date, then a time of 1- or 2-digit parts (minutes and
+# seconds may go), a fraction of up to 9 digits, and a zone, a space before it or not
+_MOMENT_TEXT = re.compile(
+    r"\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?"
+    r" ?([A-Za-z][A-Za-z0-9_/+\-:]*|[+-][0-9:]+)?)?)?)?"
+)
+_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
+
+
+def _date_of_text(text: str) -> datetime.date:
+    """The date ``text`` (trimmed) is as Spark casts text to a date (``2024``,
+    ``2024-1-5``, ``2024-01-05 09:30``...); ``ValueError`` if none."""
+    found = _DATE_TEXT.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text!r} is no date")
+    year, month, day = found.groups()
+    return datetime.date(int(year), int(month or 1), int(day or 1))
+
+
+def _moment_of_text(text: str) -> datetime.datetime:
+    """The timestamp ``text`` (trimmed) is as Spark casts text to one (``2024-1-5
+    9:30``, ``2024-01-05T09:30:00.5+01:00``, ``2024-01-05 09:30 America/New_York``...):
+    with the zone it names, else without one; a fraction beyond microseconds is
+    dropped. ``ValueError`` if none (a time alone, which Spark puts on the current
+    date, too)."""
+    found = _MOMENT_TEXT.fullmatch(text)
+    if found is None:
+        raise ValueError(f"{text!r} is no timestamp")
+    year, month, day, hour, minute, second, fraction, zone = found.groups()
+    micros = int((fraction or "0")[:6].ljust(6, "0"))
+    moment = datetime.datetime(
+        int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0), int(second or 0), micros
+    )
+    return moment if zone is None else moment.replace(tzinfo=_zone(zone, text))
+
+
+def _zone(name: str, text: str) -> datetime.tzinfo:
+    """The time zone of a timestamp's text: ``Z``, ``UTC``, an offset (``+01:00``,
+    ``+0100``, ``GMT+1``) or a region (``America/New_York``)."""
+    import zoneinfo
+
+    if name in ("Z", "UTC", "GMT", "UT"):
+        return datetime.UTC
+    offset = _OFFSET.fullmatch(name)
+    if offset is not None:
+        sign, hours, minutes, seconds = offset.groups()
+        delta = datetime.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
+        return datetime.timezone(-delta if sign == "-" else delta)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{text!r} names no time zone Python knows ({name!r})") from None
+
+
 def _read_as(text: str, arrow_type: Any) -> pa.Scalar:
     """``text`` read as a value of ``arrow_type``, as Spark's cast of a string reads it;
     ``ValueError`` naming the text and the type if it does not."""
@@ -1384,10 +1443,9 @@ def _read_as(text: str, arrow_type: Any) -> pa.Scalar:
         if pa.types.is_boolean(arrow_type) and clean.lower() in _BOOLEAN_TEXT:
             return pa.scalar(clean.lower() in _TRUE)
         if pa.types.is_date(arrow_type):
-            day = datetime.date.fromisoformat(clean) if len(clean) == 10 else datetime.datetime.fromisoformat(clean).date()
-            return pa.scalar(day, arrow_type)
+            return pa.scalar(_date_of_text(clean), arrow_type)
         if pa.types.is_timestamp(arrow_type):
-            moment = datetime.datetime.fromisoformat(clean)  # without a zone: the wall clock, else UTC
+            moment = _moment_of_text(clean)  # without a zone: the wall clock, else UTC
             moment = moment.replace(tzinfo=moment.tzinfo or datetime.UTC) if arrow_type.tz else moment.replace(tzinfo=None)
             return pa.scalar(moment, pa.timestamp("us", arrow_type.tz))
         if pa.types.is_string(arrow_type):

@@ -647,6 +647,44 @@ def test_date_parts_answer_as_in_spark_sql(spark):
             assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
 
 
+# text Spark reads as a date and a timestamp (the part after a date's day aside), and text it does not
+READABLE_TIMES = [
+    "2024", "2024-1", "2024-1-5", "2024-01-05 9:3:7", "2024-01-05T09:30", "2024-01-05 09:30:00.123456789",
+    "2024-01-05 09:30:00 UTC", "2024-01-05 09:30:00Z", "2024-01-05 09:30:00 +01:00", "2024-01-05 09:30:00+0100",
+    "2024-01-05 09:30:00 America/New_York", "2024-01-05T09:30:00GMT+1", "2024-01-05 09:30:00.5-02:30", "+2024-01-05 ",
+    "2024-01-05 09", "2024-12-31 23:59:59.999999",
+]
+UNREADABLE_TIMES = ["2024-13-01", "2024-02-30", "2024/01/05", "20240105", "1e1", "24", "2024-01-05 24:00:00", "2024-01-05 x"]
+
+
+@pytest.mark.spark
+def test_text_reads_as_dates_and_timestamps_as_spark_sql_reads_it(spark):
+    """A string literal compared with a timestamp, a wall clock or a date is read as
+    Spark SQL casts it (partial dates, 1-digit parts, a zone as an offset, a name or
+    a region; a wall clock ignores the zone): over Spark's Arrow batch and the local
+    table, each comparison gives Spark SQL's answers; text Spark cannot read is
+    refused as Spark refuses it."""
+    rows = [
+        (datetime.datetime(2024, 1, 5, 9, 30, tzinfo=datetime.UTC), datetime.datetime(2024, 1, 5, 9, 30), datetime.date(2024, 1, 5)),
+        (datetime.datetime(2024, 1, 5, 8, 30, tzinfo=datetime.UTC), datetime.datetime(2024, 1, 1), datetime.date(2023, 12, 31)),
+        (datetime.datetime(2024, 1, 5, 14, 30, tzinfo=datetime.UTC), datetime.datetime(2024, 1, 5, 12), datetime.date(2024, 1, 6)),
+    ]
+    frame = spark.createDataFrame(rows, "at timestamp, wall timestamp_ntz, day date")
+    tables = [frame.toArrow(), records_table(rows, ["at", "wall", "day"], None)]
+    conditions = [f"{field} {op} '{text}'" for text in READABLE_TIMES for field in ("at", "wall", "day") for op in ("<", "=")]
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in conditions)).collect()
+    for i, condition in enumerate(conditions):
+        expected = [row[i] for row in answers]
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
+    assert sum(True in [row[i] for row in answers] for i in range(len(conditions))) > len(conditions) // 3
+    for text in UNREADABLE_TIMES:
+        condition = f"at = '{text}'"
+        assert _spark_answers(frame, condition) == "refused", condition
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
+
+
 INT_CONDITIONS = [
     "n * 1000000 > 0", "n * 1000000L > 0", "n * 3000000000 > 0", "n + 2147483647 > 0", "lo - 1 < 0", "-lo > 0",
     "abs(lo) > 0", "lo div -1 > 0", "lo % -1 = 0", "lo / -1 > 0", "(lo % 7) * 1000 < 0", "big * 1000000 > 0",
