@@ -38,7 +38,7 @@ THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the 
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
-hour minute second`` (``TRIM([BOTH |
+hour minute second to_date datediff date_add date_sub`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -219,6 +219,7 @@ def _supported() -> frozenset[type]:
         exp.Lower, exp.Upper, exp.Abs, exp.Length, exp.Coalesce, exp.Case, exp.If,
         exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan, exp.Nanvl,
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
+        exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -241,8 +242,6 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: {error}") from None
     for node in tree.walk():
         kind = type(node)
-        if kind is exp.TsOrDsToDate and _date_of_a_part(node):
-            continue
         if kind not in supported:
             raise DefinitionError(
                 f"the condition {sql!r} uses {node.sql(dialect='spark')!r} ({kind.__name__}), which "
@@ -267,6 +266,14 @@ def _check(tree: Any, sql: str) -> None:
         if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
+        if kind is exp.TsOrDsToDate and node.args.get("format"):
+            raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
+                                  f"read text as dates as CAST does (no format); write it as a function condition instead")
+        if kind is exp.Var and not (
+            isinstance(node.parent, exp.TsOrDsAdd | exp.DateDiff) and node.name.upper() == "DAY"
+        ):
+            raise DefinitionError(f"the condition {sql!r} uses {node.parent.sql(dialect='spark')!r}: expression "
+                                  f"conditions add and count days only; write it as a function condition instead")
         if kind in (exp.Floor, exp.Ceil) and (node.args.get("decimals") or node.args.get("to")):
             raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
                                   f"take floor and ceil of one value (no scale); write it as a function condition instead")
@@ -288,10 +295,12 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
-                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl) or type(node) in _date_parts():
+                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
         return "text"
+    if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd):
+        return "dates"
     if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
         return f"{node.to.sql(dialect='spark')} values"
     return None
@@ -393,8 +402,14 @@ class _Evaluator:
         if kind is exp.Floor or kind is exp.Ceil:
             return _floor_or_ceil(node, self._number(node, node.this), up=kind is exp.Ceil)
         if kind in _date_parts():
-            part = node.this
-            return _date_part(node, self.value(part.this if _date_of_a_part(part) else part))
+            return _date_part(node, self.value(node.this))
+        if kind is exp.TsOrDsToDate:
+            return _to_date(node, self.value(node.this))
+        if kind is exp.DateDiff:  # its sides are TO_DATE(...), as sqlglot parses it
+            end, start = (_days(self.value(side)) for side in (node.this, node.expression))
+            return pa.scalar(None, pa.null()) if _is_null_type(end) or _is_null_type(start) else pc.subtract_checked(end, start)
+        if kind is exp.TsOrDsAdd:
+            return self._add_days(node)
         if kind is exp.Trim:
             return self._trim(node)
         if kind is exp.Substring:
@@ -508,6 +523,28 @@ class _Evaluator:
         second = self._where(lambda e: e._number(node, node.expression), lambda rows: nan)
         kind = pa.float32() if first.type == second.type == pa.float32() else pa.float64()
         return pc.if_else(nan, _array(second, self.rows).cast(kind), first.cast(kind))
+
+    def _add_days(self, node: Any) -> Any:
+        """``date_add(x, n)`` / ``date_sub(x, n)``: the date ``n`` days after (before)
+        ``x``'s (:func:`_to_date`); ``n`` an INT or smaller (text read as one), as
+        Spark SQL takes it::
+
+            x                        n     date_add(x, n)
+            DATE 2024-02-28          1     2024-02-29
+            2024-01-01 23:30 (UTC)   1     2024-01-02
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        days = self.value(node.expression)
+        if _is_text(days.type):
+            days = _cast(node, days, pa.int32(), False)
+        if not (_is_null_type(days) or pa.types.is_integer(days.type) and days.type.bit_width <= 32):
+            raise TypeError(f"{node.sql(dialect='spark')!r} adds INT days, not {days.type} values")
+        start = _to_date(node, self.value(node.this))
+        if _is_null_type(start) or _is_null_type(days):
+            return pa.scalar(None, pa.date32())
+        return pc.add_checked(_days(start), pc.cast(days, pa.int32())).cast(pa.date32())
 
     def _extreme(self, node: Any, greatest: bool) -> Any:
         """``greatest(a, b, ...)`` / ``least``: the greatest (least) value that is not
@@ -992,22 +1029,36 @@ def _date_parts() -> dict[type, tuple[Callable[[Any], Any], bool]]:
     }
 
 
-def _date_of_a_part(node: Any) -> bool:
-    """Whether ``node`` is the ``TO_DATE`` sqlglot puts around the value of a date
-    part (``year(x)`` parses as ``year(TO_DATE(x))``), which the part reads itself."""
-    from sqlglot import exp
+def _to_date(node: Any, value: Any) -> Any:
+    """``to_date(x)``: the date of ``x``, as Spark SQL casts it to one: an instant's
+    in UTC (this project's sessions' time zone), a wall clock's, text read as
+    :func:`_date_of_text` reads it (text that is none an error for its event)."""
+    import pyarrow as pa
 
-    return (
-        isinstance(node, exp.TsOrDsToDate) and type(node.parent) in _date_parts() and not node.args.get("format")
-    )
+    kind = value.type
+    if _is_null_type(value) or pa.types.is_date32(kind):
+        return value
+    if _is_text(kind):
+        return _cast(node, value, pa.date32(), False)
+    if pa.types.is_timestamp(kind):
+        return value.cast(pa.timestamp(kind.unit, "UTC")).cast(pa.date32()) if kind.tz else value.cast(pa.date32())
+    raise TypeError(f"{node.sql(dialect='spark')!r} reads dates, timestamps or text, not {kind} values")
+
+
+def _days(dates: Any) -> Any:
+    """Dates as INT days since 1970-01-01 (NULL of no type passes)."""
+    import pyarrow as pa
+
+    return dates if _is_null_type(dates) else dates.cast(pa.int32())
 
 
 def _date_part(node: Any, value: Any) -> Any:
     """``year(x)``, ``hour(x)``...: a part of a date or a timestamp, an INT, as Spark
     SQL gives it in a UTC session: an instant's parts in UTC, a wall clock's
     (``TIMESTAMP_NTZ``) as they are, a date's time of day 0; ``dayofweek`` counts from
-    Sunday (1), ``weekofyear`` is ISO's week; text is read as an ISO date (a
-    timestamp for the time of day), and text that is none is an error for its event::
+    Sunday (1), ``weekofyear`` is ISO's week. A date part's value comes as
+    ``TO_DATE(x)`` (sqlglot parses ``year(x)`` so), :func:`_to_date`; text for a time
+    of day is read as a timestamp, and text that is none is an error for its event::
 
         x                             hour(x)   dayofweek(x)   weekofyear(x)
         2024-01-01 23:59:58 (UTC)     23        2              1

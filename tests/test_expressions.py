@@ -483,6 +483,7 @@ TEXT_AND_FRACTIONS = [
     "floor(code) = 1", "greatest(amount, score) > 2", "least(amount, score, 0) < 0", "greatest(kind, 'ok') = 'ok'",
     "nanvl(score, amount) > 2", "least(day, DATE '2024-01-02') = day", "hour(at) = 9", "minute(wall) = 30",
     "dayofweek(day) = 3", "year(at) = 2024", "day(wall) = 1", "weekofyear(day) = 1", "hour(day) = 0", "month(at) = 1",
+    "datediff(day, at) = 1", "date_add(wall, 1) = day", "to_date(at) = day",
 ]
 
 spark_conditions = st.recursive(
@@ -616,32 +617,41 @@ DATE_ROWS = [
     (None, None, None, None),
 ]
 DATE_SCHEMA = "at timestamp, wall timestamp_ntz, day date, t string"
-DATE_PARTS = [
+DATE_FUNCTIONS = [
     "year(at) = 2022", "year(wall) = 2027", "year(day) = 2024", "year(t) = 2024", "quarter(wall) = 4", "quarter(day) = 1",
     "month(at) = 12", "month(t) = 3", "day(day) = 29", "dayofmonth(at) = 31", "dayofmonth(t) = 10",
     "dayofyear(day) = 3", "dayofyear(at) = 366", "dayofweek(at) = 7", "dayofweek(day) = 5", "dayofweek(wall) = 2",
     "dayofweek(t) = 1", "weekofyear(wall) = 53", "weekofyear(day) = 9", "weekofyear(at) = 1", "weekofyear(t) = 10",
     "hour(at) = 19", "hour(wall) = 12", "hour(day) = 0", "hour(t) = 4", "minute(wall) = 30", "minute(t) = 6",
     "second(at) = 58", "second(wall) = 1", "hour(at) BETWEEN 0 AND 5 OR dayofweek(at) IN (1, 7)",
+    "to_date(at) = DATE '2022-12-31'", "to_date(wall) = day", "to_date(t) = DATE '2024-03-10'", "datediff(day, at) = 59",
+    "datediff(wall, day) = 0", "datediff(t, day) > 0", "datediff(at, '2024-01-01') = 0", "date_add(day, 1) = DATE '2024-03-01'",
+    "date_add(at, 1) = DATE '2023-01-01'", "date_add(t, 1) = DATE '2024-03-11'", "date_sub(day, 1) = DATE '2021-01-02'",
+    "date_add(day, '2') = DATE '2024-03-02'", "datediff(date_add(day, 30), day) = 30", "datediff(day, NULL) IS NULL",
+    "date_sub(wall, 365) < DATE '2024-01-01'",
 ]
-DATE_PARTS_REFUSED = ["hour(2) = 1", "year(at) * 2000000 > 0", "hour(t || 'x') = 1", "month(at > wall) = 1"]
+DATE_FUNCTIONS_REFUSED = [
+    "hour(2) = 1", "year(at) * 2000000 > 0", "hour(t || 'x') = 1", "month(at > wall) = 1", "date_add(day, 1L) IS NULL",
+    "date_add(day, 1.5) IS NULL", "to_date(2) IS NULL", "datediff(t || 'x', day) > 0",
+]
 
 
 @pytest.mark.spark
-def test_date_parts_answer_as_in_spark_sql(spark):
-    """year, quarter, month, day, dayofyear, dayofweek, weekofyear, hour, minute and
-    second of instants (a UTC session's parts), wall clocks, dates and ISO text, over
+def test_date_functions_answer_as_in_spark_sql(spark):
+    """year, quarter, month, day, dayofyear, dayofweek, weekofyear, hour, minute,
+    second, to_date, datediff, date_add and date_sub of instants (a UTC session's
+    parts), wall clocks, dates and ISO text, over
     Spark's own Arrow batch and over the local runtime's table of tuples, give Spark
     SQL's answers, or are refused where Spark's query fails."""
     frame = spark.createDataFrame(DATE_ROWS, DATE_SCHEMA)
     tables = [frame.toArrow(), records_table(DATE_ROWS, ["at", "wall", "day", "t"], None)]
-    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in DATE_PARTS)).collect()
-    for i, condition in enumerate(DATE_PARTS):
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in DATE_FUNCTIONS)).collect()
+    for i, condition in enumerate(DATE_FUNCTIONS):
         expected = [row[i] for row in answers]
         assert True in expected, condition  # the rows tell
         for table in tables:
             assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
-    for condition in DATE_PARTS_REFUSED:
+    for condition in DATE_FUNCTIONS_REFUSED:
         assert _spark_answers(frame, condition) == "refused", condition
         for table in tables:
             assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
