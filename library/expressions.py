@@ -44,10 +44,10 @@ text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
 ``CAST('7' AS INT)``), and ``CAST`` / ``TRY_CAST`` of values to numbers, text,
-booleans and dates, as Spark's ANSI cast (``CAST(code AS INT) > 10``: text that is
+booleans, dates and timestamps, as Spark's ANSI cast (``CAST(code AS INT) > 10``: text that is
 no whole number an error, NULL with ``TRY_CAST``; fractions truncated toward zero to
 whole numbers, rounded half up to decimals; text of whole numbers, booleans and
-dates only). Anything else is refused when the pattern is built, naming
+dates only; dates and timestamps to one another as in a UTC session). Anything else is refused when the pattern is built, naming
 what is not supported, and so is a test that can never be TRUE or
 FALSE (a number, text or arithmetic as the condition or as a side of ``AND``, ``OR``,
 ``NOT``). A field is typed by the events (one NULL in all of them by its record
@@ -233,7 +233,7 @@ def _check(tree: Any, sql: str) -> None:
             if not _castable(_arrow_type(cast.to)):
                 raise DefinitionError(
                     f"the condition {sql!r} uses {cast.sql(dialect='spark')!r}: expression conditions cast "
-                    f"values to numbers, text, booleans or dates only; write it as a function condition instead"
+                    f"values to numbers, text, booleans, dates or timestamps only; write it as a function condition instead"
                 )
             continue
         try:
@@ -329,13 +329,7 @@ class _Evaluator:
         if kind is exp.Column:
             return self._column(node)
         if kind is exp.Literal:
-            text = node.this
-            if node.is_string:
-                return pa.scalar(text)
-            if any(c in text for c in ".eE"):
-                return pa.scalar(float(text))
-            whole = int(text)  # an INT if it fits, as Spark SQL types it (its arithmetic overflows there), else a BIGINT
-            return pa.scalar(whole, pa.int32() if -(2**31) <= whole < 2**31 else pa.int64())
+            return pa.scalar(node.this) if node.is_string else _number_literal(node.this)
         if kind is exp.Boolean:
             return pa.scalar(bool(node.this))
         if kind in (exp.Cast, exp.TryCast) and isinstance(node.this, exp.Literal):  # a typed literal (checked when built)
@@ -1161,10 +1155,24 @@ def _compare(node: Any, op: Callable[..., Any], left: Any, right: Any, rows: int
 
     left, right = _numbers_of_text(node, left, right)
     left, right = _literal_like(node, left, right), _literal_like(node, right, left)
+    left, right = _one_clock(left, right)
     try:
         return op(left, right)
     except pa.ArrowNotImplementedError:
         raise TypeError(f"{node.sql(dialect='spark')!r} cannot compare {left.type} with {right.type}") from None
+
+
+def _one_clock(left: Any, right: Any) -> tuple[Any, Any]:
+    """Two timestamps of different kinds as instants in microseconds, as Spark SQL
+    compares a ``TIMESTAMP`` with a ``TIMESTAMP_NTZ`` (the wall clock read as UTC,
+    the session's time zone); anything else as it is."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_timestamp(left.type) and pa.types.is_timestamp(right.type)) or left.type == right.type:
+        return left, right
+    kind = pa.timestamp("us", "UTC" if left.type.tz or right.type.tz else None)
+    return pc.cast(left, kind, safe=False), pc.cast(right, kind, safe=False)
 
 
 def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
@@ -1267,7 +1275,7 @@ def _castable(arrow_type: Any) -> bool:
 
     return arrow_type is not None and (
         _is_number(arrow_type) or pa.types.is_string(arrow_type) or pa.types.is_boolean(arrow_type)
-        or pa.types.is_date32(arrow_type)
+        or pa.types.is_date32(arrow_type) or pa.types.is_timestamp(arrow_type)
     )
 
 
@@ -1275,8 +1283,9 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
     """``CAST(x AS type)`` of a value, as Spark SQL's ANSI cast: text read as
     :func:`_read_as` reads it, fractions to whole numbers truncated toward zero,
     numbers to decimals rounded half up, numbers to booleans TRUE unless 0, booleans
-    to numbers 1 or 0, whole numbers, booleans and dates to text; a value the type
-    cannot hold is an error (``TRY_CAST``: NULL). Each distinct value is cast once."""
+    to numbers 1 or 0, whole numbers, booleans and dates to text, dates and
+    timestamps to one another (:func:`_cast_in_time`); a value the type cannot hold
+    is an error (``TRY_CAST``: NULL). Each distinct value is cast once."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -1285,10 +1294,15 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
     source = value.type
     if source == arrow_type:
         return value
-    if pa.types.is_string(arrow_type):  # fractions' text is the JVM's
+    temporal = pa.types.is_date32(source) or pa.types.is_timestamp(source)
+    if pa.types.is_date32(arrow_type) or pa.types.is_timestamp(arrow_type):
+        if temporal or pa.types.is_integer(source) and arrow_type.equals(pa.timestamp("us", "UTC")):
+            return _cast_in_time(node, value, arrow_type)
+        readable = False  # text alone, read one by one below
+    elif pa.types.is_string(arrow_type):  # fractions' and timestamps' text is the JVM's
         readable = pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_date32(source)
-    else:  # a date from text only
-        readable = not pa.types.is_date32(arrow_type) and (_is_number(source) or pa.types.is_boolean(source))
+    else:
+        readable = _is_number(source) or pa.types.is_boolean(source)
     if not (readable or pa.types.is_string(source)):
         raise TypeError(f"{node.sql(dialect='spark')!r}: expression conditions cast no {source} values to {arrow_type}")
     numbers = pa.types.is_integer(source) or pa.types.is_boolean(source) or pa.types.is_floating(source)
@@ -1308,6 +1322,29 @@ def _cast(node: Any, value: Any, arrow_type: Any, try_: bool) -> Any:
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
 
     return _one_by_one(value, one, arrow_type)
+
+
+def _cast_in_time(node: Any, value: Any, arrow_type: Any) -> Any:
+    """A date or a timestamp cast to a date or a timestamp as Spark SQL casts it in a
+    UTC session (an instant's date and wall clock are UTC's, a wall clock read as a
+    UTC instant, a date is its midnight), and whole numbers to a ``TIMESTAMP`` as
+    seconds since 1970-01-01 UTC::
+
+        x                             CAST(x AS TIMESTAMP_NTZ)   CAST(x AS DATE)
+        2023-01-01 00:00+05:00        2022-12-31 19:00           2022-12-31
+        DATE 2024-02-29               2024-02-29 00:00           2024-02-29
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    source = value.type
+    if pa.types.is_date32(arrow_type):
+        return _to_date(node, value)
+    if pa.types.is_integer(source):  # to an instant: seconds, in microseconds (an error beyond 64 bits)
+        return pc.multiply_checked(pc.cast(value, pa.int64()), 1_000_000).cast(arrow_type)
+    if pa.types.is_timestamp(source) and source.tz is not None:
+        value = pc.cast(value, pa.timestamp("us", "UTC"), safe=False)
+    return pc.cast(value, arrow_type, safe=False)  # a finer unit than microseconds truncated, as Spark keeps them
 
 
 def _cast_one(value: Any, arrow_type: Any) -> Any:
@@ -1357,12 +1394,28 @@ def _typed_literal(node: Any) -> pa.Scalar:
     if arrow_type is None:
         raise ValueError(f"expression conditions have no {node.to.sql(dialect='spark')} values; "
                          f"write it as a function condition instead")
+    if not node.this.is_string:  # a number, cast as a value is
+        try:
+            return _cast(node, _number_literal(node.this.this), arrow_type, bool(node.args.get("safe")))
+        except (TypeError, ArithmeticError) as error:
+            raise ValueError(str(error)) from None
     try:
         return _read_as(str(node.this.this), arrow_type)
     except ValueError:
         if node.args.get("safe"):
             return pa.scalar(None, arrow_type)
         raise
+
+
+def _number_literal(text: str) -> pa.Scalar:
+    """A number literal's value: a fraction (DOUBLE) with a point or an exponent, else
+    an INT if it fits, as Spark SQL types it (its arithmetic overflows there), else a BIGINT."""
+    import pyarrow as pa
+
+    if any(c in text for c in ".eE"):
+        return pa.scalar(float(text))
+    whole = int(text)
+    return pa.scalar(whole, pa.int32() if -(2**31) <= whole < 2**31 else pa.int64())
 
 
 def _arrow_type(to: Any) -> pa.DataType | None:

@@ -16,7 +16,7 @@ text, which the pattern keeps, evaluates and serialises like any other::
     F.when(F.col("n") > 1, "big").otherwise("small") (CASE WHEN (n > 1) THEN 'big' ELSE 'small' END)
 
 What the expression language of :class:`~statemachines.library.expressions.Expression`
-does not support (a cast to a timestamp, a user-defined function...) is
+does not support (a cast to an interval, a user-defined function...) is
 refused when the pattern is built, naming it. A timestamp literal is written as the instant it is (a
 datetime without a zone is the driver's local time, as Spark reads it), a
 ``TIMESTAMP_NTZ`` one as its wall clock.

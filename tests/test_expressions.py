@@ -348,7 +348,7 @@ def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_withou
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
         ("pmod(amount, 2) = 1", "do not support"),
-        ("CAST(kind AS TIMESTAMP) IS NULL", "cast values to numbers, text, booleans or dates only"),
+        ("CAST(kind AS BINARY) IS NULL", "cast values to numbers, text, booleans, dates or timestamps only"),
         ("at > DATE '2024-13-01'", "'2024-13-01' is no date32"),
         ("kind = CAST('a' AS ARRAY<STRING>)", "have no ARRAY<STRING> values"),
         ("kind RLIKE '(?=f)'", "Arrow cannot run"),
@@ -483,7 +483,8 @@ TEXT_AND_FRACTIONS = [
     "floor(code) = 1", "greatest(amount, score) > 2", "least(amount, score, 0) < 0", "greatest(kind, 'ok') = 'ok'",
     "nanvl(score, amount) > 2", "least(day, DATE '2024-01-02') = day", "hour(at) = 9", "minute(wall) = 30",
     "dayofweek(day) = 3", "year(at) = 2024", "day(wall) = 1", "weekofyear(day) = 1", "hour(day) = 0", "month(at) = 1",
-    "datediff(day, at) = 1", "date_add(wall, 1) = day", "to_date(at) = day",
+    "datediff(day, at) = 1", "date_add(wall, 1) = day", "to_date(at) = day", "CAST(at AS DATE) = day",
+    "CAST(day AS TIMESTAMP) <= at", "CAST(wall AS TIMESTAMP) = at", "CAST(2.7 AS INT) < amount",
 ]
 
 spark_conditions = st.recursive(
@@ -628,19 +629,24 @@ DATE_FUNCTIONS = [
     "datediff(wall, day) = 0", "datediff(t, day) > 0", "datediff(at, '2024-01-01') = 0", "date_add(day, 1) = DATE '2024-03-01'",
     "date_add(at, 1) = DATE '2023-01-01'", "date_add(t, 1) = DATE '2024-03-11'", "date_sub(day, 1) = DATE '2021-01-02'",
     "date_add(day, '2') = DATE '2024-03-02'", "datediff(date_add(day, 30), day) = 30", "datediff(day, NULL) IS NULL",
-    "date_sub(wall, 365) < DATE '2024-01-01'",
+    "date_sub(wall, 365) < DATE '2024-01-01'", "CAST(at AS DATE) = DATE '2022-12-31'", "CAST(wall AS DATE) = day",
+    "CAST(day AS TIMESTAMP) < at", "CAST(day AS TIMESTAMP_NTZ) <= wall", "CAST(wall AS TIMESTAMP) > at",
+    "CAST(at AS TIMESTAMP_NTZ) = TIMESTAMP_NTZ '2022-12-31 19:00:00'", "CAST(t AS TIMESTAMP) > at",
+    "CAST(1700000000 AS TIMESTAMP) > at", "CAST(year(at) AS TIMESTAMP) < at", "CAST(t AS TIMESTAMP_NTZ) > wall",
+    "hour(CAST(t AS TIMESTAMP)) = 4", "TRY_CAST(t || 'x' AS TIMESTAMP) IS NULL", "CAST(4.7 AS INT) + 1 = dayofweek(day)", "at < wall",
 ]
 DATE_FUNCTIONS_REFUSED = [
     "hour(2) = 1", "year(at) * 2000000 > 0", "hour(t || 'x') = 1", "month(at > wall) = 1", "date_add(day, 1L) IS NULL",
     "date_add(day, 1.5) IS NULL", "to_date(2) IS NULL", "datediff(t || 'x', day) > 0",
+    "CAST(1700000000 AS TIMESTAMP_NTZ) > wall", "CAST(t || 'x' AS TIMESTAMP) > at", "CAST(day AS BIGINT) > 0",
 ]
 
 
 @pytest.mark.spark
 def test_date_functions_answer_as_in_spark_sql(spark):
     """year, quarter, month, day, dayofyear, dayofweek, weekofyear, hour, minute,
-    second, to_date, datediff, date_add and date_sub of instants (a UTC session's
-    parts), wall clocks, dates and ISO text, over
+    second, to_date, datediff, date_add, date_sub and casts between dates and
+    timestamps of instants (a UTC session's parts), wall clocks, dates and text, over
     Spark's own Arrow batch and over the local runtime's table of tuples, give Spark
     SQL's answers, or are refused where Spark's query fails."""
     frame = spark.createDataFrame(DATE_ROWS, DATE_SCHEMA)
