@@ -38,7 +38,8 @@ THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the 
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
-hour minute second to_date datediff date_add date_sub`` (``TRIM([BOTH |
+hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
+locate left right replace`` (``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -220,6 +221,7 @@ def _supported() -> frozenset[type]:
         exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan, exp.Nanvl,
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
+        exp.Sqrt, exp.Sign, exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -274,6 +276,15 @@ def _check(tree: Any, sql: str) -> None:
         ):
             raise DefinitionError(f"the condition {sql!r} uses {node.parent.sql(dialect='spark')!r}: expression "
                                   f"conditions add and count days only; write it as a function condition instead")
+        if kind in (exp.StrPosition, exp.Replace) and not all(
+            isinstance(part, exp.Literal) and part.is_string
+            for part in (node.args.get("substr") or node.expression, node.args.get("replacement") or exp.Literal.string(""))
+        ) or kind is exp.StrPosition and node.args.get("position") is not None:
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes string literals as "
+                                  f"what it looks for and puts (and no start position)")
+        if kind in (exp.Left, exp.Right) and _whole_literal(node.expression) is None:
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
+                                  f"literal as its length")
         if kind in (exp.Floor, exp.Ceil) and (node.args.get("decimals") or node.args.get("to")):
             raise DefinitionError(f"the condition {sql!r} uses {node.sql(dialect='spark')!r}: expression conditions "
                                   f"take floor and ceil of one value (no scale); write it as a function condition instead")
@@ -295,9 +306,11 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
-                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff) or type(node) in _date_parts():
+                  | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
+                  | exp.StrPosition) or type(node) in _date_parts():
         return "numbers"
-    if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe):
+    if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
+                  | exp.Replace):
         return "text"
     if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd):
         return "dates"
@@ -404,6 +417,16 @@ class _Evaluator:
             return pa.scalar(None, pa.null()) if _is_null_type(end) or _is_null_type(start) else pc.subtract_checked(end, start)
         if kind is exp.TsOrDsAdd:
             return self._add_days(node)
+        if kind is exp.Sqrt or kind is exp.Sign:
+            return _sqrt_or_sign(self._number(node, node.this), sign=kind is exp.Sign)
+        if kind is exp.Nullif:  # CASE WHEN a = b THEN NULL ELSE a END, as Spark SQL writes it
+            equal = exp.EQ(this=node.this, expression=node.expression)
+            return self._case(exp.If(this=equal, true=exp.Null(), false=node.this))
+        if kind is exp.Nvl2:  # CASE WHEN a IS NOT NULL THEN b ELSE c END
+            given = exp.Not(this=exp.Is(this=node.this, expression=exp.Null()))
+            return self._case(exp.If(this=given, true=node.args["true"], false=node.args.get("false")))
+        if kind in (exp.StrPosition, exp.Left, exp.Right, exp.Replace):
+            return _in_text(node, self._text(node, node.this))
         if kind is exp.Trim:
             return self._trim(node)
         if kind is exp.Substring:
@@ -1078,6 +1101,52 @@ def _date_part(node: Any, value: Any) -> Any:
     elif not (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
         raise TypeError(f"{node.sql(dialect='spark')!r} takes dates or timestamps, not {kind} values")
     return part(value).cast(pa.int32())
+
+
+def _sqrt_or_sign(value: Any, sign: bool) -> Any:
+    """``sqrt(x)`` / ``sign(x)`` (``signum``): fractions (DOUBLE), as Java's ``Math``
+    gives them: the square root of a negative number is NaN; the sign is -1.0, 0.0
+    or 1.0, a zero's (-0.0 too) itself, NaN's NaN."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return value
+    value = pc.cast(value, pa.float64())
+    if not sign:
+        return pc.sqrt(value)
+    return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
+
+
+def _in_text(node: Any, text: Any) -> Any:
+    """``instr(s, 'x')`` (``locate('x', s)``: where ``'x'`` first begins in ``s``,
+    counted from 1, 0 if nowhere), ``left(s, n)`` / ``right(s, n)`` (the first or last
+    ``n`` characters; none for ``n`` <= 0) and ``replace(s, 'x'[, 'y'])`` (each ``'x'``
+    made ``'y'``, or removed; an empty ``'x'`` changes nothing), as Spark SQL gives
+    them, counting characters, not bytes::
+
+        s          instr(s, 'an')   left(s, 2)   right(s, 2)   replace(s, 'a', 'o')
+        'banana'   2                'ba'         'na'          'bonono'
+        ''         0                ''           ''            ''
+    """
+    import pyarrow as pa
+    from sqlglot import exp
+
+    if _is_null_type(text):
+        return text
+    kind = type(node)
+    convert: Callable[[str], Any]
+    if kind is exp.StrPosition:
+        wanted, arrow_type = node.args["substr"].this, pa.int32()
+        convert = lambda v: v.find(wanted) + 1  # noqa: E731
+    elif kind is exp.Replace:
+        old, new = node.expression.this, (node.args.get("replacement") or exp.Literal.string("")).this
+        arrow_type = pa.string()
+        convert = (lambda v: v.replace(old, new)) if old else (lambda v: v)  # noqa: E731
+    else:
+        count, arrow_type = max(_whole_literal(node.expression) or 0, 0), pa.string()
+        convert = (lambda v: v[:count]) if kind is exp.Left else (lambda v: v[max(len(v) - count, 0):] if count else "")  # noqa: E731
+    return _one_by_one(text, convert, arrow_type)
 
 
 def _floor_or_ceil(node: Any, value: Any, up: bool) -> Any:

@@ -485,6 +485,8 @@ TEXT_AND_FRACTIONS = [
     "dayofweek(day) = 3", "year(at) = 2024", "day(wall) = 1", "weekofyear(day) = 1", "hour(day) = 0", "month(at) = 1",
     "datediff(day, at) = 1", "date_add(wall, 1) = day", "to_date(at) = day", "CAST(at AS DATE) = day",
     "CAST(day AS TIMESTAMP) <= at", "CAST(wall AS TIMESTAMP) = at", "CAST(2.7 AS INT) < amount",
+    "sqrt(amount) = 2", "sign(score) = -1", "nullif(amount, 5) IS NULL", "nvl2(score, kind, 'none') = 'none'",
+    "instr(kind, 'ai') = 2", "left(kind, 1) = 'F'", "right(code, 2) = '0 '", "replace(kind, 'ai', 'a') = 'fal'",
 ]
 
 spark_conditions = st.recursive(
@@ -696,6 +698,42 @@ def test_text_reads_as_dates_and_timestamps_as_spark_sql_reads_it(spark):
     assert sum(True in [row[i] for row in answers] for i in range(len(conditions))) > len(conditions) // 3
     for text in UNREADABLE_TIMES:
         condition = f"at = '{text}'"
+        assert _spark_answers(frame, condition) == "refused", condition
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
+
+
+# NaN, -0.0, a negative, an infinity; characters of two bytes, empty and NULL text
+MORE_ROWS = [(math.nan, 4, "banana", ""), (-0.0, None, "Ábc", "a"), (-4.0, -1, None, None), (math.inf, 0, "aXa", "X"),
+             (2.25, 7, "", "an")]
+MORE_SCHEMA = "x double, n bigint, k string, s string"
+MORE_FUNCTIONS = [
+    "sqrt(x) = 1.5", "isnan(sqrt(x))", "sqrt(n) = 2", "isnan(sqrt(n))", "sign(x) = -1", "isnan(sign(x))", "signum(n) = 0",
+    "nullif(n, 4) IS NULL", "nullif(k, s) = 'Ábc'", "nvl2(n, 1, 2) = 2", "nvl2(k, k, 'none') = 'none'",
+    "instr(k, 'an') = 2", "instr(k, '') = 1", "instr(k, 'b') = 2", "locate('X', k) = 2", "instr(n, '1') = 2",
+    "left(k, 2) = 'Áb'", "right(k, 2) = 'Xa'", "left(k, -1) = ''", "right(k, 0) = ''", "right(k, 10) = k",
+    "right(k, 3) = 'ana'", "left(n, 1) = '-'", "replace(k, 'a', 'o') = 'bonono'", "replace(k, 'a') = 'X'",
+    "replace(k, '', 'x') = k", "sqrt(x) = 0", "sign(x) = 0",
+]
+MORE_FUNCTIONS_REFUSED = ["1 / sqrt(x) < 0", "1 / sign(x) < 0", "sqrt(k) > 0", "nullif(n, 'x') IS NULL", "nvl2(n, 'a', 2) = 2"]
+
+
+@pytest.mark.spark
+def test_more_functions_answer_as_in_spark_sql(spark):
+    """sqrt, sign, nullif, nvl2, instr / locate, left, right and replace over NaN,
+    -0.0 (whose square root and sign keep its sign: 1 / it divides by zero, an error
+    as in Spark), negative, infinite, NULL and two-byte values: over Spark's Arrow
+    batch and the local table, each gives Spark SQL's answers or is refused where
+    Spark's query fails."""
+    frame = spark.createDataFrame(MORE_ROWS, MORE_SCHEMA)
+    tables = [frame.toArrow(), records_table(MORE_ROWS, ["x", "n", "k", "s"], None)]
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in MORE_FUNCTIONS)).collect()
+    for i, condition in enumerate(MORE_FUNCTIONS):
+        expected = [row[i] for row in answers]
+        assert True in expected, condition  # the rows tell
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
+    for condition in MORE_FUNCTIONS_REFUSED:
         assert _spark_answers(frame, condition) == "refused", condition
         for table in tables:
             assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
