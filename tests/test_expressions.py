@@ -555,6 +555,24 @@ def test_isnan_is_true_for_nan_alone_as_in_spark_sql(spark):
         assert Expression(condition).evaluate(frame.toArrow()).to_pylist() == expected, condition
 
 
+def _agree_with_spark(frame, conditions, refused, rows=None):
+    """Each of ``conditions`` gives Spark SQL's answers over ``frame`` (one query for
+    all; each TRUE in some row, so that the rows tell) over Spark's Arrow batch of it
+    and, given its ``rows``, over the local runtime's table of them; each of
+    ``refused`` is refused by Spark and over each table."""
+    tables = [frame.toArrow()] + ([records_table(rows, frame.columns, None)] if rows else [])
+    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in conditions)).collect()
+    for i, condition in enumerate(conditions):
+        expected = [row[i] for row in answers]
+        assert True in expected, condition
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
+    for condition in refused:
+        assert _spark_answers(frame, condition) == "refused", condition
+        for table in tables:
+            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
+
+
 # A number in every kind of column: x with NaN and infinities, y finite (one beyond a
 # BIGINT's reach doubled), a FLOAT, a decimal, text; the NaN row's n is NULL.
 NUMBER_ROWS = list(zip(
@@ -598,15 +616,7 @@ def test_number_functions_answer_as_in_spark_sql(spark):
     from pyspark.sql import functions as F
 
     frame = spark.createDataFrame(NUMBER_ROWS, NUMBER_SCHEMA).withColumn("d", F.col("d").cast("decimal(6,3)"))
-    table = frame.toArrow()
-    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in NUMBER_FUNCTIONS)).collect()
-    for i, condition in enumerate(NUMBER_FUNCTIONS):
-        expected = [row[i] for row in answers]
-        assert True in expected, condition  # the rows tell
-        assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == expected, condition
-    for condition in NUMBER_FUNCTIONS_REFUSED:
-        assert _spark_answers(frame, condition) == "refused", condition
-        assert _answers(lambda c=condition: Expression(c).evaluate(table).to_pylist()) == "refused", condition
+    _agree_with_spark(frame, NUMBER_FUNCTIONS, NUMBER_FUNCTIONS_REFUSED)
 
 
 # instants (in UTC and at +05:00), wall clocks, dates and ISO text of each
@@ -651,18 +661,7 @@ def test_date_functions_answer_as_in_spark_sql(spark):
     timestamps of instants (a UTC session's parts), wall clocks, dates and text, over
     Spark's own Arrow batch and over the local runtime's table of tuples, give Spark
     SQL's answers, or are refused where Spark's query fails."""
-    frame = spark.createDataFrame(DATE_ROWS, DATE_SCHEMA)
-    tables = [frame.toArrow(), records_table(DATE_ROWS, ["at", "wall", "day", "t"], None)]
-    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in DATE_FUNCTIONS)).collect()
-    for i, condition in enumerate(DATE_FUNCTIONS):
-        expected = [row[i] for row in answers]
-        assert True in expected, condition  # the rows tell
-        for table in tables:
-            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
-    for condition in DATE_FUNCTIONS_REFUSED:
-        assert _spark_answers(frame, condition) == "refused", condition
-        for table in tables:
-            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
+    _agree_with_spark(spark.createDataFrame(DATE_ROWS, DATE_SCHEMA), DATE_FUNCTIONS, DATE_FUNCTIONS_REFUSED, DATE_ROWS)
 
 
 # text Spark reads as a date and a timestamp (the part after a date's day aside), and text it does not
@@ -725,18 +724,7 @@ def test_more_functions_answer_as_in_spark_sql(spark):
     as in Spark), negative, infinite, NULL and two-byte values: over Spark's Arrow
     batch and the local table, each gives Spark SQL's answers or is refused where
     Spark's query fails."""
-    frame = spark.createDataFrame(MORE_ROWS, MORE_SCHEMA)
-    tables = [frame.toArrow(), records_table(MORE_ROWS, ["x", "n", "k", "s"], None)]
-    answers = frame.selectExpr(*(f"({c}) IS TRUE" for c in MORE_FUNCTIONS)).collect()
-    for i, condition in enumerate(MORE_FUNCTIONS):
-        expected = [row[i] for row in answers]
-        assert True in expected, condition  # the rows tell
-        for table in tables:
-            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == expected, condition
-    for condition in MORE_FUNCTIONS_REFUSED:
-        assert _spark_answers(frame, condition) == "refused", condition
-        for table in tables:
-            assert _answers(lambda c=condition, t=table: Expression(c).evaluate(t).to_pylist()) == "refused", condition
+    _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), MORE_FUNCTIONS, MORE_FUNCTIONS_REFUSED, MORE_ROWS)
 
 
 INT_CONDITIONS = [
