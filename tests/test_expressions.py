@@ -777,6 +777,6 @@ def test_text_in_arrows_other_layouts_is_read_as_text(layout, condition, rows):
     assert _answers(lambda: Expression(condition).evaluate(other).to_pylist()) == expected
     nested = pa.table({"r": pa.StructArray.from_arrays([c.combine_chunks() for c in other.columns], names=other.column_names)})
     in_struct = condition
-    for name in Reading._fields:  # every field read as r.<field>
-        in_struct = re.sub(rf"\b({name})\b", r"r.\1", in_struct, flags=re.IGNORECASE)
+    for name in Reading._fields:  # every field read as r.<field> (a function of its name, day(...), stays)
+        in_struct = re.sub(rf"\b({name})\b(?!\s*\()", r"r.\1", in_struct, flags=re.IGNORECASE)
     assert _answers(lambda: Expression(in_struct).evaluate(nested).to_pylist()) == expected, in_struct
