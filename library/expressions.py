@@ -276,10 +276,10 @@ def _check(tree: Any, sql: str) -> None:
         ):
             raise DefinitionError(f"the condition {sql!r} uses {node.parent.sql(dialect='spark')!r}: expression "
                                   f"conditions add and count days only; write it as a function condition instead")
-        if kind in (exp.StrPosition, exp.Replace) and not all(
-            isinstance(part, exp.Literal) and part.is_string
-            for part in (node.args.get("substr") or node.expression, node.args.get("replacement") or exp.Literal.string(""))
-        ) or kind is exp.StrPosition and node.args.get("position") is not None:
+        if kind in (exp.StrPosition, exp.Replace) and (
+            not all(isinstance(part, exp.Literal) and part.is_string for part in _looked_for(node))
+            or node.args.get("position") is not None
+        ):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes string literals as "
                                   f"what it looks for and puts (and no start position)")
         if kind in (exp.Left, exp.Right) and _whole_literal(node.expression) is None:
@@ -1089,11 +1089,7 @@ def _date_part(node: Any, value: Any) -> Any:
     part, of_time = _date_parts()[type(node)]
     kind = value.type
     if _is_text(kind):
-        as_type = pa.timestamp("us", "UTC") if of_time else pa.date32()
-        try:
-            value = _one_by_one(value, lambda v: _read_as(v, as_type).as_py(), as_type)
-        except ValueError as error:
-            raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
+        value = _cast(node, value, pa.timestamp("us", "UTC") if of_time else pa.date32(), False)
     elif pa.types.is_timestamp(kind) and kind.tz is not None:
         value = value.cast(pa.timestamp(kind.unit, "UTC"))
     elif pa.types.is_date(kind) and of_time:
@@ -1118,6 +1114,17 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
 
 
+def _looked_for(node: Any) -> list[Any]:
+    """The parts of ``instr`` / ``locate`` or ``replace`` that are the text it looks
+    for and puts (string literals, checked when built): ``[x]`` or ``[x, y]``, ``y``
+    empty when not given."""
+    from sqlglot import exp
+
+    if type(node) is exp.StrPosition:
+        return [node.args["substr"]]
+    return [node.expression, node.args.get("replacement") or exp.Literal.string("")]
+
+
 def _in_text(node: Any, text: Any) -> Any:
     """``instr(s, 'x')`` (``locate('x', s)``: where ``'x'`` first begins in ``s``,
     counted from 1, 0 if nowhere), ``left(s, n)`` / ``right(s, n)`` (the first or last
@@ -1137,10 +1144,10 @@ def _in_text(node: Any, text: Any) -> Any:
     kind = type(node)
     convert: Callable[[str], Any]
     if kind is exp.StrPosition:
-        wanted, arrow_type = node.args["substr"].this, pa.int32()
+        wanted, arrow_type = _looked_for(node)[0].this, pa.int32()
         convert = lambda v: v.find(wanted) + 1  # noqa: E731
     elif kind is exp.Replace:
-        old, new = node.expression.this, (node.args.get("replacement") or exp.Literal.string("")).this
+        old, new = (part.this for part in _looked_for(node))
         arrow_type = pa.string()
         convert = (lambda v: v.replace(old, new)) if old else (lambda v: v)  # noqa: E731
     else:
