@@ -91,37 +91,42 @@ def test_reader_threads_holding_since_see_exact_collections(tmp_path):
     assert arrangement.since is not None  # compaction did happen while readers held
 
 
-def reopen_and_check(path, deadline, results):
+def reopen_and_check(path, ready, done, results):
+    """Open the table over and over until the writer is done, then once more: each
+    opened table must hold the collection the model says for its latest time."""
     updates = history()
     compared = 0
-    while time.monotonic() < deadline:
+    ready.put(True)
+    while True:
+        last = done.is_set()
         opened = PersistedArrangement(path)
-        if opened.upper is None:
-            continue
-        as_of = opened.upper - 1
-        if dict(opened.snapshot(as_of)) != collection_at(updates, as_of):
-            results.put(("torn", as_of))
-            return
-        compared += 1
+        if opened.upper is not None:
+            as_of = opened.upper - 1
+            if dict(opened.snapshot(as_of)) != collection_at(updates, as_of):
+                results.put(("torn", as_of))
+                return
+            compared += 1
+        if last:
+            break
     results.put(("ok", compared))
 
 
 def test_reader_processes_opening_during_writes_see_published_states(tmp_path):
     PersistedArrangement(tmp_path)
     context = multiprocessing.get_context("spawn")
-    results = context.Queue()
-    deadline = time.monotonic() + 8
-    readers = [context.Process(target=reopen_and_check, args=(str(tmp_path), deadline, results)) for _ in range(2)]
+    ready, results, done = context.Queue(), context.Queue(), context.Event()
+    readers = [context.Process(target=reopen_and_check, args=(str(tmp_path), ready, done, results)) for _ in range(2)]
     for r in readers:
         r.start()
-    time.sleep(2)  # let the readers start their interpreters
+    for _ in readers:  # their interpreters started and imported the project, however slow
+        ready.get(timeout=120)
     write(PersistedArrangement(tmp_path), history(), compact_every=3, pause=0.01)
+    done.set()
     outcomes = [results.get(timeout=60) for _ in readers]
     for r in readers:
         r.join(timeout=30)
     print(f"reader processes: {outcomes}")
-    assert all(kind == "ok" for kind, _ in outcomes)
-    assert sum(n for _, n in outcomes) > 0
+    assert all(kind == "ok" and compared > 0 for kind, compared in outcomes)
 
 
 def test_a_cursor_reads_one_version_however_long_it_runs():
