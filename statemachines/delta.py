@@ -19,7 +19,8 @@ first commit (an arrangement with nothing stored yet) the state is ``state-0``.
 Data files are only ever added and removed through commits; nothing deletes them
 but :func:`vacuum`, after a retention period, so a reader pinned to a version keeps
 its files. Paths are local paths or URIs (``file://``, ``s3://``, ``abfss://``,
-``gs://``): the log goes through delta-rs's object stores, files through pyarrow's.
+``gs://``): the log goes through delta-rs's object stores, files through pyarrow's,
+on S3 with the same settings (:func:`location`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "data_file",
     "location",
     "read_snapshot",
+    "s3_filesystem",
     "table_retention_hours",
     "vacuum",
     "version_at",
@@ -117,12 +119,29 @@ class Location:
 
 
 def location(path: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> Location:
-    """The :class:`Location` of ``path``: a local path (made absolute) or a URI."""
+    """The :class:`Location` of ``path``: a local path (made absolute) or a URI.
+
+    An ``s3://`` (or ``s3a://``) location's files are reached with the options
+    delta-rs reads for its log, so both go to one store with one identity: the
+    ``AWS_*`` environment variables, overridden by ``storage_options``
+    (:func:`s3_filesystem`). Other object stores take their settings from the
+    environment, which delta-rs and pyarrow both read; ``storage_options`` for them
+    are refused rather than half applied.
+    """
     from pyarrow import fs
 
     text = os.fspath(path)
     if "://" not in text:
         text = os.path.abspath(text)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme in ("s3", "s3a"):
+        root = text.split("://", 1)[1].rstrip("/")
+        return Location(text, s3_filesystem({**_aws_environment(), **(storage_options or {})}), root, storage_options)
+    if storage_options and scheme not in ("", "file"):
+        raise InvalidArgument(
+            f"storage_options are read for s3:// locations; for {scheme}:// give the store's settings "
+            f"as environment variables, which both delta-rs (the log) and pyarrow (the files) read"
+        )
     try:
         filesystem, root = fs.FileSystem.from_uri(text)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds here
@@ -130,6 +149,56 @@ def location(path: str | os.PathLike[str], storage_options: dict[str, str] | Non
     if text.startswith("file://"):
         text = root
     return Location(text, filesystem, root, storage_options)
+
+
+# delta-rs's (object_store's) S3 settings, without ``aws_`` and in lower case -> the
+# argument of pyarrow's S3FileSystem that means the same
+_S3_ARGUMENTS = {
+    "access_key_id": "access_key",
+    "secret_access_key": "secret_key",
+    "session_token": "session_token",
+    "token": "session_token",
+    "region": "region",
+    "default_region": "region",
+    "endpoint_url": "endpoint_override",
+    "endpoint": "endpoint_override",
+}
+
+
+def s3_filesystem(options: dict[str, str]) -> Any:
+    """pyarrow's S3 file system for the S3 settings ``options``, named as delta-rs
+    names them (``AWS_ACCESS_KEY_ID`` or ``access_key_id``, ``AWS_ENDPOINT_URL``,
+    ``AWS_REGION``, ``AWS_ALLOW_HTTP``, ``AWS_VIRTUAL_HOSTED_STYLE_REQUEST``, ...).
+    Settings that concern only the Delta log's commits (locking, renames) are
+    delta-rs's alone.
+
+        options                                               S3FileSystem
+        AWS_ENDPOINT_URL=http://127.0.0.1:9000                endpoint_override=127.0.0.1:9000, scheme=http
+        AWS_REGION=eu-west-1, AWS_ACCESS_KEY_ID=k, ...        region=eu-west-1, access_key=k, ...
+    """
+    from pyarrow import fs
+
+    arguments: dict[str, Any] = {}
+    for key, value in options.items():
+        name = key.lower().removeprefix("aws_")
+        if name in _S3_ARGUMENTS:
+            arguments[_S3_ARGUMENTS[name]] = value
+        elif name == "allow_http" and value.lower() == "true":
+            arguments.setdefault("scheme", "http")
+        elif name == "virtual_hosted_style_request":
+            arguments["force_virtual_addressing"] = value.lower() == "true"
+    endpoint = arguments.get("endpoint_override")
+    if endpoint is not None and "://" in endpoint:  # pyarrow takes the scheme apart
+        arguments["scheme"], arguments["endpoint_override"] = endpoint.split("://", 1)
+    try:
+        return fs.S3FileSystem(**arguments)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several kinds here
+        raise InvalidArgument(f"cannot reach S3 with these settings: {exc}") from exc
+
+
+def _aws_environment() -> dict[str, str]:
+    """The ``AWS_*`` environment variables (delta-rs reads them too)."""
+    return {key: value for key, value in os.environ.items() if key.startswith("AWS_")}
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 - :func:`standalone`: a standalone master and one worker (``bin/spark-class``).
 - :func:`connect_server`: a Spark Connect server (``sbin/start-connect-server.sh``).
+- :func:`s3_server`: an S3-compatible object store (moto's server), with a bucket.
 
 Both run their Python workers through :func:`bare_python`, an interpreter that can
 import pyspark and its dependencies but neither this project nor the tests, as a
@@ -244,5 +245,30 @@ def connect_server(directory: Path, *, master: str = "local[2]") -> Iterator[str
     try:
         wait_until(lambda: _port_open(port), "the Spark Connect server", [server], log)
         yield f"sc://127.0.0.1:{port}"
+    finally:
+        stop(server)
+
+
+@contextlib.contextmanager
+def s3_server(directory: Path, bucket: str = "lake") -> Iterator[dict[str, str]]:
+    """An S3-compatible server (moto's, from the pip package) holding an empty
+    ``bucket``; yields the storage options that reach it, as delta-rs names them."""
+    from pyarrow import fs
+
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = directory / "s3.log"
+    server = start([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], dict(os.environ), log)
+    try:
+        wait_until(lambda: _port_open(port), "the S3 server", [server], log)
+        options = {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "tester", "AWS_SECRET_ACCESS_KEY": "secret",
+        }
+        fs.S3FileSystem(
+            access_key="tester", secret_key="secret", region="us-east-1", endpoint_override=f"127.0.0.1:{port}",
+            scheme="http", allow_bucket_creation=True,
+        ).create_dir(bucket)
+        yield options
     finally:
         stop(server)
