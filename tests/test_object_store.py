@@ -129,6 +129,31 @@ def test_readers_opening_during_writes_on_s3_see_published_states(s3):
     assert compared[0] > 0
 
 
+def test_a_second_writer_on_s3_losing_the_race_is_refused_and_vacuum_removes_its_state(s3):
+    """As on a local disk: the second commit from one version is refused (S3's
+    conditional writes), the arrangement opens as the winner left it, and a vacuum
+    deletes the loser's state file and the superseded one, not what versions need."""
+    from pyarrow import fs
+
+    uri = fresh()
+    PersistedArrangement(uri, storage_options=s3).append([(("k", "v"), 0, 1)], None, 1)
+    first, second = (PersistedArrangement.open(uri, storage_options=s3) for _ in range(2))
+    first.append([(("k", "w"), 1, 1)], 1, 2)
+    with pytest.raises(InvalidArgument, match="another writer committed"):
+        second.append([(("k", "z"), 1, 1)], 1, 2)
+    reopened = PersistedArrangement.open(uri, storage_options=s3)
+    assert reopened.updates() == first.updates() and reopened.version == first.version
+    store = reopened.location
+
+    def states() -> int:
+        return len(store.filesystem.get_file_info(fs.FileSelector(store.path("_statemachines"))))
+
+    before = states()
+    reopened.vacuum(retention_hours=0, enforce_retention_duration=False)
+    assert states() == before - 2
+    assert PersistedArrangement.open(uri, storage_options=s3).updates() == first.updates()
+
+
 def test_a_change_feed_keeps_its_scd_tables_on_s3_as_on_a_local_disk(s3, monkeypatch, tmp_path):
     with_environment(monkeypatch, s3)
     feed = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
