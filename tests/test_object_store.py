@@ -26,9 +26,9 @@ def s3(tmp_path_factory):
         yield options
 
 
-def fresh() -> str:
+def fresh(scheme: str = "s3") -> str:
     """A new location in the server's bucket."""
-    return f"s3://lake/{uuid.uuid4().hex}"
+    return f"{scheme}://lake/{uuid.uuid4().hex}"
 
 
 def with_environment(monkeypatch, options: dict[str, str]) -> None:
@@ -75,13 +75,14 @@ def test_an_arrangement_on_s3_reads_as_the_same_work_on_a_local_disk(s3, seed, c
             assert sorted(then.updates(), key=repr) == sorted(local_then.updates(), key=repr)
 
 
-def test_the_store_settings_may_come_from_the_environment(s3, monkeypatch):
+@pytest.mark.parametrize("scheme", ["s3", "s3a"])  # s3a: as Spark's hadoop-aws names S3
+def test_the_store_settings_may_come_from_the_environment(s3, monkeypatch, scheme):
     """As delta-rs reads them: the ``AWS_*`` variables, for the log and the files alike."""
     from deltalake import DeltaTable
 
     with_environment(monkeypatch, s3)
     updates = upsert_history(1, 6)
-    uri = fresh()
+    uri = fresh(scheme)
     write(PersistedArrangement(uri), updates, [3, 6], compact_at=None)
     reopened = PersistedArrangement(uri)
     assert reopened.upper == 6 and dict(reopened.snapshot(5)) == collection_at(updates, 5)
