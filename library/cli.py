@@ -531,7 +531,7 @@ def command_feed(args: argparse.Namespace) -> None:
         else:
             table = inputs.read_table(args.input, fmt, schema)
             done = run_feed(feed, table, into=args.into, start=args.start_column, end=args.end_column, **tables)
-            PersistedArrangement(args.into).keep_rejected(rejected_table(done.result.rejected))
+            done.arrangement.keep_rejected(rejected_table(done.result.rejected))
             write_rejected(args.rejected, done.result.rejected)
             rows, updates = table.num_rows, len(done.result.updates)
             reasons = Counter(r.reason.value for r in done.result.rejected)

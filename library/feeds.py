@@ -418,14 +418,17 @@ class FeedResult:
     columns: FeedColumns | None  # None: the feed had no row to say which columns it has
     scd1: ScdTable | None = None
     scd2: ScdTable | None = None
+    arrangement: PersistedArrangement | None = None  # locally, the arrangement published into
 
 
 def scd_tables(
     columns: FeedColumns, scd1: Any = None, scd2: Any = None, start: str = START_AT, end: str = END_AT,
+    storage_options: dict[str, str] | None = None,
 ) -> tuple[ScdTable | None, ScdTable | None]:
     """The SCD tables of a feed at the paths given (``None``: no such table)."""
-    one = ScdTable(scd1, columns.keys, columns.values, scd_type=1) if scd1 is not None else None
-    two = ScdTable(scd2, columns.keys, columns.values, start=start, end=end) if scd2 is not None else None
+    keys, values, options = columns.keys, columns.values, storage_options
+    one = ScdTable(scd1, keys, values, scd_type=1, storage_options=options) if scd1 is not None else None
+    two = ScdTable(scd2, keys, values, start=start, end=end, storage_options=options) if scd2 is not None else None
     return one, two
 
 
@@ -438,6 +441,7 @@ def run_feed(
     scd2: Any = None,
     start: str = START_AT,
     end: str = END_AT,
+    storage_options: dict[str, str] | None = None,
 ) -> FeedResult:
     """Run a change feed's rows through :class:`Upsert` locally, and refresh its SCD tables.
 
@@ -448,6 +452,8 @@ def run_feed(
         into: a persisted arrangement (path) to continue and publish into.
         scd1, scd2: paths of SCD type 1 and type 2 tables to keep (need ``into``).
         start, end: the type 2 table's interval columns.
+        storage_options: the object store's settings for the arrangement and the
+            SCD tables (see :func:`statemachines.delta.location`).
 
     Returns:
         A :class:`FeedResult`; its ``result.rejected`` holds each refused row with
@@ -457,14 +463,15 @@ def run_feed(
         raise InvalidArgument("SCD tables are kept from an arrangement: give into=...")
     rows, available = _rows_and_columns(feed, rows)
     columns = None if available is None else feed.columns(available)
-    runtime = LocalRuntime(Upsert(), into=PersistedArrangement(into) if into is not None else None)
+    arrangement = PersistedArrangement(into, storage_options=storage_options) if into is not None else None
+    runtime = LocalRuntime(Upsert(), into=arrangement)
     runtime.feed(feed.events(rows, columns))  # no row naming a column (tombstones): each is refused
     result = runtime.finish()
-    one, two = scd_tables(columns, scd1, scd2, start, end) if columns is not None else (None, None)
-    for table in (one, two):
+    tables = scd_tables(columns, scd1, scd2, start, end, storage_options) if columns is not None else (None, None)
+    for table in tables:
         if table is not None:
             table.refresh(into)
-    return FeedResult(result, columns, one, two)
+    return FeedResult(result, columns, *tables, arrangement=arrangement)
 
 
 def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str] | None]:

@@ -155,21 +155,27 @@ def test_a_second_writer_on_s3_losing_the_race_is_refused_and_vacuum_removes_its
     assert PersistedArrangement.open(uri, storage_options=s3).updates() == first.updates()
 
 
-def test_a_change_feed_keeps_its_scd_tables_on_s3_as_on_a_local_disk(s3, monkeypatch, tmp_path):
-    with_environment(monkeypatch, s3)
+@pytest.mark.parametrize("settings_in", ["environment", "storage_options"])
+def test_a_change_feed_keeps_its_scd_tables_on_s3_as_on_a_local_disk(s3, monkeypatch, tmp_path, settings_in):
+    options = None
+    if settings_in == "environment":
+        with_environment(monkeypatch, s3)
+    else:
+        options = s3
     feed = ChangeFeed(keys=["id"], sequence_by=["lsn"], delete_when={"op": "d"})
     rows = [
         {"id": 1, "name": "Ada", "lsn": 1, "op": "c"}, {"id": 2, "name": "Bo", "lsn": 2, "op": "c"},
         {"id": 1, "name": "Ada L.", "lsn": 3, "op": "u"}, {"id": 2, "name": None, "lsn": 4, "op": "d"},
     ]
     base = fresh()
-    remote = run_feed(feed, rows, into=f"{base}/arr", scd1=f"{base}/scd1", scd2=f"{base}/scd2")
+    remote = run_feed(feed, rows, into=f"{base}/arr", scd1=f"{base}/scd1", scd2=f"{base}/scd2", storage_options=options)
     local = run_feed(feed, rows, into=tmp_path / "arr", scd1=tmp_path / "scd1", scd2=tmp_path / "scd2")
     for kind in ("scd1", "scd2"):
         assert getattr(remote, kind).read().to_pylist() == getattr(local, kind).read().to_pylist()
     again = ScdTable(f"{base}/scd2", ["id"], ["name"], storage_options=s3)
     assert again.read().to_pylist() == local.scd2.read().to_pylist()
     assert not again.refresh(f"{base}/arr")  # it already shows the arrangement's latest version
+    assert remote.arrangement.updates() == PersistedArrangement(f"{base}/arr", storage_options=s3).updates()
 
 
 def test_storage_options_of_a_store_whose_files_would_not_see_them_are_refused():
