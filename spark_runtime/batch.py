@@ -604,7 +604,7 @@ def _run_batch(
         if files_only:
             return _scratch_result(output, folder, name)
         return _result(_cached(output))
-    into = open_arrangement(into)
+    into = open_arrangement(prepared.sparkSession, into)
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
     lower = decode_time(state["upper"])
@@ -749,21 +749,41 @@ def _cached(output: Any) -> Any:
     return output if output.is_cached else output.persist()
 
 
-def open_arrangement(path: str | os.PathLike[str]) -> str:
+def open_arrangement(spark: Any, path: str | os.PathLike[str]) -> str:
     """The arrangement's URI (a local path made absolute), created empty if missing.
 
     Absolute, because Spark's JVM and this Python process may not share a working
     directory (Python may have changed its own since the session started).
 
     Raises:
-        InvalidArgument: ``path`` holds something that is not an arrangement.
+        InvalidArgument: ``path`` holds something that is not an arrangement, or is
+            on a store Spark has no file system for (checked before anything is
+            written: Spark's jobs read and write the arrangement's files themselves).
     """
     loc = delta.location(path)
+    if not loc.is_local:
+        _require_spark_reaches(spark, loc)
     if delta.contents(loc):
         read_state(loc.uri)  # an arrangement (of this format), or a clear error
     else:
         PersistedArrangement.create(loc.uri)
     return loc.uri
+
+
+def _require_spark_reaches(spark: Any, loc: delta.Location) -> None:
+    """Refuse a store Spark has no file system for (its analysis of a read there is
+    enough to tell: it names the missing file system, or only a missing path)."""
+    try:
+        spark.read.format("text").load(loc.uri_of(delta.STATE_DIR)).schema  # noqa: B018 - analysed for its error
+    except Exception as exc:  # noqa: BLE001 - Spark's errors differ by flavour
+        if "No FileSystem for scheme" not in str(exc):
+            return  # Spark reached the store (the path need not exist)
+        scheme = loc.uri.split("://", 1)[0]
+        raise InvalidArgument(
+            f"Spark has no file system for {scheme}:// ({loc.uri}); its jobs read and write the arrangement's "
+            f"files themselves. On S3 give an s3a:// URI with hadoop-aws on Spark's classpath "
+            f"(spark.jars.packages=org.apache.hadoop:hadoop-aws:<Spark's Hadoop version>)"
+        ) from None
 
 
 def process_events(

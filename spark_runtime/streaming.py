@@ -534,7 +534,7 @@ def run_stream(
     if not machine.spec.has_waterline:
         check_bucket_settings(events.sparkSession, buckets)
     machine = for_event_times(machine, kind)
-    into = open_arrangement(into)
+    into = open_arrangement(events.sparkSession, into)
     checkpoint = absolute(checkpoint)
     state = read_state(into)  # as the runs into it so far, up to its upper
     check_sole_writer(state, state.get("stream") or {}, checkpoint)

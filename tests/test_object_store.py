@@ -181,3 +181,28 @@ def test_a_change_feed_keeps_its_scd_tables_on_s3_as_on_a_local_disk(s3, monkeyp
 def test_storage_options_of_a_store_whose_files_would_not_see_them_are_refused():
     with pytest.raises(InvalidArgument, match=r"storage_options are read for s3:// locations; for gs://"):
         PersistedArrangement("gs://bucket/arrangement", storage_options={"google_service_account": "key.json"})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["batch", "stream"])
+def test_spark_without_a_file_system_for_the_store_is_refused_before_anything_is_written(spark, s3, monkeypatch, tmp_path, mode):
+    """Spark's jobs read and write an arrangement's files themselves; this session has
+    no S3 file system (no hadoop-aws), so the run is refused naming the fix, and the
+    location stays empty."""
+    from pyarrow import fs
+
+    from statemachines import delta
+    from statemachines.spark import run_batch, run_stream
+
+    with_environment(monkeypatch, s3)
+    uri = fresh()
+    schema = "key string, symbol string, time long, order long"
+    says = r"Spark has no file system for s3:// .*s3a:// URI with hadoop-aws"
+    with pytest.raises(InvalidArgument, match=says):
+        if mode == "batch":
+            run_batch(Upsert(), spark.createDataFrame([("k", "a", 1, 0)], schema), into=uri, order="order")
+        else:
+            events = spark.readStream.schema(schema).parquet(str(tmp_path))
+            run_stream(Upsert(), events, into=uri, checkpoint=tmp_path / "ckpt", order="order", progress=None)
+    store = delta.location(uri)
+    assert store.filesystem.get_file_info(store.root).type == fs.FileType.NotFound
