@@ -48,7 +48,7 @@ def write(arrangement: PersistedArrangement, updates: list, cuts: list[int], com
     lower = None
     for upper in cuts:
         arrangement.append([u for u in updates if (lower is None or u.time >= lower) and u.time < upper], lower, upper)
-        if compact_at is not None and lower is not None and lower <= compact_at < upper:
+        if compact_at is not None and (lower or 0) <= compact_at < upper:
             arrangement.compact(compact_at)
         lower = upper
 
