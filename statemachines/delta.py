@@ -274,7 +274,25 @@ def put_state(loc: Location, state: dict[str, Any], attempt: int | None = None) 
     put(loc, state_name(state["sequence"], attempt), json.dumps(state, indent=1).encode())
 
 
+TORN_READ_ATTEMPTS = 3
+"""How often a state file on an object store is read before it is taken as damaged.
+pyarrow reads such a file in ranges of the size it found when it opened it, so a
+file replaced meanwhile (state-0, rewritten by the first commit) can read torn; the
+next read sees the whole new file. A local file is replaced by a rename: never torn."""
+
+
 def _read_state(loc: Location, relative: str) -> dict[str, Any]:
+    for attempt in range(1, TORN_READ_ATTEMPTS):
+        try:
+            return _read_state_once(loc, relative)
+        except DamagedArrangement as exc:
+            if loc.is_local or not isinstance(exc.__cause__, ValueError):  # missing, or a local file
+                raise
+        _time.sleep(0.05 * attempt)
+    return _read_state_once(loc, relative)
+
+
+def _read_state_once(loc: Location, relative: str) -> dict[str, Any]:
     try:
         with loc.filesystem.open_input_stream(loc.path(relative)) as stream:
             state: dict[str, Any] = json.loads(stream.read())

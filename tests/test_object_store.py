@@ -130,6 +130,43 @@ def test_readers_opening_during_writes_on_s3_see_published_states(s3):
     assert compared[0] > 0
 
 
+def test_a_state_file_replaced_while_a_reader_reads_it_is_read_again(s3):
+    """pyarrow reads an object in ranges of the size it found when it opened it: the
+    first commit, rewriting state-0 (longer) between a reader's open and its read,
+    tears that read. The reader reads it again, and gets the snapshot the commit
+    published."""
+    import attrs
+
+    from statemachines import delta
+
+    uri = fresh()
+    writer = PersistedArrangement(uri, storage_options=s3)  # state-0 alone, no commit yet
+    opened: list[str] = []
+
+    class CommitWhileOpen:
+        """The store's file system, the first commit made just after state-0 is opened."""
+
+        def __init__(self, filesystem):
+            self.filesystem = filesystem
+
+        def __getattr__(self, name):
+            return getattr(self.filesystem, name)
+
+        def open_input_stream(self, path):
+            stream = self.filesystem.open_input_stream(path)
+            opened.append(path.rsplit("/", 1)[1])
+            if len(opened) == 1:
+                writer.append([(("k", "v"), 0, 1)], None, 1)
+            return stream
+
+    store = delta.location(uri, s3)
+    racing = attrs.evolve(store, filesystem=CommitWhileOpen(store.filesystem))
+    snapshot = delta.read_snapshot(racing)
+    assert opened[:2] == [delta.state_name(0).rsplit("/", 1)[1]] * 2  # torn, then read again
+    assert (snapshot.version, snapshot.state) == (writer.version, delta.read_snapshot(store).state)
+    assert PersistedArrangement.open(uri, storage_options=s3).updates() == [(("k", "v"), 0, 1)]
+
+
 def test_a_second_writer_on_s3_losing_the_race_is_refused_and_vacuum_removes_its_state(s3):
     """As on a local disk: the second commit from one version is refused (S3's
     conditional writes), the arrangement opens as the winner left it, and a vacuum
