@@ -783,17 +783,34 @@ class PersistedArrangement(Arrangement):
         try:
             return read()
         except FileNotFoundError as exc:
-            raise DamagedArrangement(
-                f"{self.location.uri_of(name)} is missing, and version {self.version} of the "
-                f"arrangement names it; restore the file from a backup, or read an older "
-                f"version (PersistedArrangement.open(path, version=...)) that does not name it",
-                self.location.uri_of(name),
-            ) from exc
+            raise DamagedArrangement(self._missing(name), self.location.uri_of(name)) from exc
         except (pa.ArrowException, OSError) as exc:
             raise DamagedArrangement(
                 f"{self.location.uri_of(name)} is damaged ({exc}); restore the file from a backup",
                 self.location.uri_of(name),
             ) from exc
+
+    def _missing(self, name: str) -> str:
+        """Why the data file ``name`` this version names is missing, and the remedy: a
+        later version that dropped it (a compaction) and a vacuum after it (as Delta
+        time travel past the retention period), else damage."""
+        uri = self.location.uri_of(name)
+        try:
+            latest = delta.read_snapshot(self.location)
+        except InvalidArgument:  # the table is damaged further: name this file
+            latest = None
+        if latest is not None and latest.version != self.version and name not in delta.batch_files(latest.state):
+            return (
+                f"{uri} is missing: version {self.version} of the arrangement names it, but a later "
+                f"version no longer does and a vacuum deleted it (Delta keeps the files only earlier "
+                f"versions need for the table's retention period); version {self.version} can no "
+                f"longer be read: read a later one, up to the latest, {latest.version}"
+            )
+        return (
+            f"{uri} is missing, and version {self.version} of the arrangement names it; restore the "
+            f"file from a backup, or read an older version (PersistedArrangement.open(path, "
+            f"version=...)) that does not name it"
+        )
 
     def _label(self) -> str:
         return f"PersistedArrangement at {self.path}"

@@ -267,6 +267,27 @@ def test_a_vacuum_keeps_the_tables_retention_by_default_and_refuses_a_shorter_on
         PersistedArrangement.open(tmp_path, version=before).updates()
 
 
+def test_a_version_whose_files_a_vacuum_deleted_says_so_and_names_the_latest(tmp_path):
+    """As Delta's time travel past the retention period: a version whose files a
+    later compaction dropped and a vacuum deleted cannot be read, and the error says
+    why and which version is the latest; the later versions read as before. A file
+    the latest version names, deleted by hand, is damage: restore it."""
+    arr, before, _ = compacted(tmp_path)
+    for t in range(3, 5):
+        arr.append([((f"k{t}", "v"), t, 1)], lower=t, upper=t + 1)
+    updates = arr.updates()
+    table = DeltaTable(str(tmp_path))
+    table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    latest = table.version()  # delta-rs logs the vacuum too
+    with pytest.raises(DamagedArrangement, match=rf"version {before} .* a vacuum deleted it .* the latest, {latest}$"):
+        PersistedArrangement.open(tmp_path, version=before).updates()
+    assert PersistedArrangement.open(tmp_path).updates() == updates
+    data, _ = _damage(tmp_path, "missing data file")
+    with pytest.raises(DamagedArrangement, match="restore the file from a backup") as damaged:
+        PersistedArrangement.open(tmp_path).updates()
+    assert damaged.value.path.endswith(data.name)
+
+
 def test_a_dry_run_lists_what_the_vacuum_then_deletes_and_deletes_nothing(tmp_path):
     arr, before, updates = compacted(tmp_path)
     files = files_in(tmp_path)
