@@ -266,8 +266,9 @@ def s3_server(directory: Path, bucket: str = "lake") -> Iterator[dict[str, str]]
             "AWS_ACCESS_KEY_ID": "tester", "AWS_SECRET_ACCESS_KEY": "secret",
         }
         fs.S3FileSystem(
-            access_key="tester", secret_key="secret", region="us-east-1", endpoint_override=f"127.0.0.1:{port}",
-            scheme="http", allow_bucket_creation=True,
+            access_key=options["AWS_ACCESS_KEY_ID"], secret_key=options["AWS_SECRET_ACCESS_KEY"],
+            region=options["AWS_REGION"], endpoint_override=f"127.0.0.1:{port}", scheme="http",
+            allow_bucket_creation=True,
         ).create_dir(bucket)
         yield options
     finally:
