@@ -13,12 +13,14 @@ import os
 import uuid
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from statemachines import delta
 from statemachines.delta import VersionSpec
 from statemachines.errors import InvalidArgument
-from statemachines.persisted import PersistedArrangement, table_files
+from statemachines.persisted import PersistedArrangement, missing_file
 from statemachines.spark.output import ROW_GROUP_BYTES, count_rows
 from statemachines.times import decode_time
 
@@ -27,9 +29,26 @@ __all__ = ["compact", "read_history", "read_snapshot", "read_updates"]
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
 
 
-def _published_files(path: str | os.PathLike[str], version: VersionSpec | None) -> tuple[list[str], Any]:
-    files, state = table_files(path, version)
-    return files, decode_time(state["since"])
+def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None) -> tuple[Any, Any]:
+    """The files of one version of the arrangement as Spark reads them, and its ``since``.
+
+    Raises:
+        InvalidArgument: no arrangement at ``path``, or it holds no updates yet.
+        DamagedArrangement: a file the version names is gone (say, a vacuum deleted it).
+    """
+    loc = delta.location(path)
+    snapshot = delta.read_snapshot(loc, version)
+    names = delta.batch_files(snapshot.state)
+    if not names:
+        raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
+    try:
+        frame = spark.read.parquet(*(loc.uri_of(name) for name in names))
+    except AnalysisException as exc:  # Spark looks for the files as it plans the read
+        gone = sorted(set(names) - delta.present(loc, names))
+        if not gone:
+            raise
+        raise missing_file(loc, snapshot.version, gone[0]) from exc
+    return frame, decode_time(snapshot.state["since"])
 
 
 def read_updates(spark, path: str | os.PathLike[str], version: VersionSpec | None = None):
@@ -40,12 +59,11 @@ def read_updates(spark, path: str | os.PathLike[str], version: VersionSpec | Non
 
     Raises:
         InvalidArgument: no arrangement at ``path``, or it is empty.
+        DamagedArrangement: a file the version needs is gone (a vacuum deleted it).
     """
 
-    files, since = _published_files(path, version)
-    if not files:
-        raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
-    frame = spark.read.parquet(*files).select(*UPDATE_COLUMNS)
+    frame, since = _published(spark, path, version)
+    frame = frame.select(*UPDATE_COLUMNS)
     if since is not None:
         frame = frame.withColumn("time", F.greatest(F.col("time"), F.lit(since)))
     return (
@@ -62,12 +80,9 @@ def read_snapshot(spark, path: str | os.PathLike[str], as_of: Any = None, versio
         InvalidArgument: ``as_of`` is below the arrangement's ``since``.
     """
 
-    files, since = _published_files(path, version)
+    updates, since = _published(spark, path, version)
     if as_of is not None and since is not None and as_of < since:
         raise InvalidArgument(f"cannot read at {as_of!r}: compacted up to since={since!r}")
-    if not files:
-        raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
-    updates = spark.read.parquet(*files)
     if as_of is not None:  # times below since read as since, which is <= as_of
         updates = updates.where(F.col("time") <= F.lit(as_of))
     return (

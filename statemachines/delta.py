@@ -53,6 +53,7 @@ __all__ = [
     "s3_filesystem",
     "table_retention_hours",
     "vacuum",
+    "vacuumed",
     "version_at",
 ]
 
@@ -443,7 +444,13 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
             f"{loc.uri} is a Delta table but not an arrangement (no '{APP_ID}' "
             f"transaction in its log)"
         )
-    state = _read_state(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)))
+    try:
+        state = _read_state(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)))
+    except DamagedArrangement as exc:
+        latest = _open_table(loc, None) if version is not None and isinstance(exc.__cause__, FileNotFoundError) else None
+        if latest is None or latest.transaction_version(APP_ID) == sequence:  # the latest state: damage
+            raise
+        raise vacuumed(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)), version, latest.version()) from exc
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
@@ -454,6 +461,18 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
         if not foreign:
             raise DamagedArrangement(_foreign_writes(loc, history), loc.uri)
     return snapshot
+
+
+def vacuumed(loc: Location, relative: str, version: int | None, latest: int) -> DamagedArrangement:
+    """The error for a file ``version`` needs that a later version does not, and which
+    is gone: a vacuum deleted it, as Delta's time travel past the retention period."""
+    return DamagedArrangement(
+        f"{loc.uri_of(relative)} is missing: version {version} of the arrangement needs it, but a "
+        f"later version does not and a vacuum deleted it (Delta keeps the files only earlier "
+        f"versions need for the table's retention period); version {version} can no longer be "
+        f"read: read a later one, up to the latest, {latest}",
+        loc.uri_of(relative),
+    )
 
 
 def _restored_state(loc: Location, history: list[dict[str, Any]], version: int, logged: set[str]) -> dict[str, Any] | None:

@@ -44,6 +44,7 @@ __all__ = [
     "PersistedArrangement",
     "check",
     "is_replay",
+    "missing_file",
     "parquet_files",
     "publish_batch",
     "read_state",
@@ -114,6 +115,26 @@ def table_files(path: str | os.PathLike[str], version: delta.VersionSpec | None 
     loc = delta.location(path)
     state = delta.read_snapshot(loc, version).state
     return [loc.uri_of(f) for f in delta.batch_files(state)], state
+
+
+def missing_file(loc: Location, version: int | None, name: str) -> DamagedArrangement:
+    """The error for the data file ``name``, which ``version`` names and storage lacks.
+    If a later version no longer names it, a compaction dropped it and a vacuum
+    deleted it (as Delta's time travel past the retention period): read a later
+    version. Else it is damage: restore it from a backup."""
+    uri = loc.uri_of(name)
+    try:
+        latest = delta.read_snapshot(loc)
+    except InvalidArgument:  # the table is damaged further: name this file
+        latest = None
+    if latest is not None and latest.version not in (None, version) and name not in delta.batch_files(latest.state):
+        return delta.vacuumed(loc, name, version, latest.version)
+    return DamagedArrangement(
+        f"{uri} is missing, and version {version} of the arrangement names it; restore the file "
+        f"from a backup, or read an older version (PersistedArrangement.open(path, version=...)) "
+        f"that does not name it",
+        uri,
+    )
 
 
 def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> list[str]:
@@ -783,34 +804,12 @@ class PersistedArrangement(Arrangement):
         try:
             return read()
         except FileNotFoundError as exc:
-            raise DamagedArrangement(self._missing(name), self.location.uri_of(name)) from exc
+            raise missing_file(self.location, self.version, name) from exc
         except (pa.ArrowException, OSError) as exc:
             raise DamagedArrangement(
                 f"{self.location.uri_of(name)} is damaged ({exc}); restore the file from a backup",
                 self.location.uri_of(name),
             ) from exc
-
-    def _missing(self, name: str) -> str:
-        """Why the data file ``name`` this version names is missing, and the remedy: a
-        later version that dropped it (a compaction) and a vacuum after it (as Delta
-        time travel past the retention period), else damage."""
-        uri = self.location.uri_of(name)
-        try:
-            latest = delta.read_snapshot(self.location)
-        except InvalidArgument:  # the table is damaged further: name this file
-            latest = None
-        if latest is not None and latest.version != self.version and name not in delta.batch_files(latest.state):
-            return (
-                f"{uri} is missing: version {self.version} of the arrangement names it, but a later "
-                f"version no longer does and a vacuum deleted it (Delta keeps the files only earlier "
-                f"versions need for the table's retention period); version {self.version} can no "
-                f"longer be read: read a later one, up to the latest, {latest.version}"
-            )
-        return (
-            f"{uri} is missing, and version {self.version} of the arrangement names it; restore the "
-            f"file from a backup, or read an older version (PersistedArrangement.open(path, "
-            f"version=...)) that does not name it"
-        )
 
     def _label(self) -> str:
         return f"PersistedArrangement at {self.path}"

@@ -8,7 +8,7 @@ import pytest
 
 from statemachines import InvalidArgument, PersistedArrangement, consolidate, run_local
 from statemachines.library import Upsert
-from statemachines.persisted import check
+from statemachines.persisted import DamagedArrangement, check
 from statemachines.spark import read_history, read_snapshot, read_updates
 from tests.delta_reader import commit_times, delta_rs_change_feed, statistics_problems
 from tests.machines import Tags
@@ -55,6 +55,21 @@ def test_spark_reads_a_compacted_arrangement_at_its_since(spark, customers):
     )
     with pytest.raises(InvalidArgument, match="compacted"):
         read_snapshot(spark, path, as_of=4)
+
+
+def test_spark_reading_a_version_whose_files_a_vacuum_deleted_is_refused_as_locally(spark, customers):
+    """Spark's read of a version a compaction and a vacuum left without files gives
+    the error the local read gives (not Spark's missing path); later versions read."""
+    before, latest = customers.version, sorted(customers.snapshot(None))
+    customers.compact(5)
+    customers.vacuum(retention_hours=0, enforce_retention_duration=False)
+    with pytest.raises(DamagedArrangement, match="vacuum deleted it") as local:
+        PersistedArrangement.open(customers.path, version=before).updates()
+    for read in (read_updates, read_snapshot, read_history):
+        with pytest.raises(DamagedArrangement) as on_spark:
+            read(spark, customers.path, version=before)
+        assert str(on_spark.value) == str(local.value)
+    assert rows(read_snapshot(spark, customers.path), "key", "value", "count") == [(k, v, n) for (k, v), n in latest]
 
 
 def test_tuples_a_local_run_stored_read_as_structs_on_spark(spark, tmp_path):
