@@ -320,21 +320,35 @@ def _open_table(loc: Location, version: int | None) -> Any:
     try:
         return dl.DeltaTable(loc.uri, version=version, storage_options=loc.storage_options)
     except dl.exceptions.TableNotFoundError as exc:
+        if version is not None:  # its log entry may be gone: the latest version tells
+            _open_table(loc, None)
+            raise _no_version(loc, version) from exc
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is missing or empty; restore it from a backup",
             loc.uri_of(LOG_DIR),
         ) from exc
     except Exception as exc:  # noqa: BLE001 - delta-rs reports damage as several kinds
         if version is not None and "version" in str(exc).lower() and "not" in str(exc).lower():
-            latest = _open_table(loc, None).version()
-            raise InvalidArgument(
-                f"{loc.uri} has no version {version}: its versions still in the log run to {latest}"
-            ) from exc
+            _open_table(loc, None)
+            raise _no_version(loc, version) from exc
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is damaged ({type(exc).__name__}: "
             f"{first_line(exc)}); restore it from a backup",
             loc.uri_of(LOG_DIR),
         ) from exc
+
+
+def _no_version(loc: Location, version: int) -> InvalidArgument:
+    """The error for a ``version`` the log does not hold (yet, or any more)."""
+    held = [v for v, _ in commit_times(loc)]
+    why = ""
+    if held and version < held[0]:
+        why = (
+            " (Delta removes the log entries of versions older than the table's "
+            "delta.logRetentionDuration, 30 days unless set, once a later checkpoint holds the table)"
+        )
+    span = f"from {held[0]} to {held[-1]}" if held else "none"
+    return InvalidArgument(f"{loc.uri} has no version {version}: the versions its log holds run {span}{why}")
 
 
 def commit_times(loc: Location) -> list[tuple[int, int]]:

@@ -825,6 +825,11 @@ def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path
     moved = [sequence for (sequence, first), (_, before) in zip(first_logs[1:], first_logs, strict=False) if first != before]
     assert moved == [15, 30]  # the log's first file changes only with a cleanup
     assert PersistedArrangement.open(tmp_path).updates() == consolidate((("a", f"x{t}"), t, 1) for t in range(31))
+    first, latest = first_logs[-1][1], DeltaTable(str(tmp_path)).version()
+    assert PersistedArrangement.open(tmp_path, version=first).version == first
+    with pytest.raises(InvalidArgument, match=rf"no version {first - 1}: .* from {first} to {latest} .*logRetentionDuration") as gone:
+        PersistedArrangement.open(tmp_path, version=first - 1)  # not damage: its log entry expired
+    assert not isinstance(gone.value, DamagedArrangement)
 
 
 def test_data_files_are_written_in_small_row_groups_without_dictionaries(tmp_path):
@@ -887,7 +892,7 @@ def test_a_commit_time_opens_the_latest_version_committed_then(committed_over_ti
 
 @pytest.mark.parametrize(
     ("version", "message"),
-    [(-1, "0 or more"), (True, "0 or more"), (99, "has no version 99: its versions still in the log run to 4")],
+    [(-1, "0 or more"), (True, "0 or more"), (99, "has no version 99: the versions its log holds run from 0 to 4$")],
 )
 def test_a_version_the_table_cannot_have_is_refused_by_name(committed_over_time, version, message):
     """Not taken for damage (a negative version once said the log was damaged), nor a
