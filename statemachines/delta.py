@@ -320,8 +320,8 @@ def _open_table(loc: Location, version: int | None) -> Any:
     try:
         return dl.DeltaTable(loc.uri, version=version, storage_options=loc.storage_options)
     except dl.exceptions.TableNotFoundError as exc:
-        if version is not None:  # its log entry may be gone: the latest version tells
-            _open_table(loc, None)
+        if version is not None:  # its log entry expired, unless the whole log is gone
+            _open_table(loc, None)  # raises if it is
             raise _no_version(loc, version) from exc
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is missing or empty; restore it from a backup",
@@ -329,7 +329,7 @@ def _open_table(loc: Location, version: int | None) -> Any:
         ) from exc
     except Exception as exc:  # noqa: BLE001 - delta-rs reports damage as several kinds
         if version is not None and "version" in str(exc).lower() and "not" in str(exc).lower():
-            _open_table(loc, None)
+            _open_table(loc, None)  # raises if the log is damaged
             raise _no_version(loc, version) from exc
         raise DamagedArrangement(
             f"the Delta log {loc.uri_of(LOG_DIR)} is damaged ({type(exc).__name__}: "
@@ -458,13 +458,16 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
             f"{loc.uri} is a Delta table but not an arrangement (no '{APP_ID}' "
             f"transaction in its log)"
         )
+    state_file = state_name(sequence, table.transaction_version(ATTEMPT_ID))
     try:
-        state = _read_state(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)))
+        state = _read_state(loc, state_file)
     except DamagedArrangement as exc:
-        latest = _open_table(loc, None) if version is not None and isinstance(exc.__cause__, FileNotFoundError) else None
-        if latest is None or latest.transaction_version(APP_ID) == sequence:  # the latest state: damage
+        if version is None or not isinstance(exc.__cause__, FileNotFoundError):
             raise
-        raise vacuumed(loc, state_name(sequence, table.transaction_version(ATTEMPT_ID)), version, latest.version()) from exc
+        latest = _open_table(loc, None)
+        if latest.transaction_version(APP_ID) == sequence:  # the latest version's own state: damage
+            raise
+        raise vacuumed(loc, state_file, version, latest.version()) from exc
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
