@@ -405,9 +405,13 @@ def version_at(loc: Location, moment: _dt.datetime | str) -> int:
     commits = commit_times(loc)
     before = [version for version, committed in commits if committed <= at_ms]
     if not before:
-        first = _dt.datetime.fromtimestamp(commits[0][1] / 1000, _dt.UTC).isoformat() if commits else "none"
+        earliest = "none"
+        if commits:
+            at = _dt.datetime.fromtimestamp(commits[0][1] / 1000, _dt.UTC).isoformat()
+            earliest = f"version {commits[0][0]}, at {at}"
         raise InvalidArgument(
-            f"{loc.uri} has no version committed at or before {moment.isoformat()}; its first commit: {first}"
+            f"{loc.uri} has no version committed at or before {moment.isoformat()}; the earliest "
+            f"commit its log holds: {earliest}"
         )
     return max(before)
 

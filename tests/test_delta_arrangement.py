@@ -830,6 +830,8 @@ def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path
     with pytest.raises(InvalidArgument, match=rf"no version {first - 1}: .* from {first} to {latest} .*logRetentionDuration") as gone:
         PersistedArrangement.open(tmp_path, version=first - 1)  # not damage: its log entry expired
     assert not isinstance(gone.value, DamagedArrangement)
+    with pytest.raises(InvalidArgument, match=rf"no version committed at or before .* holds: version {first}, at "):
+        PersistedArrangement.open(tmp_path, version=dt.datetime(2000, 1, 1))
 
 
 def test_data_files_are_written_in_small_row_groups_without_dictionaries(tmp_path):
