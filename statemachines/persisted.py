@@ -166,7 +166,7 @@ def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None
             try:
                 table = pq.read_table(loc.path(name), filesystem=loc.filesystem)
             except FileNotFoundError:
-                problems.append(f"{loc.uri_of(name)} is missing; restore it from a backup")
+                problems.append(str(missing_file(loc, snapshot.version, name)))
                 readable = False
                 continue
             except (pa.ArrowException, OSError) as exc:
