@@ -44,7 +44,8 @@ def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None)
     try:
         frame = spark.read.parquet(*(loc.uri_of(name) for name in names))
     except AnalysisException as exc:  # Spark looks for the files as it plans the read
-        gone = sorted(set(names) - delta.present(loc, names))
+        found = delta.present(loc, names)
+        gone = [name for name in names if name not in found]
         if not gone:
             raise
         raise missing_file(loc, snapshot.version, gone[0]) from exc

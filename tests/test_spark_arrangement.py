@@ -70,7 +70,8 @@ def test_spark_reading_a_version_whose_files_a_vacuum_deleted_is_refused_as_loca
     for read in (read_updates, read_snapshot, read_history):
         with pytest.raises(DamagedArrangement) as on_spark:
             read(spark, customers.path, version=before)
-        assert str(on_spark.value) == str(local.value)
+        # the same error, though it may name another of the version's files first
+        assert str(on_spark.value).replace(on_spark.value.path, local.value.path) == str(local.value)
     assert rows(read_snapshot(spark, customers.path), "key", "value", "count") == [(k, v, n) for (k, v), n in latest]
 
 
