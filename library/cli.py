@@ -583,6 +583,12 @@ def parse_markers(items: list[str]) -> dict[str, list[Any]]:
     return markers
 
 
+VERSION_HELP = (
+    "read this version of the table, or the latest committed at an ISO 8601 time such as "
+    "2026-11-24T09:30Z (default: the latest)"
+)
+
+
 def _version(text: str) -> int | str:
     """``--version``: a version number, or a commit time (read by the arrangement)."""
     return int(text) if text.strip().lstrip("-").isdigit() else text
@@ -742,10 +748,10 @@ def _symbol(text: str) -> Any:
 def command_check(args: argparse.Namespace) -> None:
     from statemachines.persisted import check
 
-    problems = check(args.arrangement)
+    problems = check(args.arrangement, args.version)
     if problems:
         raise CliError(f"{len(problems)} problem(s): " + "; ".join(problems))
-    arr = PersistedArrangement.open(args.arrangement)
+    arr = PersistedArrangement.open(args.arrangement, version=args.version)
     files = len(arr.files())
     print(f"{args.arrangement}: intact (version {arr.version}, {files:,} data files read, {arr.summary()})")
 
@@ -888,10 +894,7 @@ def parser() -> argparse.ArgumentParser:
     view.add_argument("--history", action="store_true", help="validity intervals (SCD type 2)")
     view.add_argument("--rejected", action="store_true", help="the rejected events the runs into it kept, with reasons")
     show.add_argument("--key", help="only this key (compared as text)")
-    show.add_argument(
-        "--version", type=_version,
-        help="read this version of the table, or the latest committed at an ISO 8601 time such as 2026-11-24T09:30Z (default: the latest)",
-    )
+    show.add_argument("--version", type=_version, help=VERSION_HELP)
     show.add_argument("--output", choices=("table", "json", "csv"), default="table", help="how to print the rows")
     show.set_defaults(handler=command_show)
 
@@ -900,8 +903,9 @@ def parser() -> argparse.ArgumentParser:
     compact.add_argument("--since", required=True, help="times below this are advanced to it and consolidated")
     compact.set_defaults(handler=command_compact)
 
-    verify = command("check", "verify every file an arrangement's current version names")
+    verify = command("check", "verify every file one version of an arrangement names (default: the latest)")
     verify.add_argument("arrangement", help="the arrangement (a path or URI)")
+    verify.add_argument("--version", type=_version, help=VERSION_HELP)
     verify.set_defaults(handler=command_check)
 
     vacuum = command("vacuum", "delete the files no version within the retention period needs")

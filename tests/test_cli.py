@@ -90,6 +90,8 @@ def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(fe
     main(["run", "upsert", str(feed), "--into", str(into), *COLUMNS])
     main(["compact", str(into), "--since", "3"])
     versions = PersistedArrangement(into).version
+    assert main(["check", str(into), "--version", "0"]) == 0
+    assert "intact (version 0," in capsys.readouterr().out
     assert main(["vacuum", str(into), "--retention-hours", "0"]) == 2
     assert "below the table's delta.deletedFileRetentionDuration" in capsys.readouterr().err
     assert main(["vacuum", str(into), "--retention-hours", "0", "--no-retention-check", "--dry-run"]) == 0
@@ -100,6 +102,9 @@ def test_vacuum_keeps_the_tables_retention_unless_told_and_lists_on_a_dry_run(fe
     assert main(["vacuum", str(into), "--retention-hours", "0", "--no-retention-check"]) == 0
     assert capsys.readouterr().out.endswith(f"{len(listed) - 1} files deleted\n")
     assert all(not (into / name).exists() for name in listed[:-1])
+    assert main(["check", str(into), "--version", "0"]) == 2  # its files are gone
+    assert "a vacuum deleted it" in capsys.readouterr().err
+    assert main(["check", str(into), "--version", str(versions)]) == 0
 
 
 @pytest.mark.parametrize(
