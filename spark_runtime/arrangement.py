@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from statemachines import delta
 from statemachines.delta import VersionSpec
 from statemachines.errors import InvalidArgument
-from statemachines.persisted import PersistedArrangement, missing_file
+from statemachines.persisted import PersistedArrangement
 from statemachines.spark.output import ROW_GROUP_BYTES, count_rows
 from statemachines.times import decode_time
 
@@ -48,7 +48,7 @@ def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None)
         gone = [name for name in names if name not in found]
         if not gone:
             raise
-        raise missing_file(loc, snapshot.version, gone[0]) from exc
+        raise delta.missing_data_file(loc, snapshot.version, gone[0]) from exc
     return frame, decode_time(snapshot.state["since"])
 
 

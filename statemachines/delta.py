@@ -49,11 +49,11 @@ __all__ = [
     "commit",
     "data_file",
     "location",
+    "missing_data_file",
     "read_snapshot",
     "s3_filesystem",
     "table_retention_hours",
     "vacuum",
-    "vacuumed",
     "version_at",
 ]
 
@@ -471,7 +471,7 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
         latest = _open_table(loc, None)
         if latest.transaction_version(APP_ID) == sequence:  # the latest version's own state: damage
             raise
-        raise vacuumed(loc, state_file, version, latest.version()) from exc
+        raise _vacuumed(loc, state_file, version, latest.version()) from exc
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
@@ -484,7 +484,26 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
     return snapshot
 
 
-def vacuumed(loc: Location, relative: str, version: int | None, latest: int) -> DamagedArrangement:
+def missing_data_file(loc: Location, version: int | None, name: str) -> DamagedArrangement:
+    """The error for the data file ``name``, which ``version`` names and storage lacks.
+    If the latest version no longer names it, a compaction dropped it and a vacuum
+    deleted it (as Delta's time travel past the retention period): read a later
+    version. Else it is damage: restore it from a backup."""
+    try:
+        latest = read_snapshot(loc)
+    except InvalidArgument:  # the table is damaged further: name this file
+        latest = None
+    if latest is not None and latest.version not in (None, version) and name not in batch_files(latest.state):
+        return _vacuumed(loc, name, version, latest.version)
+    return DamagedArrangement(
+        f"{loc.uri_of(name)} is missing, and version {version} of the arrangement names it; restore the "
+        f"file from a backup, or read an older version (PersistedArrangement.open(path, version=...)) "
+        f"that does not name it",
+        loc.uri_of(name),
+    )
+
+
+def _vacuumed(loc: Location, relative: str, version: int | None, latest: int) -> DamagedArrangement:
     """The error for a file ``version`` needs that a later version does not, and which
     is gone: a vacuum deleted it, as Delta's time travel past the retention period."""
     return DamagedArrangement(

@@ -44,7 +44,6 @@ __all__ = [
     "PersistedArrangement",
     "check",
     "is_replay",
-    "missing_file",
     "parquet_files",
     "publish_batch",
     "read_state",
@@ -52,7 +51,6 @@ __all__ = [
     "rejected_table",
     "same_query",
     "set_aside",
-    "table_files",
 ]
 
 
@@ -106,37 +104,6 @@ def read_state(path: str | os.PathLike[str], version: delta.VersionSpec | None =
     return delta.read_snapshot(delta.location(path), version).state
 
 
-def table_files(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> tuple[list[str], dict[str, Any]]:
-    """The data files (URIs) of one version of the arrangement, and its state.
-
-    Reading exactly these files reads that version, whatever is committed meanwhile:
-    compaction removes files from later versions, not from storage.
-    """
-    loc = delta.location(path)
-    state = delta.read_snapshot(loc, version).state
-    return [loc.uri_of(f) for f in delta.batch_files(state)], state
-
-
-def missing_file(loc: Location, version: int | None, name: str) -> DamagedArrangement:
-    """The error for the data file ``name``, which ``version`` names and storage lacks.
-    If a later version no longer names it, a compaction dropped it and a vacuum
-    deleted it (as Delta's time travel past the retention period): read a later
-    version. Else it is damage: restore it from a backup."""
-    uri = loc.uri_of(name)
-    try:
-        latest = delta.read_snapshot(loc)
-    except InvalidArgument:  # the table is damaged further: name this file
-        latest = None
-    if latest is not None and latest.version not in (None, version) and name not in delta.batch_files(latest.state):
-        return delta.vacuumed(loc, name, version, latest.version)
-    return DamagedArrangement(
-        f"{uri} is missing, and version {version} of the arrangement names it; restore the file "
-        f"from a backup, or read an older version (PersistedArrangement.open(path, version=...)) "
-        f"that does not name it",
-        uri,
-    )
-
-
 def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None) -> list[str]:
     """What is wrong with the arrangement at ``path``: one line per damaged file.
 
@@ -166,7 +133,7 @@ def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None
             try:
                 table = pq.read_table(loc.path(name), filesystem=loc.filesystem)
             except FileNotFoundError:
-                problems.append(str(missing_file(loc, snapshot.version, name)))
+                problems.append(str(delta.missing_data_file(loc, snapshot.version, name)))
                 readable = False
                 continue
             except (pa.ArrowException, OSError) as exc:
@@ -804,7 +771,7 @@ class PersistedArrangement(Arrangement):
         try:
             return read()
         except FileNotFoundError as exc:
-            raise missing_file(self.location, self.version, name) from exc
+            raise delta.missing_data_file(self.location, self.version, name) from exc
         except (pa.ArrowException, OSError) as exc:
             raise DamagedArrangement(
                 f"{self.location.uri_of(name)} is damaged ({exc}); restore the file from a backup",

@@ -838,11 +838,9 @@ def test_expired_log_files_are_deleted_every_few_commits_not_after_each(tmp_path
 def test_data_files_are_written_in_small_row_groups_without_dictionaries(tmp_path):
     """A point read reads one 1,024-row group; a dictionary per group that small only
     makes the file larger and slower to write."""
-    from statemachines.persisted import table_files
-
     arrangement = PersistedArrangement(tmp_path)
     arrangement.append([((f"k{i:05d}", f"v{i % 7}"), i % 3, 1) for i in range(3000)], lower=0, upper=3)
-    files, _ = table_files(tmp_path)
+    files = PersistedArrangement.open(tmp_path).files()
     assert files
     for uri in files:
         metadata = pq.ParquetFile(uri.removeprefix("file://")).metadata
