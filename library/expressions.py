@@ -39,7 +39,8 @@ it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
-locate left right replace`` (``TRIM([BOTH |
+locate left right replace exp ln log log10 log2 pow power cbrt bround`` (a logarithm
+of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -124,7 +125,7 @@ class Expression:
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise DefinitionError(f"an expression condition needs SQL text, got {self.sql!r}")
         try:
-            tree = sqlglot.parse_one(self.sql, read="spark")
+            tree = sqlglot.parse_one(self.sql, read=_dialect())
         except sqlglot.errors.ParseError as error:
             why = error.errors[0].get("description") if error.errors else str(error)
             raise DefinitionError(f"cannot parse the condition {self.sql!r}: {why}") from None
@@ -221,7 +222,8 @@ def _supported() -> frozenset[type]:
         exp.Trim, exp.Substring, exp.Concat, exp.DPipe, exp.IsNan, exp.Nanvl,
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
-        exp.Sqrt, exp.Sign, exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
+        exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
+        exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -265,6 +267,18 @@ def _check(tree: Any, sql: str) -> None:
                                   f"literals as its position and length")
         if kind in (exp.Greatest, exp.Least) and not node.expressions:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes two values or more")
+        if kind is exp.Anonymous and node.name.upper() not in _NAMED:
+            raise DefinitionError(
+                f"the condition {sql!r} uses {node.sql(dialect='spark')!r}, a function expression conditions do "
+                f"not support; write it as a function condition instead"
+            )
+        if kind is exp.Anonymous and len(node.expressions) not in _NAMED[node.name.upper()]:
+            counts = _NAMED[node.name.upper()]
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes "
+                                  f"{' or '.join(map(str, counts))} argument{'s' if counts[-1] > 1 else ''}")
+        if kind is exp.Anonymous and node.name.upper() == "BROUND" and _whole_literal(_scale_of(node)) is None:
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
+                                  f"literal as its scale")
         if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
@@ -307,7 +321,7 @@ def _never_a_test(node: Any) -> str | None:
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
-                  | exp.StrPosition) or type(node) in _date_parts():
+                  | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
                   | exp.Replace):
@@ -419,6 +433,15 @@ class _Evaluator:
             return self._add_days(node)
         if kind is exp.Sqrt or kind is exp.Sign:
             return _sqrt_or_sign(self._number(node, node.this), sign=kind is exp.Sign)
+        if kind is exp.Anonymous and node.name.upper() == "BROUND":
+            return _round(node, self._number(node, node.expressions[0]), _whole_literal(_scale_of(node)), half_even=True)
+        if kind in (exp.Exp, exp.Ln, exp.Cbrt) or kind is exp.Anonymous:  # log10, log2
+            return _of_one_number(node.name.upper() if kind is exp.Anonymous else kind.__name__.upper(),
+                                  self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this))
+        if kind is exp.Log or kind is exp.Pow:  # read as an arithmetic operator's sides are
+            first = self._number(node, node.this)
+            second = self._where(lambda e: e._number(node, node.expression), _not(first, None))
+            return _of_two_numbers(kind is exp.Pow, first, second)
         if kind is exp.Nullif:  # CASE WHEN a = b THEN NULL ELSE a END, as Spark SQL writes it
             equal = exp.EQ(this=node.this, expression=node.expression)
             return self._case(exp.If(this=equal, true=exp.Null(), false=node.this))
@@ -977,8 +1000,9 @@ def _whole_literal(node: Any) -> int | None:
     return None
 
 
-def _round(node: Any, value: Any, scale: int) -> Any:
-    """``round(x, d)``: ``x`` rounded half away from zero to ``d`` decimal places
+def _round(node: Any, value: Any, scale: int, half_even: bool = False) -> Any:
+    """``round(x, d)``: ``x`` rounded half away from zero (``bround(x, d)``,
+    ``half_even``: half to the even neighbour, 2.5 to 2.0) to ``d`` decimal places
     (``d`` < 0: to tens, hundreds...), of ``x``'s type, as Spark SQL rounds it: a
     fraction as the decimal it is written as (``round(2.675, 2)`` is 2.68), NaN and
     infinities as they are; whole numbers that no longer fit their type are an
@@ -994,14 +1018,15 @@ def _round(node: Any, value: Any, scale: int) -> Any:
     if _is_null_type(value):
         return value
     kind = value.type
+    mode = decimal.ROUND_HALF_EVEN if half_even else decimal.ROUND_HALF_UP
     if pa.types.is_integer(kind):
         if scale >= 0:
             return value
-        step, width = 10**-scale, kind.bit_width
+        width = kind.bit_width
         low, high = (-(2 ** (width - 1)), 2 ** (width - 1) - 1) if pa.types.is_signed_integer(kind) else (0, 2**width - 1)
 
         def whole(v: int) -> int:
-            rounded = (abs(v) + step // 2) // step * step * (1 if v >= 0 else -1)
+            rounded = int(decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale), mode))
             if not low <= rounded <= high:
                 raise ArithmeticError(f"{node.sql(dialect='spark')!r}: {v} rounded is {rounded}, which {kind} cannot hold")
             return rounded
@@ -1013,7 +1038,7 @@ def _round(node: Any, value: Any, scale: int) -> Any:
         precision = max(whole_digits, -scale + 1) if scale < 0 else whole_digits + new_scale
         exponent = decimal.Decimal(1).scaleb(-scale)
         with decimal.localcontext(prec=80):
-            return _one_by_one(value, lambda v: v.quantize(exponent, decimal.ROUND_HALF_UP),
+            return _one_by_one(value, lambda v: v.quantize(exponent, mode),
                                pa.decimal128(min(precision, 38), new_scale))
 
     def fraction(v: float) -> float:
@@ -1025,7 +1050,7 @@ def _round(node: Any, value: Any, scale: int) -> Any:
         if written.as_tuple().exponent >= -scale:  # no digit to drop
             return v
         with decimal.localcontext(prec=max(28, written.adjusted() + scale + 3)):
-            return float(written.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)) + 0.0  # no -0.0
+            return float(written.quantize(decimal.Decimal(1).scaleb(-scale), mode)) + 0.0  # no -0.0
 
     return _one_by_one(value, fraction, kind)
 
@@ -1112,6 +1137,77 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
     if not sign:
         return pc.sqrt(value)
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
+
+
+_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2)}  # functions sqlglot leaves unnamed here: their arguments
+
+
+@functools.cache
+def _dialect() -> Any:
+    """Spark SQL's syntax, ``log10(x)`` and ``log2(x)`` kept apart from ``log(10, x)``
+    (Spark computes them differently: ``log10(1000)`` is 3.0, ``log(10, 1000)``
+    2.9999999999999996)."""
+    from sqlglot import exp
+    from sqlglot.dialects.spark import Spark
+
+    def named(name: str) -> Callable[[list[Any]], Any]:
+        return lambda args: exp.Anonymous(this=name, expressions=args)
+
+    class Conditions(Spark):
+        class Parser(Spark.Parser):
+            FUNCTIONS = {**Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2")}
+
+    return Conditions
+
+
+def _scale_of(node: Any) -> Any:
+    """``bround(x, d)``'s ``d`` (None for ``bround(x)``)."""
+    return node.expressions[1] if len(node.expressions) > 1 else None
+
+
+def _of_one_number(name: str, value: Any) -> Any:
+    """``exp``, ``ln``, ``log10``, ``log2`` and ``cbrt`` of ``x``: fractions (DOUBLE),
+    as Spark SQL gives them: a logarithm of zero or less is NULL, of NaN NaN;
+    ``log2(x)`` is ``ln(x) / ln(2)``, as Spark divides::
+
+        x       ln(x)     log10(x)   log2(x)   exp(x)   cbrt(x)
+        1000    6.907..   3.0        9.965..   inf      10.0
+        0       NULL      NULL       NULL      1.0      0.0
+        -8      NULL      NULL       NULL      0.0003.. -2.0
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return value
+    value = pc.cast(value, pa.float64())
+    if name == "EXP":
+        return pc.exp(value)
+    if name == "CBRT":
+        given = _array(value, 1) if isinstance(value, pa.Scalar) else value
+        roots = pa.array(np.cbrt(given.fill_null(0.0).to_numpy(zero_copy_only=False)), mask=given.is_null().to_numpy(zero_copy_only=False))
+        return roots[0] if isinstance(value, pa.Scalar) else roots
+    logarithm = {"LN": pc.ln, "LOG10": pc.log10, "LOG2": lambda v: pc.divide(pc.ln(v), math.log(2.0))}[name]
+    return pc.if_else(pc.less_equal(value, 0.0), pa.scalar(None, pa.float64()), logarithm(value))
+
+
+def _of_two_numbers(power: bool, first: Any, second: Any) -> Any:
+    """``pow(x, y)`` (``power``) or ``log(b, x)``, fractions (DOUBLE), as Spark SQL
+    gives them: ``pow`` as Java's ``Math.pow``, which is NaN where ``y`` is NaN, or
+    ``x`` is 1 or -1 and ``y`` infinite (C's gives 1.0 there); ``log(b, x)`` is
+    ``ln(x) / ln(b)``, NULL where ``b`` or ``x`` is zero or less."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(first) or _is_null_type(second):
+        return pa.scalar(None, pa.null())
+    first, second = pc.cast(first, pa.float64()), pc.cast(second, pa.float64())
+    if power:
+        javas_nan = pc.or_(pc.is_nan(second), pc.and_(pc.equal(pc.abs(first), 1.0), pc.is_inf(second)))
+        return pc.if_else(javas_nan, math.nan, pc.power(first, second))
+    undefined = pc.or_(pc.less_equal(first, 0.0), pc.less_equal(second, 0.0))
+    return pc.if_else(undefined, pa.scalar(None, pa.float64()), pc.divide(pc.ln(second), pc.ln(first)))
 
 
 def _looked_for(node: Any) -> list[Any]:

@@ -710,6 +710,18 @@ MORE_FUNCTIONS = [
     "replace(k, '', 'x') = k", "sqrt(x) = 0", "sign(x) = 0",
 ]
 MORE_FUNCTIONS_REFUSED = ["1 / sqrt(x) < 0", "1 / sign(x) < 0", "sqrt(k) > 0", "nullif(n, 'x') IS NULL", "nvl2(n, 'a', 2) = 2"]
+# logarithms of zero, -0.0 and negatives (NULL), of NaN and infinity; Java's pow where C's differs; NaN kept
+# from > by x < 3 (it exceeds every number in Spark SQL, none in Python, as the module says)
+MATH_FUNCTIONS = [
+    "ln(x) > 0 AND NOT isnan(x)", "ln(x) IS NULL", "isnan(ln(x))", "log(x) < 1", "log10(n) IS NULL", "log10(x) > 0.3 AND x < 3", "log2(n) > 2",
+    "log2(x) IS NULL", "log(2, x) > 1 AND x < 3", "log(x, 8) > 1 AND x < 3", "log(n, x) IS NULL", "log(0.5, n) < 0", "exp(x) > 1 AND x < 3",
+    "exp(n) < 1", "cbrt(x) < 0", "cbrt(n) > 1.9", "pow(x, 2) > 5 AND x < 3", "pow(n, 0.5) = 2", "power(x, n) > 1 AND x < 3",
+    "isnan(pow(1, x))", "pow(x, 0) = 1", "isnan(power(-1, x))", "pow(n, -1) > 0.2", "pow(x, 0.5) = 1.5",
+    "bround(x) = 2", "bround(x, 1) = 2.2", "round(x, 1) = 2.3", "bround(n, -1) = 0", "bround(n, -1) = 10",
+    "bround(2.5) = bround(1.5)", "bround(-0.5) = 0", "log10(1000) = 3 AND n IS NOT NULL",
+    "log(10, 1000) = 3 OR n IS NULL", "log2(8) = 3 AND x < 3",
+]
+MATH_FUNCTIONS_REFUSED = ["ln(k) IS NULL", "pow(x, k) > 0", "bround(x, n) = 2", "log10(x, 2) > 0", "pow(x) > 1"]
 
 
 @pytest.mark.spark
@@ -720,6 +732,16 @@ def test_more_functions_answer_as_in_spark_sql(spark):
     batch and the local table, each gives Spark SQL's answers or is refused where
     Spark's query fails."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), MORE_FUNCTIONS, MORE_FUNCTIONS_REFUSED, MORE_ROWS)
+
+
+@pytest.mark.spark
+def test_math_functions_answer_as_in_spark_sql(spark):
+    """exp, ln / log, log10, log2, log(base, x), pow / power, cbrt and bround (half
+    to even) over NaN, -0.0, negatives, infinities, NULL and text that is no number
+    (an error where read, as Spark's cast): each gives Spark SQL's answers or is
+    refused where Spark refuses the query; ``log10(1000)`` is 3 where ``log(10,
+    1000)`` is not, as there."""
+    _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), MATH_FUNCTIONS, MATH_FUNCTIONS_REFUSED, MORE_ROWS)
 
 
 INT_CONDITIONS = [
