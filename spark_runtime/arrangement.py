@@ -43,6 +43,7 @@ def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None)
         raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
     try:
         frame = spark.read.parquet(*(loc.uri_of(name) for name in names))
+        frame.schema  # noqa: B018 - Spark Connect plans a read (and looks for its files) only when asked
     except AnalysisException as exc:  # Spark looks for the files as it plans the read
         found = delta.present(loc, names)
         gone = [name for name in names if name not in found]

@@ -10,7 +10,8 @@ notebook would; ``module`` is ``tests.machines.Fragile``, from a module the
 cluster's Python cannot import; ``rules`` is a RuleDetector whose rules also
 arrive as a stream (:func:`rules_case`); mode ``batch`` or ``stream``.
 Streaming writes the events as two files (a micro-batch each) and a flush event far
-in the future, so every event is final when the run ends.
+in the future, so every event is final when the run ends. Through Spark Connect, it
+also reads a version a vacuum emptied (``vacuumed``: what the local read and Spark's say).
 """
 
 from __future__ import annotations
@@ -153,6 +154,35 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
     }
 
 
+def vacuumed_read(spark, workdir: str) -> dict:
+    """Reading a version of an arrangement whose files a compaction and a vacuum
+    deleted, locally and on ``spark``: each error's class, text and the file it names."""
+    from deltalake import DeltaTable
+
+    from statemachines import run_local
+    from statemachines.library import Upsert
+    from statemachines.spark import read_updates
+
+    path = os.path.join(workdir, "vacuumed")
+    arrangement = PersistedArrangement(path)
+    run_local(Upsert(), [("a", "x", 1), ("b", "y", 2)], into=arrangement)
+    before = arrangement.version
+    run_local(Upsert(), [("a", "z", 3)], into=arrangement)
+    arrangement.compact(5)
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    said = {}
+    for where, read in (
+        ("local", lambda: PersistedArrangement.open(path, version=before).updates()),
+        ("spark", lambda: read_updates(spark, path, version=before).collect()),
+    ):
+        try:
+            read()
+            said[where] = None
+        except Exception as exc:  # noqa: BLE001 - what the reader says is the result
+            said[where] = [type(exc).__name__, str(exc), getattr(exc, "path", None)]
+    return said
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--master")
@@ -175,6 +205,8 @@ def main(argv: list[str]) -> None:
     for name in args.runs.split(","):
         machine, mode = name.split("-")
         results[name] = run(spark, machine_named(machine, events), mode, events, os.path.join(args.workdir, name))
+    if args.remote:
+        results["vacuumed"] = vacuumed_read(spark, args.workdir)
     with open(os.path.join(args.workdir, "result.json"), "w") as out:
         json.dump(results, out)
     spark.stop()

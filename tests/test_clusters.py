@@ -202,6 +202,17 @@ def test_spark_connect_runs_machines_defined_anywhere(connect_results, run):
     check(connect_results[run], run)
 
 
+@pytest.mark.background("connect")
+def test_spark_connect_refuses_a_version_a_vacuum_emptied_as_locally(connect_results):
+    """Through Spark Connect, whose reads are planned only when asked, reading a
+    version whose files a vacuum deleted gives the local read's error when the read
+    is made, not Spark's missing path at its first action."""
+    local, remote = connect_results["vacuumed"]["local"], connect_results["vacuumed"]["spark"]
+    assert local[0] == "DamagedArrangement" and "vacuum deleted it" in local[1]
+    assert remote is not None and remote[0] == local[0], remote
+    assert remote[1].replace(remote[2], local[2]) == local[1]  # it may name another of the version's files
+
+
 def test_the_cluster_python_cannot_import_the_project(tmp_path):
     """The premise of the tests above: without shipping, the workers would fail."""
     python = servers.bare_python(tmp_path)
