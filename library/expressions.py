@@ -29,7 +29,7 @@ function agree.
 The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads the
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
-``IS [NOT] NULL``, ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
+``IS [NOT] NULL`` (``isnull(x)``, ``isnotnull(x)``), ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * / div %`` (a whole-number literal an INT where it
 fits, as Spark types it: an INT field's arithmetic with it overflows, an error, as
@@ -1139,23 +1139,35 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
 
 
-_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2)}  # functions sqlglot leaves unnamed here: their arguments
+_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
 def _dialect() -> Any:
     """Spark SQL's syntax, ``log10(x)`` and ``log2(x)`` kept apart from ``log(10, x)``
     (Spark computes them differently: ``log10(1000)`` is 3.0, ``log(10, 1000)``
-    2.9999999999999996)."""
+    2.9999999999999996), and ``isnull(x)`` / ``isnotnull(x)`` read as ``x IS [NOT] NULL``."""
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
 
     def named(name: str) -> Callable[[list[Any]], Any]:
         return lambda args: exp.Anonymous(this=name, expressions=args)
 
+    def null_test(name: str) -> Callable[[list[Any]], Any]:  # isnull(x) is x IS NULL
+        def build(args: list[Any]) -> Any:
+            if len(args) != 1:  # refused in _check, naming its arguments
+                return named(name)(args)
+            test = exp.Is(this=args[0], expression=exp.Null())
+            return test if name == "ISNULL" else exp.Not(this=test)
+
+        return build
+
     class Conditions(Spark):
         class Parser(Spark.Parser):
-            FUNCTIONS = {**Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2")}
+            FUNCTIONS = {
+                **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),
+                "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"),
+            }
 
     return Conditions
 

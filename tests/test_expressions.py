@@ -707,9 +707,11 @@ MORE_FUNCTIONS = [
     "instr(k, 'an') = 2", "instr(k, '') = 1", "instr(k, 'b') = 2", "locate('X', k) = 2", "instr(n, '1') = 2",
     "left(k, 2) = 'Áb'", "right(k, 2) = 'Xa'", "left(k, -1) = ''", "right(k, 0) = ''", "right(k, 10) = k",
     "right(k, 3) = 'ana'", "left(n, 1) = '-'", "replace(k, 'a', 'o') = 'bonono'", "replace(k, 'a') = 'X'",
-    "replace(k, '', 'x') = k", "sqrt(x) = 0", "sign(x) = 0",
+    "replace(k, '', 'x') = k", "sqrt(x) = 0", "sign(x) = 0", "isnull(n)", "isnotnull(k) AND isnull(n)",
 ]
-MORE_FUNCTIONS_REFUSED = ["1 / sqrt(x) < 0", "1 / sign(x) < 0", "sqrt(k) > 0", "nullif(n, 'x') IS NULL", "nvl2(n, 'a', 2) = 2"]
+MORE_FUNCTIONS_REFUSED = [
+    "1 / sqrt(x) < 0", "1 / sign(x) < 0", "sqrt(k) > 0", "nullif(n, 'x') IS NULL", "nvl2(n, 'a', 2) = 2", "isnull(n, k)",
+]
 # logarithms of zero, -0.0 and negatives (NULL), of NaN and infinity; Java's pow where C's differs; NaN kept
 # from > by x < 3 (it exceeds every number in Spark SQL, none in Python, as the module says)
 MATH_FUNCTIONS = [
@@ -726,7 +728,7 @@ MATH_FUNCTIONS_REFUSED = ["ln(k) IS NULL", "pow(x, k) > 0", "bround(x, n) = 2", 
 
 @pytest.mark.spark
 def test_more_functions_answer_as_in_spark_sql(spark):
-    """sqrt, sign, nullif, nvl2, instr / locate, left, right and replace over NaN,
+    """sqrt, sign, nullif, nvl2, isnull, isnotnull, instr / locate, left, right and replace over NaN,
     -0.0 (whose square root and sign keep its sign: 1 / it divides by zero, an error
     as in Spark), negative, infinite, NULL and two-byte values: over Spark's Arrow
     batch and the local table, each gives Spark SQL's answers or is refused where
