@@ -30,7 +30,7 @@ The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL`` (``isnull(x)``, ``isnotnull(x)``), ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
-``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` (RE2's regular expressions,
+``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` / ``regexp`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * / div %`` (a whole-number literal an INT where it
 fits, as Spark types it: an INT field's arithmetic with it overflows, an error, as
 Spark's does), unary minus, ``CASE [x] WHEN ..
@@ -39,7 +39,7 @@ it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
-locate left right replace exp ln log log10 log2 pow power cbrt bround`` (a logarithm
+locate left right replace regexp_extract exp ln log log10 log2 pow power cbrt bround`` (a logarithm
 of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
@@ -223,7 +223,7 @@ def _supported() -> frozenset[type]:
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
-        exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
+        exp.Nullif, exp.Nvl2, exp.RegexpExtract, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -279,6 +279,8 @@ def _check(tree: Any, sql: str) -> None:
         if kind is exp.Anonymous and node.name.upper() == "BROUND" and _whole_literal(_scale_of(node)) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
+        if kind is exp.RegexpExtract:
+            _check_extract(node, sql)
         if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
@@ -324,7 +326,7 @@ def _never_a_test(node: Any) -> str | None:
                   | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
-                  | exp.Replace):
+                  | exp.Replace | exp.RegexpExtract):
         return "text"
     if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd):
         return "dates"
@@ -448,6 +450,8 @@ class _Evaluator:
         if kind is exp.Nvl2:  # CASE WHEN a IS NOT NULL THEN b ELSE c END
             given = exp.Not(this=exp.Is(this=node.this, expression=exp.Null()))
             return self._case(exp.If(this=given, true=node.args["true"], false=node.args.get("false")))
+        if kind is exp.RegexpExtract:
+            return _regexp_extract(node, self._text(node, node.this), self.rows)
         if kind in (exp.StrPosition, exp.Left, exp.Right, exp.Replace):
             return _in_text(node, self._text(node, node.this))
         if kind is exp.Trim:
@@ -1139,14 +1143,15 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
 
 
-_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,)}  # functions sqlglot leaves unnamed here: their arguments
+_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
 def _dialect() -> Any:
     """Spark SQL's syntax, ``log10(x)`` and ``log2(x)`` kept apart from ``log(10, x)``
     (Spark computes them differently: ``log10(1000)`` is 3.0, ``log(10, 1000)``
-    2.9999999999999996), and ``isnull(x)`` / ``isnotnull(x)`` read as ``x IS [NOT] NULL``."""
+    2.9999999999999996); ``isnull(x)`` / ``isnotnull(x)`` read as ``x IS [NOT] NULL``,
+    ``regexp(s, r)`` as ``s RLIKE r``."""
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
 
@@ -1162,11 +1167,14 @@ def _dialect() -> Any:
 
         return build
 
+    def regexp_like(args: list[Any]) -> Any:  # regexp(s, r) is s RLIKE r
+        return exp.RegexpLike(this=args[0], expression=args[1]) if len(args) == 2 else named("REGEXP")(args)
+
     class Conditions(Spark):
         class Parser(Spark.Parser):
             FUNCTIONS = {
                 **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),
-                "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"),
+                "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"), "REGEXP": regexp_like,
             }
 
     return Conditions
@@ -1220,6 +1228,89 @@ def _of_two_numbers(power: bool, first: Any, second: Any) -> Any:
         return pc.if_else(javas_nan, math.nan, pc.power(first, second))
     undefined = pc.or_(pc.less_equal(first, 0.0), pc.less_equal(second, 0.0))
     return pc.if_else(undefined, pa.scalar(None, pa.float64()), pc.divide(pc.ln(second), pc.ln(first)))
+
+
+def _numbered_groups(pattern: str) -> tuple[str, int]:
+    """``pattern`` with its capturing groups named ``_g1``, ``_g2``... in the order of
+    their opening parentheses (named ones too, as Java numbers them) and the whole of
+    it ``_g0``, so that Arrow (which extracts named groups only) can take group ``n``;
+    and how many groups it has::
+
+        a(b+)(?:c)(?<d>e)   ->   (?P<_g0>a(?P<_g1>b+)(?:c)(?P<_g2>e)), 2
+    """
+    out: list[str] = []
+    groups, i, in_class = 0, 0, False
+    while i < len(pattern):
+        if pattern.startswith("\\Q", i):  # quoted up to \E: nothing in it counts
+            end = pattern.find("\\E", i + 2)
+            end = len(pattern) if end < 0 else end + 2
+            out.append(pattern[i:end])
+            i = end
+        elif pattern[i] == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif in_class:
+            in_class = pattern[i] != "]"
+            out.append(pattern[i])
+            i += 1
+        elif pattern[i] == "[":  # a class; a ] first in it is one of its characters
+            start = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            start += pattern[start : start + 1] == "]"
+            out.append(pattern[i:start])
+            in_class, i = True, start
+        elif pattern[i] == "(" and (not pattern.startswith("(?", i) or re.match(r"\(\?P?<\w+>", pattern[i:])):
+            groups += 1
+            named = re.match(r"\(\?P?<\w+>", pattern[i:])
+            out.append(f"(?P<_g{groups}>")
+            i += named.end() if named else 1
+        else:
+            out.append(pattern[i])
+            i += 1
+    return f"(?P<_g0>{''.join(out)})", groups
+
+
+def _check_extract(node: Any, sql: str) -> None:
+    """``regexp_extract(s, 'pattern'[, n])`` takes a pattern RE2 runs and a whole number."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    shown = node.sql(dialect="spark")
+    pattern = node.expression
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string) or _whole_literal(node.args.get("group")) is None:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
+                              f"whole-number literal as its group")
+    try:
+        pc.extract_regex(pa.array([""]), _numbered_groups(pattern.this)[0])
+    except pa.ArrowInvalid as error:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+
+
+def _regexp_extract(node: Any, text: Any, rows: int) -> Any:
+    """``regexp_extract(s, 'pattern', n)``: the text group ``n`` (0: all of it) of the
+    pattern's first match in ``s`` takes, as Spark SQL gives it: empty where the
+    pattern finds nothing or the group takes no part; NULL for NULL text; a group
+    the pattern does not have an error, in the rows the pattern finds a match in::
+
+        s           regexp_extract(s, '(a+)(b)?', 2)   regexp_extract(s, 'a+', 1)
+        'aab'       'b'                                 error: no group 1
+        'xx'        ''                                  ''
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(text):
+        return text
+    text = _array(text, rows)
+    pattern, groups = _numbered_groups(node.expression.this)
+    group = _whole_literal(node.args.get("group"))
+    if not 0 <= group <= groups:
+        if pc.any(pc.match_substring_regex(text, node.expression.this)).as_py():
+            raise ValueError(f"{node.sql(dialect='spark')!r}: the pattern has {groups} groups, so no group {group}")
+        taken = pa.nulls(len(text), pa.string())
+    else:
+        taken = pc.struct_field(pc.extract_regex(pc.cast(text, pa.string()), pattern), f"_g{group}")
+    return pc.if_else(pc.is_null(text), pa.scalar(None, pa.string()), pc.coalesce(taken, ""))
 
 
 def _looked_for(node: Any) -> list[Any]:

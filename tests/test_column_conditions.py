@@ -64,6 +64,7 @@ ATOMS = [
     (lambda F: F.greatest(F.col("amount"), F.lit(10)) == 10, lambda e: e.amount is None or e.amount <= 10),  # NULL skipped
     (lambda F: F.least(F.col("amount"), F.lit(0)) < 0, lambda e: e.amount is not None and e.amount < 0),
     (lambda F: F.pow(F.col("amount"), 2) > 100, _field("amount", lambda a: a * a > 100)),
+    (lambda F: F.regexp_extract(F.col("kind"), "(i)(e)", 2) == "e", _field("kind", lambda k: "ie" in k)),
     (lambda F: F.log10(F.col("amount")) >= 1, lambda e: None if e.amount is None or e.amount <= 0 else e.amount >= 10),
     (lambda F: F.bround(F.col("amount") / 10) == 0, _field("amount", lambda a: round(a / 10) == 0)),  # 0.5 to even 0
     (  # no otherwise: NULL

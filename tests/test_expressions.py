@@ -723,6 +723,14 @@ MATH_FUNCTIONS = [
     "bround(2.5) = bround(1.5)", "bround(-0.5) = 0", "log10(1000) = 3 AND n IS NOT NULL",
     "log(10, 1000) = 3 OR n IS NULL", "log2(8) = 3 AND x < 3",
 ]
+# groups that take part, repeat, take no part, are named; the whole match; no match; a digit class
+REGEXP_FUNCTIONS = [
+    "regexp_extract(k, '(a)(n)', 2) = 'n'", "regexp_extract(k, 'b(an)+', 0) = 'banan'", "regexp_extract(k, 'b(an)+', 1) = 'an'",
+    "regexp_extract(k, '(X)|(q)', 2) = ''", "regexp_extract(k, '(X)|(q)', 1) = 'X'", "regexp_extract(k, 'q', 0) = ''",
+    "regexp_extract(k, '(?i)(x)', 1) = 'X'", "regexp_extract(k, '(?<v>[aeiou])(.)', 2) = 'n'", "regexp_extract(k, 'Á(b)') = 'b'",
+    "regexp_extract(n, '(\\\\d)', 1) = '4'", "regexp_extract(k, 'q+', 2) = ''", "regexp(k, 'X')", "regexp_extract(k, '\\\\Q(a)\\\\E|(b)', 1) = 'b'",
+]
+REGEXP_FUNCTIONS_REFUSED = ["regexp_extract(k, 'a+', 1) = ''", "regexp_extract(k, '(a)', -1) = ''", "regexp_extract(k, 'a', 1.5) = ''"]
 MATH_FUNCTIONS_REFUSED = ["ln(k) IS NULL", "pow(x, k) > 0", "bround(x, n) = 2", "log10(x, 2) > 0", "pow(x) > 1"]
 
 
@@ -744,6 +752,14 @@ def test_math_functions_answer_as_in_spark_sql(spark):
     refused where Spark refuses the query; ``log10(1000)`` is 3 where ``log(10,
     1000)`` is not, as there."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), MATH_FUNCTIONS, MATH_FUNCTIONS_REFUSED, MORE_ROWS)
+
+
+@pytest.mark.spark
+def test_regexp_extract_answers_as_in_spark_sql(spark):
+    """regexp_extract takes the group Java's matcher numbers (named groups counted,
+    a repeated group's last text, empty where no match or the group takes no part)
+    and fails where it matches but has no such group, as Spark SQL."""
+    _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), REGEXP_FUNCTIONS, REGEXP_FUNCTIONS_REFUSED, MORE_ROWS)
 
 
 INT_CONDITIONS = [
