@@ -39,7 +39,8 @@ it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
-locate left right replace regexp_extract exp ln log log10 log2 pow power cbrt bround`` (a logarithm
+locate left right replace regexp_extract array_contains size cardinality element_at
+try_element_at exp ln log log10 log2 pow power cbrt bround`` (a logarithm
 of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
@@ -223,7 +224,7 @@ def _supported() -> frozenset[type]:
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
-        exp.Nullif, exp.Nvl2, exp.RegexpExtract, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
+        exp.Nullif, exp.Nvl2, exp.RegexpExtract, exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -281,6 +282,9 @@ def _check(tree: Any, sql: str) -> None:
                                   f"literal as its scale")
         if kind is exp.RegexpExtract:
             _check_extract(node, sql)
+        if kind is exp.Bracket and (len(node.expressions) != 1 or _whole_literal(node.expressions[0]) is None):
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
+                                  f"literal as its index")
         if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
@@ -323,7 +327,8 @@ def _never_a_test(node: Any) -> str | None:
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
-                  | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous) or type(node) in _date_parts():
+                  | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous | exp.ArraySize
+                  ) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
                   | exp.Replace | exp.RegexpExtract):
@@ -452,6 +457,14 @@ class _Evaluator:
             return self._case(exp.If(this=given, true=node.args["true"], false=node.args.get("false")))
         if kind is exp.RegexpExtract:
             return _regexp_extract(node, self._text(node, node.this), self.rows)
+        if kind is exp.ArrayContains:
+            lists = self._list(node, node.this)
+            return _array_contains(node, lists, self._unless_null(node.expression, lists), self.rows)
+        if kind is exp.ArraySize:  # an INT, NULL for NULL (as under ANSI SQL)
+            lists = self._list(node, node.this)
+            return lists if _is_null_type(lists) else pc.cast(pc.list_value_length(lists), pa.int32())
+        if kind is exp.Bracket:
+            return _element(node, self._list(node, node.this), _whole_literal(node.expressions[0]), self.rows)
         if kind in (exp.StrPosition, exp.Left, exp.Right, exp.Replace):
             return _in_text(node, self._text(node, node.this))
         if kind is exp.Trim:
@@ -664,6 +677,22 @@ class _Evaluator:
             return value[first:end] if first < end else ""
 
         return pa.array([None if v is None else cut(v) for v in _array(text, self.rows).to_pylist()], pa.string())
+
+    def _list(self, node: Any, part: Any) -> Any:
+        """The arrays ``part`` of ``node`` gives (as one Arrow list array); NULL of no
+        type passes; anything else is refused."""
+        import pyarrow as pa
+
+        value = self.value(part)
+        if _is_null_type(value):
+            return value
+        if not (pa.types.is_list(value.type) or pa.types.is_large_list(value.type)
+                or pa.types.is_fixed_size_list(value.type) or pa.types.is_list_view(value.type)):
+            raise TypeError(f"{node.sql(dialect='spark')!r} reads arrays; {part.sql(dialect='spark')!r} gives "
+                            f"{value.type} values")
+        value = _array(value, self.rows)
+        value = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
+        return value if pa.types.is_list(value.type) else value.cast(pa.list_(value.type.value_type))
 
     def _text(self, node: Any, part: Any) -> Any:
         """The text ``part`` of ``node`` gives: text as it is; whole numbers, booleans
@@ -1143,7 +1172,8 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
 
 
-_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,)}  # functions sqlglot leaves unnamed here: their arguments
+_NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,),
+          "CARDINALITY": (1,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
@@ -1157,6 +1187,9 @@ def _dialect() -> Any:
 
     def named(name: str) -> Callable[[list[Any]], Any]:
         return lambda args: exp.Anonymous(this=name, expressions=args)
+
+    def cardinality(args: list[Any]) -> Any:  # cardinality(a) is size(a)
+        return exp.ArraySize(this=args[0]) if len(args) == 1 else named("CARDINALITY")(args)
 
     def null_test(name: str) -> Callable[[list[Any]], Any]:  # isnull(x) is x IS NULL
         def build(args: list[Any]) -> Any:
@@ -1175,6 +1208,7 @@ def _dialect() -> Any:
             FUNCTIONS = {
                 **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),
                 "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"), "REGEXP": regexp_like,
+                "CARDINALITY": cardinality,
             }
 
     return Conditions
@@ -1311,6 +1345,58 @@ def _regexp_extract(node: Any, text: Any, rows: int) -> Any:
     else:
         taken = pc.struct_field(pc.extract_regex(pc.cast(text, pa.string()), pattern), f"_g{group}")
     return pc.if_else(pc.is_null(text), pa.scalar(None, pa.string()), pc.coalesce(taken, ""))
+
+
+def _array_contains(node: Any, lists: Any, item: Any, rows: int) -> Any:
+    """``array_contains(a, x)``: TRUE where an element of ``a`` equals ``x`` (compared
+    as ``=`` compares them), else NULL where one is NULL, else FALSE; NULL where ``a``
+    or ``x`` is NULL, as Spark SQL gives it::
+
+        a              array_contains(a, 'x')
+        ['x', NULL]    TRUE
+        ['y', NULL]    NULL
+        []             FALSE
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(lists) or _is_null_type(item):
+        return _nulls(rows)
+    parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+    items = _array(item, rows).take(pa.array(parents, pa.int64()))
+    equal = _array(_compare(node, pc.equal, pc.list_flatten(lists), items, len(parents)), len(parents))
+    yes = equal.fill_null(False).to_numpy(zero_copy_only=False)
+    unknown = equal.is_null().to_numpy(zero_copy_only=False)
+    found = np.bincount(parents[yes], minlength=rows) > 0
+    maybe = np.bincount(parents[unknown], minlength=rows) > 0
+    answer = pa.array(found, mask=~found & maybe)
+    return pc.if_else(pc.or_(pc.is_null(lists), pc.is_null(_array(item, rows))), pa.scalar(None, pa.bool_()), answer)
+
+
+def _element(node: Any, lists: Any, index: int, rows: int) -> Any:
+    """``a[i]`` (counted from 0) or ``element_at(a, i)`` (from 1, from the end if
+    negative): the element, NULL for NULL ``a``; an index beyond an array is an error
+    in its row, as under ANSI SQL (``try_element_at``: NULL), and so is ``element_at``'s 0."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(lists):
+        return lists
+    shown = node.sql(dialect="spark")
+    from_one, safe = node.args.get("offset") == 1, bool(node.args.get("safe"))
+    given = pc.is_valid(lists).to_numpy(zero_copy_only=False)
+    if from_one and index == 0 and given.any():
+        raise ValueError(f"{shown}: element_at counts from 1 (or from -1 at the end), not from 0")
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    position = (index - 1 if index > 0 else lengths + index) if from_one else np.full(len(lists), index)
+    inside = given & (position >= 0) & (position < lengths)
+    if not safe and (given & ~inside).any():
+        shortest = int(lengths[given & ~inside].min())
+        raise ValueError(f"{shown}: index {index} is beyond an array of {shortest} elements")
+    starts = lists.offsets.to_numpy(zero_copy_only=False)[:-1]
+    return lists.values.take(pa.array(np.where(inside, starts + position, 0), pa.int64(), mask=~inside))
 
 
 def _looked_for(node: Any) -> list[Any]:

@@ -731,6 +731,20 @@ REGEXP_FUNCTIONS = [
     "regexp_extract(n, '(\\\\d)', 1) = '4'", "regexp_extract(k, 'q+', 2) = ''", "regexp(k, 'X')", "regexp_extract(k, '\\\\Q(a)\\\\E|(b)', 1) = 'b'",
 ]
 REGEXP_FUNCTIONS_REFUSED = ["regexp_extract(k, 'a+', 1) = ''", "regexp_extract(k, '(a)', -1) = ''", "regexp_extract(k, 'a', 1.5) = ''"]
+# arrays with and without NULL elements, empty and NULL ones
+ARRAY_ROWS = [(["x", "y"], [1, None], "x", 1), ([], [], "y", 0), (None, [3], None, None), (["y", None], [2, 5], "q", 2)]
+ARRAY_SCHEMA = "tags array<string>, nums array<bigint>, k string, n bigint"
+ARRAY_FUNCTIONS = [
+    "array_contains(tags, 'x')", "array_contains(tags, 'q') IS NULL", "array_contains(tags, k)", "array_contains(nums, n)",
+    "array_contains(nums, 5)", "NOT array_contains(tags, 'x')", "size(tags) = 2", "size(tags) IS NULL", "cardinality(nums) = 1",
+    "size(tags) = 0", "try_element_at(tags, 2) = 'y'", "try_element_at(tags, -1) IS NULL", "try_element_at(nums, 3) IS NULL",
+    "CASE WHEN size(tags) > 1 THEN element_at(tags, 2) = 'y' END", "CASE WHEN size(tags) > 0 THEN tags[0] = 'x' END",
+    "CASE WHEN size(nums) > 0 THEN element_at(nums, -1) = 5 END", "array_contains(nums, 2.0)",
+]
+ARRAY_FUNCTIONS_REFUSED = [
+    "element_at(tags, 1) = 'x'", "tags[0] = 'x'", "tags[-1] = 'x'", "element_at(tags, 0) = 'x'", "size(k) > 0",
+    "array_contains(nums, 'a')", "tags[n] = 'x'",
+]
 MATH_FUNCTIONS_REFUSED = ["ln(k) IS NULL", "pow(x, k) > 0", "bround(x, n) = 2", "log10(x, 2) > 0", "pow(x) > 1"]
 
 
@@ -760,6 +774,16 @@ def test_regexp_extract_answers_as_in_spark_sql(spark):
     a repeated group's last text, empty where no match or the group takes no part)
     and fails where it matches but has no such group, as Spark SQL."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), REGEXP_FUNCTIONS, REGEXP_FUNCTIONS_REFUSED, MORE_ROWS)
+
+
+@pytest.mark.spark
+def test_array_functions_answer_as_in_spark_sql(spark):
+    """array_contains (NULL where no element equals but one is NULL), size /
+    cardinality (NULL for NULL), element_at / a[i] / try_element_at (an index beyond
+    an array an error where read, as under ANSI SQL; NULL with try_) over arrays
+    with NULL elements, empty and NULL arrays: each gives Spark SQL's answers or is
+    refused where Spark's query fails."""
+    _agree_with_spark(spark.createDataFrame(ARRAY_ROWS, ARRAY_SCHEMA), ARRAY_FUNCTIONS, ARRAY_FUNCTIONS_REFUSED, ARRAY_ROWS)
 
 
 INT_CONDITIONS = [
