@@ -14,6 +14,8 @@ text, which the pattern keeps, evaluates and serialises like any other::
     F.col("day") == F.lit(date(2024, 1, 31))         (day = DATE '2024-01-31')
     F.col("code").cast("int") > 10                   (CAST(code AS INT) > 10)
     F.when(F.col("n") > 1, "big").otherwise("small") (CASE WHEN (n > 1) THEN 'big' ELSE 'small' END)
+    F.col("tags")[0] == "vip"                        (tags[0] = 'vip')
+    F.col("login").getField("kind") == "fail"        (login.kind = 'fail')
 
 What the expression language of :class:`~statemachines.library.expressions.Expression`
 does not support (a cast to an interval, a user-defined function...) is
@@ -73,6 +75,11 @@ def _sql(node: Any) -> str:
         branches, otherwise = node.branches
         whens = " ".join(f"WHEN {_sql(condition)} THEN {_sql(value)}" for condition, value in branches)
         return f"(CASE {whens}{'' if otherwise is None else ' ELSE ' + _sql(otherwise)} END)"
+    if kind == "extract":  # a[i], an element of an array, or a['b'] (getField), the field b of a struct
+        child, extraction = node.arguments
+        if extraction.kind == "literal" and isinstance(extraction.value, str):
+            return f"{_sql(child)}.{_identifier([extraction.value])}"
+        return f"{_sql(child)}[{_sql(extraction)}]"
     if kind != "function":
         raise DefinitionError(
             f"a Column condition is written as SQL text, and {node.text} has no place in it; "
@@ -127,6 +134,7 @@ class _ClassicNode:
         self.kind = {
             "UnresolvedAttribute": "attribute", "Literal": "literal", "SqlExpression": "sql",
             "UnresolvedFunction": "function", "Cast": "cast", "CaseWhenOtherwise": "case",
+            "UnresolvedExtractValue": "extract",
         }.get(node.getClass().getSimpleName(), "other")
 
     @property
@@ -176,6 +184,8 @@ class _ClassicNode:
     def arguments(self) -> list[_ClassicNode]:
         if self.kind == "cast":
             return [_ClassicNode(self._node.child())]
+        if self.kind == "extract":
+            return [_ClassicNode(self._node.child()), _ClassicNode(self._node.extraction())]
         return [_ClassicNode(a) for a in _items(self._node.arguments())]
 
 
@@ -190,6 +200,7 @@ class _ConnectNode:
         self.kind = {
             "ColumnReference": "attribute", "LiteralExpression": "literal", "SQLExpression": "sql",
             "UnresolvedFunction": "function", "CastExpression": "cast", "CaseWhen": "case",
+            "UnresolvedExtractValue": "extract",
         }.get(type(expression).__name__, "other")
 
     @property
@@ -233,6 +244,8 @@ class _ConnectNode:
     def arguments(self) -> list[_ConnectNode]:
         if self.kind == "cast":
             return [_ConnectNode(self._expression._expr)]
+        if self.kind == "extract":
+            return [_ConnectNode(self._expression._child), _ConnectNode(self._expression._extraction)]
         return [_ConnectNode(a) for a in self._expression._args]
 
 

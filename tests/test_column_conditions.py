@@ -162,3 +162,23 @@ def test_a_column_with_a_date_timestamp_or_decimal_literal_means_what_spark_says
         expression = Pattern.begin("a").where(make(F)).steps[0].condition
         assert expression.evaluate(frame.toArrow()).to_pylist() == expected
         assert expression.evaluate(records_table(rows, Reading._fields, None)).to_pylist() == expected
+
+
+NESTED = {
+    "an element": lambda F: F.col("tags")[1] == "y",
+    "a field (getField)": lambda F: F.col("login").getField("kind") == "fail",
+    "a field (item)": lambda F: F.col("login")["n"] > 1,
+    "array_contains and size": lambda F: F.array_contains("tags", "y") & (F.size("tags") > 1),
+}
+
+
+@pytest.mark.parametrize("make", NESTED.values(), ids=NESTED)
+def test_a_column_reading_an_array_element_or_a_struct_field_means_what_spark_says(spark, flavours, make):
+    """``a[i]`` and ``a.getField('b')`` / ``a['b']`` Columns, written back as
+    ``a[i]`` and ``a.b``, give Spark's answers, from either kind of session."""
+    rows = [(["x", "y"], ("fail", 2)), (["y", "z"], ("ok", None)), (None, None), (["x", None], ("fail", 1))]
+    frame = spark.createDataFrame(rows, "tags array<string>, login struct<kind:string, n:bigint>")
+    expected = [row[0] is True for row in frame.select(make(flavours["classic"])).collect()]
+    assert True in expected and False in expected
+    for F in flavours.values():
+        assert Pattern.begin("a").where(make(F)).steps[0].condition.evaluate(frame.toArrow()).to_pylist() == expected
