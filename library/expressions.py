@@ -224,7 +224,8 @@ def _supported() -> frozenset[type]:
         exp.Greatest, exp.Least, exp.Round, exp.Floor, exp.Ceil, *_date_parts(),
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
-        exp.Nullif, exp.Nvl2, exp.RegexpExtract, exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.StrPosition, exp.Left, exp.Right, exp.Replace,
+        exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace, exp.RegexpExtract,
+        exp.ArrayContains, exp.ArraySize, exp.Bracket,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -1240,7 +1241,8 @@ def _of_one_number(name: str, value: Any) -> Any:
         return pc.exp(value)
     if name == "CBRT":
         given = _array(value, 1) if isinstance(value, pa.Scalar) else value
-        roots = pa.array(np.cbrt(given.fill_null(0.0).to_numpy(zero_copy_only=False)), mask=given.is_null().to_numpy(zero_copy_only=False))
+        missing = given.is_null().to_numpy(zero_copy_only=False)
+        roots = pa.array(np.cbrt(given.fill_null(0.0).to_numpy(zero_copy_only=False)), mask=missing)
         return roots[0] if isinstance(value, pa.Scalar) else roots
     logarithm = {"LN": pc.ln, "LOG10": pc.log10, "LOG2": lambda v: pc.divide(pc.ln(v), math.log(2.0))}[name]
     return pc.if_else(pc.less_equal(value, 0.0), pa.scalar(None, pa.float64()), logarithm(value))
@@ -1364,14 +1366,15 @@ def _array_contains(node: Any, lists: Any, item: Any, rows: int) -> Any:
     if _is_null_type(lists) or _is_null_type(item):
         return _nulls(rows)
     parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
-    items = _array(item, rows).take(pa.array(parents, pa.int64()))
-    equal = _array(_compare(node, pc.equal, pc.list_flatten(lists), items, len(parents)), len(parents))
+    item = _array(item, rows)
+    equal = _compare(node, pc.equal, pc.list_flatten(lists), item.take(pa.array(parents, pa.int64())), len(parents))
+    equal = _array(equal, len(parents))
     yes = equal.fill_null(False).to_numpy(zero_copy_only=False)
     unknown = equal.is_null().to_numpy(zero_copy_only=False)
     found = np.bincount(parents[yes], minlength=rows) > 0
     maybe = np.bincount(parents[unknown], minlength=rows) > 0
     answer = pa.array(found, mask=~found & maybe)
-    return pc.if_else(pc.or_(pc.is_null(lists), pc.is_null(_array(item, rows))), pa.scalar(None, pa.bool_()), answer)
+    return pc.if_else(pc.or_(pc.is_null(lists), pc.is_null(item)), pa.scalar(None, pa.bool_()), answer)
 
 
 def _element(node: Any, lists: Any, index: int, rows: int) -> Any:
