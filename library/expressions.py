@@ -39,7 +39,8 @@ it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
-locate left right replace regexp_extract array_contains size cardinality element_at
+locate left right replace lpad rpad btrim initcap reverse translate repeat ascii octet_length
+bit_length regexp_extract array_contains size cardinality element_at
 try_element_at exp ln log log10 log2 pow power cbrt bround`` (a logarithm
 of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
@@ -225,7 +226,8 @@ def _supported() -> frozenset[type]:
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
         exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace, exp.RegexpExtract,
-        exp.ArrayContains, exp.ArraySize, exp.Bracket,
+        exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
+        exp.Repeat, exp.Ascii, exp.BitLength,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -283,6 +285,8 @@ def _check(tree: Any, sql: str) -> None:
                                   f"literal as its scale")
         if kind is exp.RegexpExtract:
             _check_extract(node, sql)
+        if kind in (exp.Pad, exp.Initcap, exp.Translate, exp.Repeat):
+            _check_text_function(node, sql)
         if kind is exp.Bracket and (len(node.expressions) != 1 or _whole_literal(node.expressions[0]) is None):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its index")
@@ -329,10 +333,10 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
                   | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous | exp.ArraySize
-                  ) or type(node) in _date_parts():
+                  | exp.Ascii | exp.BitLength) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
-                  | exp.Replace | exp.RegexpExtract):
+                  | exp.Replace | exp.RegexpExtract | exp.Pad | exp.Initcap | exp.Reverse | exp.Translate | exp.Repeat):
         return "text"
     if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd):
         return "dates"
@@ -443,7 +447,7 @@ class _Evaluator:
             return _sqrt_or_sign(self._number(node, node.this), sign=kind is exp.Sign)
         if kind is exp.Anonymous and node.name.upper() == "BROUND":
             return _round(node, self._number(node, node.expressions[0]), _whole_literal(_scale_of(node)), half_even=True)
-        if kind in (exp.Exp, exp.Ln, exp.Cbrt) or kind is exp.Anonymous:  # log10, log2
+        if kind in (exp.Exp, exp.Ln, exp.Cbrt) or kind is exp.Anonymous and node.name.upper() in ("LOG10", "LOG2"):
             return _of_one_number(node.name.upper() if kind is exp.Anonymous else kind.__name__.upper(),
                                   self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this))
         if kind is exp.Log or kind is exp.Pow:  # read as an arithmetic operator's sides are
@@ -466,6 +470,10 @@ class _Evaluator:
             return lists if _is_null_type(lists) else pc.cast(pc.list_value_length(lists), pa.int32())
         if kind is exp.Bracket:
             return _element(node, self._list(node, node.this), _whole_literal(node.expressions[0]), self.rows)
+        if kind in (exp.Pad, exp.Initcap, exp.Reverse, exp.Translate, exp.Repeat, exp.Ascii, exp.BitLength) or (
+            kind is exp.Anonymous and node.name.upper() == "OCTET_LENGTH"
+        ):
+            return _of_text(node, self._text(node, node.expressions[0] if kind is exp.Anonymous else node.this))
         if kind in (exp.StrPosition, exp.Left, exp.Right, exp.Replace):
             return _in_text(node, self._text(node, node.this))
         if kind is exp.Trim:
@@ -1174,7 +1182,7 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
 
 
 _NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,),
-          "CARDINALITY": (1,)}  # functions sqlglot leaves unnamed here: their arguments
+          "CARDINALITY": (1,), "BTRIM": (1, 2), "OCTET_LENGTH": (1,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
@@ -1201,6 +1209,11 @@ def _dialect() -> Any:
 
         return build
 
+    def btrim(args: list[Any]) -> Any:  # btrim(s[, 'cs']) is TRIM(BOTH 'cs' FROM s)
+        if len(args) not in (1, 2):
+            return named("BTRIM")(args)
+        return exp.Trim(this=args[0], expression=args[1] if len(args) == 2 else None)
+
     def regexp_like(args: list[Any]) -> Any:  # regexp(s, r) is s RLIKE r
         return exp.RegexpLike(this=args[0], expression=args[1]) if len(args) == 2 else named("REGEXP")(args)
 
@@ -1209,7 +1222,7 @@ def _dialect() -> Any:
             FUNCTIONS = {
                 **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),
                 "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"), "REGEXP": regexp_like,
-                "CARDINALITY": cardinality,
+                "CARDINALITY": cardinality, "BTRIM": btrim, "OCTET_LENGTH": named("OCTET_LENGTH"),
             }
 
     return Conditions
@@ -1400,6 +1413,76 @@ def _element(node: Any, lists: Any, index: int, rows: int) -> Any:
         raise ValueError(f"{shown}: index {index} is beyond an array of {shortest} elements")
     starts = lists.offsets.to_numpy(zero_copy_only=False)[:-1]
     return lists.values.take(pa.array(np.where(inside, starts + position, 0), pa.int64(), mask=~inside))
+
+
+def _check_text_function(node: Any, sql: str) -> None:
+    """``lpad`` / ``rpad``, ``repeat`` take whole-number literals as their lengths and
+    counts, ``lpad`` / ``rpad``, ``translate`` string literals as what they put."""
+    from sqlglot import exp
+
+    shown = node.sql(dialect="spark")
+    numbers = [node.expression] if type(node) is exp.Pad else [node.args.get("times")] if type(node) is exp.Repeat else []
+    texts = {exp.Pad: [node.args.get("fill_pattern")], exp.Translate: [node.args.get("from_"), node.args.get("to")],
+             exp.Initcap: [node.expression]}.get(type(node), [])
+    if type(node) is exp.Initcap and not (node.expression is None or node.expression.this == " "):
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes one argument")
+    if any(_whole_literal(n) is None for n in numbers) or not all(
+        t is None or (isinstance(t, exp.Literal) and t.is_string) for t in texts
+    ):
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes whole-number literals as lengths and "
+                              f"counts, string literals as the text it puts")
+
+
+def _of_text(node: Any, text: Any) -> Any:
+    """``lpad(s, n[, p])`` / ``rpad`` (``s`` padded with ``p``, a space by default, or
+    cut to ``n`` characters; ``s`` cut alone if ``p`` is empty), ``initcap`` (each
+    word, after a space, capitalised, the rest lower case), ``reverse``,
+    ``translate(s, 'ab', 'x')`` (each ``a`` made ``x``, each ``b`` dropped),
+    ``repeat(s, n)``, ``ascii`` (the first character's code point, 0 for ''),
+    ``octet_length`` / ``bit_length`` (of its UTF-8 bytes), as Spark SQL gives them::
+
+        s       lpad(s, 5, 'xy')   rpad(s, 2)   initcap(s)   translate(s, 'ab', 'x')   ascii(s)
+        'abc'   'xyabc'            'ab'         'Abc'        'xc'                      97
+        ''      'xyxyx'            '  '         ''           ''                        0
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    if _is_null_type(text):
+        return text
+    kind = type(node)
+    convert: Callable[[str], Any]
+    arrow_type = pa.string()
+    if kind is exp.Pad:
+        width = _whole_literal(node.expression) or 0
+        fill = node.args["fill_pattern"].this if node.args.get("fill_pattern") is not None else " "
+
+        def convert(v: str) -> str:
+            short = width - len(v)
+            if short <= 0 or not fill:
+                return v[: max(width, 0)]
+            padding = (fill * -(-short // len(fill)))[:short]
+            return padding + v if node.args.get("is_left") else v + padding
+    elif kind is exp.Initcap:
+        convert = lambda v: " ".join(w[:1].upper() + w[1:] for w in v.lower().split(" "))  # noqa: E731
+    elif kind is exp.Reverse:
+        convert = lambda v: v[::-1]  # noqa: E731
+    elif kind is exp.Translate:
+        table: dict[int, int | None] = {}
+        to = node.args["to"].this
+        for i, char in enumerate(node.args["from_"].this):
+            table.setdefault(ord(char), ord(to[i]) if i < len(to) else None)
+        convert = lambda v: v.translate(table)  # noqa: E731
+    elif kind is exp.Repeat:
+        times = max(_whole_literal(node.args["times"]) or 0, 0)
+        convert = lambda v: v * times  # noqa: E731
+    elif kind is exp.Ascii:
+        convert, arrow_type = (lambda v: ord(v[0]) if v else 0), pa.int32()
+    else:  # octet_length, bit_length
+        bits = 8 if kind is exp.BitLength else 1
+        return pc.multiply(pc.cast(pc.binary_length(pc.cast(text, pa.string())), pa.int32()), bits)
+    return _one_by_one(text, convert, arrow_type)
 
 
 def _looked_for(node: Any) -> list[Any]:

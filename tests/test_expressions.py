@@ -731,6 +731,16 @@ REGEXP_FUNCTIONS = [
     "regexp_extract(n, '(\\\\d)', 1) = '4'", "regexp_extract(k, 'q+', 2) = ''", "regexp(k, 'X')", "regexp_extract(k, '\\\\Q(a)\\\\E|(b)', 1) = 'b'",
 ]
 REGEXP_FUNCTIONS_REFUSED = ["regexp_extract(k, 'a+', 1) = ''", "regexp_extract(k, '(a)', -1) = ''", "regexp_extract(k, 'a', 1.5) = ''"]
+# padding, cutting and repeating; two-byte characters; numbers read as text; duplicates in translate's from
+TEXT_FUNCTIONS = [
+    "lpad(k, 8, 'xy') = 'xybanana'", "lpad(k, 2) = 'ba'", "lpad(k, 2, '') = 'ba'", "lpad(k, 3) = '   '", "lpad(k, -1) = ''",
+    "rpad(k, 5, 'Xy') = 'ÁbcXy'", "rpad(k, 4, 'é') = 'aXaé'", "initcap(k) = 'Banana'", "initcap(k) = 'Axa'",
+    "initcap(concat(k, ' x-y  z')) = 'Banana X-y  Z'", "reverse(k) = 'ananab'", "reverse(k) = 'cbÁ'",
+    "translate(k, 'an', 'o') = 'booo'", "translate(k, 'aa', 'xy') = 'xXx'", "repeat(k, 2) = 'aXaaXa'", "repeat(k, 0) = ''",
+    "repeat(n, 2) = '44'", "ascii(k) = 98", "ascii(k) = 193", "ascii(k) = 0", "ascii(n) = 45", "octet_length(k) = 4",
+    "bit_length(k) = 48", "octet_length(n) = 2", "btrim(k, 'ab') = 'nan'", "btrim(s) = 'an'", "btrim(k, 'a') = 'X'",
+]
+TEXT_FUNCTIONS_REFUSED = ["lpad(k) = 'x'", "initcap(k, 'x') = 'a'", "repeat(k) = ''", "btrim(k, 'a', 'b') = ''"]
 # arrays with and without NULL elements, empty and NULL ones
 ARRAY_ROWS = [(["x", "y"], [1, None], "x", 1), ([], [], "y", 0), (None, [3], None, None), (["y", None], [2, 5], "q", 2)]
 ARRAY_SCHEMA = "tags array<string>, nums array<bigint>, k string, n bigint"
@@ -774,6 +784,14 @@ def test_regexp_extract_answers_as_in_spark_sql(spark):
     a repeated group's last text, empty where no match or the group takes no part)
     and fails where it matches but has no such group, as Spark SQL."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), REGEXP_FUNCTIONS, REGEXP_FUNCTIONS_REFUSED, MORE_ROWS)
+
+
+@pytest.mark.spark
+def test_text_functions_answer_as_in_spark_sql(spark):
+    """lpad / rpad, btrim, initcap, reverse, translate, repeat, ascii, octet_length
+    and bit_length over two-byte characters, empty and NULL text and numbers read
+    as text: each gives Spark SQL's answers or is refused where Spark refuses it."""
+    _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), TEXT_FUNCTIONS, TEXT_FUNCTIONS_REFUSED, MORE_ROWS)
 
 
 @pytest.mark.spark
