@@ -40,7 +40,7 @@ endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round 
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
 locate left right replace lpad rpad btrim initcap reverse translate repeat ascii octet_length
-bit_length regexp_extract array_contains size cardinality element_at
+bit_length regexp_extract array_contains unix_timestamp date_trunc trunc add_months last_day size cardinality element_at
 try_element_at exp ln log log10 log2 pow power cbrt bround`` (a logarithm
 of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
@@ -89,6 +89,7 @@ kind of field reads the wall clock as UTC::
 
 from __future__ import annotations
 
+import calendar
 import datetime
 import decimal
 import functools
@@ -227,7 +228,7 @@ def _supported() -> frozenset[type]:
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
         exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace, exp.RegexpExtract,
         exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
-        exp.Repeat, exp.Ascii, exp.BitLength,
+        exp.Repeat, exp.Ascii, exp.BitLength, exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths, exp.LastDay,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
 
@@ -287,6 +288,8 @@ def _check(tree: Any, sql: str) -> None:
             _check_extract(node, sql)
         if kind in (exp.Pad, exp.Initcap, exp.Translate, exp.Repeat):
             _check_text_function(node, sql)
+        if kind in (exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths):
+            _check_time_function(node, sql)
         if kind is exp.Bracket and (len(node.expressions) != 1 or _whole_literal(node.expressions[0]) is None):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its index")
@@ -298,6 +301,7 @@ def _check(tree: Any, sql: str) -> None:
                                   f"read text as dates as CAST does (no format); write it as a function condition instead")
         if kind is exp.Var and not (
             isinstance(node.parent, exp.TsOrDsAdd | exp.DateDiff) and node.name.upper() == "DAY"
+            or isinstance(node.parent, exp.TimestampTrunc)
         ):
             raise DefinitionError(f"the condition {sql!r} uses {node.parent.sql(dialect='spark')!r}: expression "
                                   f"conditions add and count days only; write it as a function condition instead")
@@ -333,13 +337,15 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
                   | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous | exp.ArraySize
-                  | exp.Ascii | exp.BitLength) or type(node) in _date_parts():
+                  | exp.Ascii | exp.BitLength | exp.StrToUnix) or type(node) in _date_parts():
         return "numbers"
     if isinstance(node, exp.Lower | exp.Upper | exp.Trim | exp.Substring | exp.Concat | exp.DPipe | exp.Left | exp.Right
                   | exp.Replace | exp.RegexpExtract | exp.Pad | exp.Initcap | exp.Reverse | exp.Translate | exp.Repeat):
         return "text"
-    if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd):
+    if isinstance(node, exp.TsOrDsToDate | exp.TsOrDsAdd | exp.DateTrunc | exp.AddMonths | exp.LastDay):
         return "dates"
+    if isinstance(node, exp.TimestampTrunc):
+        return "timestamps"
     if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
         return f"{node.to.sql(dialect='spark')} values"
     return None
@@ -438,6 +444,12 @@ class _Evaluator:
             return _date_part(node, self.value(node.this))
         if kind is exp.TsOrDsToDate:
             return _to_date(node, self.value(node.this))
+        if kind is exp.StrToUnix:
+            return _unix_seconds(node, self.value(node.this))
+        if kind is exp.TimestampTrunc:
+            return _truncated_time(node, self.value(node.this))
+        if kind in (exp.DateTrunc, exp.AddMonths, exp.LastDay):
+            return _of_date(node, _to_date(node, self.value(node.this)))
         if kind is exp.DateDiff:  # its sides are TO_DATE(...), as sqlglot parses it
             end, start = (_days(self.value(side)) for side in (node.this, node.expression))
             return pa.scalar(None, pa.null()) if _is_null_type(end) or _is_null_type(start) else pc.subtract_checked(end, start)
@@ -1127,6 +1139,124 @@ def _to_date(node: Any, value: Any) -> Any:
     if pa.types.is_timestamp(kind):
         return value.cast(pa.timestamp(kind.unit, "UTC")).cast(pa.date32()) if kind.tz else value.cast(pa.date32())
     raise TypeError(f"{node.sql(dialect='spark')!r} reads dates, timestamps or text, not {kind} values")
+
+
+_TIME_UNITS = {  # date_trunc's units (trunc takes year to week), as Arrow's floor_temporal names them
+    "YEAR": "year", "YYYY": "year", "YY": "year", "QUARTER": "quarter", "MONTH": "month", "MM": "month",
+    "MON": "month", "WEEK": "week", "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute",
+    "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond",
+}
+_DATE_UNITS = ("year", "quarter", "month", "week")
+
+
+def _time_unit(node: Any) -> str | None:
+    """The unit of ``date_trunc`` / ``trunc`` as Arrow names it (None: none of theirs)."""
+    from sqlglot import exp
+
+    unit = _TIME_UNITS.get(node.args["unit"].name.upper())
+    return unit if type(node) is exp.TimestampTrunc or unit in _DATE_UNITS else None
+
+
+def _check_time_function(node: Any, sql: str) -> None:
+    """``unix_timestamp(x)`` takes no format, ``date_trunc`` / ``trunc`` a unit of theirs
+    as a literal, ``add_months`` a whole-number literal."""
+    from sqlglot import exp
+
+    shown = node.sql(dialect="spark")
+    kind = type(node)
+    if kind is exp.StrToUnix and (isinstance(node.this, exp.CurrentTimestamp) or (
+        node.args.get("format") is not None and node.args["format"].this != "%Y-%mstrict-%dstrict %Hstrict:%Mstrict:%Sstrict"
+    )):
+        raise DefinitionError(f"the condition {sql!r} uses {shown!r}: expression conditions read the seconds of "
+                              f"timestamps, dates and text as yyyy-MM-dd HH:mm:ss (no other format, no current time); "
+                              f"write it as a function condition instead")
+    if kind in (exp.TimestampTrunc, exp.DateTrunc) and not (
+        isinstance(node.args.get("unit"), exp.Var | exp.Literal) and _time_unit(node)
+    ):
+        units = ", ".join(u for u, arrow in _TIME_UNITS.items() if kind is exp.TimestampTrunc or arrow in _DATE_UNITS)
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes one of the units {units}, as a literal")
+    if kind is exp.AddMonths and _whole_literal(node.expression) is None:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a whole-number literal as its months")
+
+
+def _unix_seconds(node: Any, value: Any) -> Any:
+    """``unix_timestamp(x)``: the whole seconds (a BIGINT, toward zero) since
+    1970-01-01 00:00 UTC of a timestamp (a wall clock's read as UTC, this project's
+    sessions' zone), a date's midnight or text written ``yyyy-MM-dd HH:mm:ss`` (other
+    text an error for its event, as Spark's parser under ANSI SQL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return value
+    kind = value.type
+    if pa.types.is_date32(kind):
+        return pc.multiply(value.cast(pa.int32()).cast(pa.int64()), 86400)
+    if _is_text(kind):  # as 'yyyy-MM-dd HH:mm:ss', in UTC
+
+        def seconds(text: str) -> int:
+            if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", text):
+                raise ValueError(f"{node.sql(dialect='spark')!r}: {text!r} is not written as yyyy-MM-dd HH:mm:ss")
+            return int(datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC).timestamp())
+
+        return _one_by_one(value, seconds, pa.int64())
+    if not pa.types.is_timestamp(kind):
+        raise TypeError(f"{node.sql(dialect='spark')!r} reads timestamps, dates or text, not {kind} values")
+    micros = value.cast(pa.timestamp("us", kind.tz)).cast(pa.int64())
+    return pc.divide(pc.subtract(micros, pc.remainder(micros, 1_000_000)), 1_000_000)  # as Java's / truncates
+
+
+def _truncated_time(node: Any, value: Any) -> Any:
+    """``date_trunc('unit', x)``: the timestamp ``x`` cut to the start of its year,
+    quarter, month, week (from Monday), day, hour... in UTC; a date as its midnight
+    UTC, text read as a timestamp (an error for its event where it is none)::
+
+        x                      date_trunc('HOUR', x)   date_trunc('WEEK', x)
+        2024-01-03 09:30 UTC   2024-01-03 09:00 UTC    2024-01-01 00:00 UTC
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(value):
+        return value
+    kind = value.type
+    if _is_text(kind):
+        value = _cast(node, value, pa.timestamp("us", "UTC"), False)
+    elif pa.types.is_date32(kind):
+        value = value.cast(pa.timestamp("us")).cast(pa.timestamp("us", "UTC"))
+    elif not pa.types.is_timestamp(kind):
+        raise TypeError(f"{node.sql(dialect='spark')!r} reads timestamps, dates or text, not {kind} values")
+    elif kind.tz is not None:
+        value = value.cast(pa.timestamp(kind.unit, "UTC"))
+    return pc.floor_temporal(value, unit=_time_unit(node), week_starts_monday=True)
+
+
+def _of_date(node: Any, dates: Any) -> Any:
+    """``trunc(d, 'unit')`` (the first day of ``d``'s year, quarter, month or week,
+    from Monday), ``add_months(d, n)`` (the same day ``n`` months on, or the last of
+    a shorter month) and ``last_day(d)`` (the last of its month), dates as Spark SQL
+    gives them; timestamps and text are read as dates first, as ``to_date`` reads them::
+
+        d            trunc(d, 'MM')   add_months(d, 1)   last_day(d)
+        2024-01-31   2024-01-01       2024-02-29         2024-01-31
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    if _is_null_type(dates):
+        return dates
+    kind = type(node)
+    if kind is exp.DateTrunc:
+        return pc.floor_temporal(dates, unit=_time_unit(node), week_starts_monday=True)
+    months = _whole_literal(node.expression) if kind is exp.AddMonths else 0
+
+    def shifted(day: datetime.date) -> datetime.date:
+        year, month = divmod(day.year * 12 + day.month - 1 + months, 12)
+        last = calendar.monthrange(year, month + 1)[1]
+        return datetime.date(year, month + 1, last if kind is exp.LastDay else min(day.day, last))
+
+    return _one_by_one(dates, shifted, pa.date32())
 
 
 def _days(dates: Any) -> Any:

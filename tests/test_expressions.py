@@ -348,6 +348,7 @@ def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_withou
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
         ("pmod(amount, 2) = 1", "do not support"),
+        ("sin(amount) > 0", "do not support"),
         ("CAST(kind AS BINARY) IS NULL", "cast values to numbers, text, booleans, dates or timestamps only"),
         ("at > DATE '2024-13-01'", "'2024-13-01' is no date32"),
         ("kind = CAST('a' AS ARRAY<STRING>)", "have no ARRAY<STRING> values"),
@@ -363,6 +364,18 @@ def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_withou
         ("trim(kind, 'x') = 'a'", "as TRIM"),
         ("substring(kind, amount) = 'a'", "whole-number literals"),
         ("kind || 'a'", "not a test: it gives text"),
+        ("log10(amount, 2) > 0", "takes 1 argument"),
+        ("bround(amount, amount) > 1", "whole-number literal as its scale"),
+        ("regexp_extract(kind, kind, 1) = 'a'", "string literal as its pattern"),
+        ("regexp_extract(kind, '(?=a)', 0) = 'a'", "Arrow cannot run"),
+        ("tags[amount] = 'x'", "whole-number literal as its index"),
+        ("lpad(kind, amount) = 'x'", "whole-number literals as lengths"),
+        ("unix_timestamp(at, 'yyyy') > 0", "no other format"),
+        ("unix_timestamp() > 0", "no current time"),
+        ("date_trunc('XYZ', at) IS NULL", "takes one of the units YEAR"),
+        ("trunc(day, 'DD') IS NULL", "takes one of the units YEAR, YYYY, YY, QUARTER, MONTH, MM, MON, WEEK, as"),
+        ("add_months(day, amount) IS NULL", "whole-number literal as its months"),
+        ("size(tags)", "not a test: it gives numbers"),
     ],
 )
 def test_an_expression_the_evaluator_cannot_run_is_refused_when_the_pattern_is_built(sql, says):
@@ -656,6 +669,28 @@ DATE_FUNCTIONS_REFUSED = [
     "date_add(day, 1.5) IS NULL", "to_date(2) IS NULL", "datediff(t || 'x', day) > 0",
     "CAST(1700000000 AS TIMESTAMP_NTZ) > wall", "CAST(t || 'x' AS TIMESTAMP) > at", "CAST(day AS BIGINT) > 0",
 ]
+
+# seconds of instants, wall clocks, dates and text; truncation of each kind; months added at a month's end
+TIME_FUNCTIONS = [
+    "unix_timestamp(at) = 1704153598", "unix_timestamp(wall) = 1735516801", "unix_timestamp(day) = 1709164800",
+    "CASE WHEN t LIKE '____-__-__ __:__:__' THEN unix_timestamp(t) = 1710047167 END", "to_unix_timestamp(at) < 1704153599",
+    "date_trunc('HOUR', at) = TIMESTAMP '2024-01-01 23:00:00'", "date_trunc('WEEK', at) = TIMESTAMP '2024-01-01 00:00:00'",
+    "date_trunc('QUARTER', wall) = TIMESTAMP '2024-10-01 00:00:00'", "date_trunc('YY', day) = TIMESTAMP '2024-01-01 00:00:00'",
+    "date_trunc('MINUTE', t) = TIMESTAMP '2027-01-01 00:00:00'", "date_trunc('SECOND', at) < at", "date_trunc('mon', wall) < wall",
+    "trunc(day, 'MM') = DATE '2024-02-01'", "trunc(at, 'QUARTER') = DATE '2022-10-01'", "trunc(wall, 'WEEK') = DATE '2024-12-30'",
+    "trunc(t, 'YEAR') = DATE '2027-01-01'", "add_months(day, 12) = DATE '2025-02-28'", "add_months(day, -1) = DATE '2020-12-03'",
+    "add_months(at, 1) = DATE '2024-02-01'", "add_months(t, 2) = DATE '2024-05-10'", "last_day(day) = DATE '2024-02-29'",
+    "last_day(wall) = DATE '2021-01-31'", "last_day(at) = DATE '2022-12-31'",
+]
+TIME_FUNCTIONS_REFUSED = ["unix_timestamp(t) > 0", "last_day(2) IS NULL"]
+
+
+@pytest.mark.spark
+def test_time_functions_answer_as_in_spark_sql(spark):
+    """unix_timestamp, date_trunc, trunc, add_months and last_day over instants,
+    wall clocks, dates and text, in a UTC session: each gives Spark SQL's answers or
+    is refused where Spark's query fails (text unix_timestamp cannot parse)."""
+    _agree_with_spark(spark.createDataFrame(DATE_ROWS, DATE_SCHEMA), TIME_FUNCTIONS, TIME_FUNCTIONS_REFUSED, DATE_ROWS)
 
 
 @pytest.mark.spark
