@@ -498,6 +498,12 @@ TEXT_AND_FRACTIONS = [
     "dayofweek(day) = 3", "year(at) = 2024", "day(wall) = 1", "weekofyear(day) = 1", "hour(day) = 0", "month(at) = 1",
     "datediff(day, at) = 1", "date_add(wall, 1) = day", "to_date(at) = day", "CAST(at AS DATE) = day",
     "CAST(day AS TIMESTAMP) <= at", "CAST(wall AS TIMESTAMP) = at", "CAST(2.7 AS INT) < amount",
+    "ln(score) > 0.5", "log10(amount) >= 1", "pow(amount, 2) > 100", "pow(score, amount) > 1", "bround(score) = 2",
+    "exp(amount) < 1", "cbrt(amount) < 0", "isnull(amount) OR flag", "regexp_extract(kind, '(a)(i)', 2) = 'i'",
+    "regexp_extract(code, '(\\\\d+)', 1) = '20'", "lpad(kind, 5, '-') = '-fail'", "initcap(kind) = 'Fail'",
+    "reverse(kind) = 'ko'", "translate(kind, 'ai', 'A') = 'fAl'", "ascii(kind) = 70", "octet_length(code) = 4",
+    "date_trunc('HOUR', at) < at", "unix_timestamp(at) > 1704100000", "trunc(day, 'MM') = DATE '2024-01-01'",
+    "add_months(day, 1) = DATE '2024-02-29'", "last_day(day) = day",
     "sqrt(amount) = 2", "sign(score) = -1", "nullif(amount, 5) IS NULL", "nvl2(score, kind, 'none') = 'none'",
     "instr(kind, 'ai') = 2", "left(kind, 1) = 'F'", "right(code, 2) = '0 '", "replace(kind, 'ai', 'a') = 'fal'",
 ]
