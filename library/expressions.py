@@ -1550,12 +1550,12 @@ def _check_text_function(node: Any, sql: str) -> None:
     counts, ``lpad`` / ``rpad``, ``translate`` string literals as what they put."""
     from sqlglot import exp
 
+    if type(node) is exp.Initcap and not (node.expression is None or node.expression.this == " "):
+        raise DefinitionError(f"the condition {sql!r}: initcap takes one argument")  # (sqlglot cannot write the second)
     shown = node.sql(dialect="spark")
     numbers = [node.expression] if type(node) is exp.Pad else [node.args.get("times")] if type(node) is exp.Repeat else []
     texts = {exp.Pad: [node.args.get("fill_pattern")], exp.Translate: [node.args.get("from_"), node.args.get("to")],
              exp.Initcap: [node.expression]}.get(type(node), [])
-    if type(node) is exp.Initcap and not (node.expression is None or node.expression.this == " "):
-        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes one argument")
     if any(_whole_literal(n) is None for n in numbers) or not all(
         t is None or (isinstance(t, exp.Literal) and t.is_string) for t in texts
     ):
