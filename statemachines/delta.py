@@ -50,6 +50,7 @@ __all__ = [
     "data_file",
     "location",
     "missing_data_file",
+    "missing_data_files",
     "read_snapshot",
     "s3_filesystem",
     "table_retention_hours",
@@ -489,18 +490,27 @@ def missing_data_file(loc: Location, version: int | None, name: str) -> DamagedA
     If the latest version no longer names it, a compaction dropped it and a vacuum
     deleted it (as Delta's time travel past the retention period): read a later
     version. Else it is damage: restore it from a backup."""
+    return missing_data_files(loc, version, [name])[0]
+
+
+def missing_data_files(loc: Location, version: int | None, names: list[str]) -> list[DamagedArrangement]:
+    """:func:`missing_data_file` for each of ``names``, the latest version read once."""
     try:
         latest = read_snapshot(loc)
-    except InvalidArgument:  # the table is damaged further: name this file
+    except InvalidArgument:  # the table is damaged further: name these files
         latest = None
-    if latest is not None and latest.version not in (None, version) and name not in batch_files(latest.state):
-        return _vacuumed(loc, name, version, latest.version)
-    return DamagedArrangement(
-        f"{loc.uri_of(name)} is missing, and version {version} of the arrangement names it; restore the "
-        f"file from a backup, or read an older version (PersistedArrangement.open(path, version=...)) "
-        f"that does not name it",
-        loc.uri_of(name),
-    )
+    newest = None if latest is None or latest.version in (None, version) else latest.version
+    kept = set(batch_files(latest.state)) if latest is not None and newest is not None else set()
+    return [
+        _vacuumed(loc, name, version, newest) if newest is not None and name not in kept
+        else DamagedArrangement(
+            f"{loc.uri_of(name)} is missing, and version {version} of the arrangement names it; restore the "
+            f"file from a backup, or read an older version (PersistedArrangement.open(path, version=...)) "
+            f"that does not name it",
+            loc.uri_of(name),
+        )
+        for name in names
+    ]
 
 
 def _vacuumed(loc: Location, relative: str, version: int | None, latest: int) -> DamagedArrangement:

@@ -127,13 +127,15 @@ def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None
             problems.append(f"{loc.uri_of(name)} is in the Delta log but in no batch of the arrangement: another writer changed the table")
         for name in sorted(named - logged):
             problems.append(f"{loc.uri_of(name)} is in a batch of the arrangement but not in the Delta log: another writer changed the table")
+    missing: dict[int, str] = {}  # where in problems each missing file's line goes: worded once all are known
     for batch in snapshot.state["batches"]:
         rows, readable = 0, True
         for name in batch["files"]:
             try:
                 table = pq.read_table(loc.path(name), filesystem=loc.filesystem)
             except FileNotFoundError:
-                problems.append(str(delta.missing_data_file(loc, snapshot.version, name)))
+                missing[len(problems)] = name
+                problems.append(name)
                 readable = False
                 continue
             except (pa.ArrowException, OSError) as exc:
@@ -147,6 +149,9 @@ def check(path: str | os.PathLike[str], version: delta.VersionSpec | None = None
             rows += table.num_rows
         if readable and rows != batch["count"]:
             problems.append(f"the batch {batch['id']} holds {rows:,} rows; its state says {batch['count']:,}")
+    if missing:
+        for at, error in zip(missing, delta.missing_data_files(loc, snapshot.version, list(missing.values())), strict=True):
+            problems[at] = str(error)
     return problems
 
 
