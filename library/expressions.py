@@ -40,7 +40,7 @@ endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round 
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
 locate left right replace lpad rpad btrim initcap reverse translate repeat ascii octet_length
-bit_length regexp_extract array_contains unix_timestamp date_trunc trunc add_months last_day size cardinality element_at
+bit_length regexp_extract split array_contains unix_timestamp date_trunc trunc add_months last_day size cardinality element_at
 try_element_at exp ln log log10 log2 pow power cbrt bround`` (a logarithm
 of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
 LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
@@ -227,7 +227,7 @@ def _supported() -> frozenset[type]:
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
         exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace, exp.RegexpExtract,
-        exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
+        exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.RegexpSplit, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
         exp.Repeat, exp.Ascii, exp.BitLength, exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths, exp.LastDay,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
     })
@@ -286,6 +286,8 @@ def _check(tree: Any, sql: str) -> None:
                                   f"literal as its scale")
         if kind is exp.RegexpExtract:
             _check_extract(node, sql)
+        if kind is exp.RegexpSplit:
+            _check_split(node, sql)
         if kind in (exp.Pad, exp.Initcap, exp.Translate, exp.Repeat):
             _check_text_function(node, sql)
         if kind in (exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths):
@@ -346,6 +348,8 @@ def _never_a_test(node: Any) -> str | None:
         return "dates"
     if isinstance(node, exp.TimestampTrunc):
         return "timestamps"
+    if isinstance(node, exp.RegexpSplit):
+        return "arrays"
     if isinstance(node, exp.Cast) and node.to.this != exp.DataType.Type.BOOLEAN:
         return f"{node.to.sql(dialect='spark')} values"
     return None
@@ -474,6 +478,8 @@ class _Evaluator:
             return self._case(exp.If(this=given, true=node.args["true"], false=node.args.get("false")))
         if kind is exp.RegexpExtract:
             return _regexp_extract(node, self._text(node, node.this), self.rows)
+        if kind is exp.RegexpSplit:
+            return _split(node, self._text(node, node.this))
         if kind is exp.ArrayContains:
             lists = self._list(node, node.this)
             return _array_contains(node, lists, self._unless_null(node.expression, lists), self.rows)
@@ -1463,6 +1469,47 @@ def _check_extract(node: Any, sql: str) -> None:
         pc.extract_regex(pa.array([""]), _numbered_groups(pattern.this)[0])
     except pa.ArrowInvalid as error:
         raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+
+
+def _check_split(node: Any, sql: str) -> None:
+    """``split(s, 'pattern'[, limit])`` takes a pattern RE2 runs that never matches
+    empty text (where Java's splitting has rules of its own), and a whole number."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    shown = node.sql(dialect="spark")
+    pattern = node.expression
+    limit = node.args.get("limit")
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string) or (limit is not None and _whole_literal(limit) is None):
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
+                              f"whole-number literal as its limit")
+    try:
+        empty = pc.match_substring_regex(pa.array([""]), pattern.this)[0].as_py()
+    except pa.ArrowInvalid as error:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+    if empty:
+        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern that matches empty text; "
+                              f"write it as a function condition instead")
+
+
+def _split(node: Any, text: Any) -> Any:
+    """``split(s, 'pattern'[, limit])``: the text between the pattern's matches, as an
+    array (empty pieces kept, at the ends too); with a limit above 0, at most that
+    many pieces, the last holding the rest, as Spark SQL splits::
+
+        s         split(s, ',')      split(s, ',', 2)
+        'a,b,,'   ['a', 'b', '', '']  ['a', 'b,,']
+        ''        ['']               ['']
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_null_type(text):
+        return text
+    limit = _whole_literal(node.args.get("limit")) if node.args.get("limit") is not None else -1
+    splits = limit - 1 if limit > 0 else None
+    return pc.split_pattern_regex(pc.cast(text, pa.string()), node.expression.this, max_splits=splits)
 
 
 def _regexp_extract(node: Any, text: Any, rows: int) -> Any:

@@ -376,6 +376,8 @@ def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_withou
         ("trunc(day, 'DD') IS NULL", "takes one of the units YEAR, YYYY, YY, QUARTER, MONTH, MM, MON, WEEK, as"),
         ("add_months(day, amount) IS NULL", "whole-number literal as its months"),
         ("size(tags)", "not a test: it gives numbers"),
+        ("split(kind, '')[0] = 'a'", "matches empty text"),
+        ("split(kind, ',') IS NULL OR split(kind, ',')", "not a test: .SPLIT.kind, ','.. gives arrays"),
     ],
 )
 def test_an_expression_the_evaluator_cannot_run_is_refused_when_the_pattern_is_built(sql, says):
@@ -770,8 +772,11 @@ REGEXP_FUNCTIONS = [
     "regexp_extract(k, '(X)|(q)', 2) = ''", "regexp_extract(k, '(X)|(q)', 1) = 'X'", "regexp_extract(k, 'q', 0) = ''",
     "regexp_extract(k, '(?i)(x)', 1) = 'X'", "regexp_extract(k, '(?<v>[aeiou])(.)', 2) = 'n'", "regexp_extract(k, 'Á(b)') = 'b'",
     "regexp_extract(n, '(\\\\d)', 1) = '4'", "regexp_extract(k, 'q+', 2) = ''", "regexp(k, 'X')", "regexp_extract(k, '\\\\Q(a)\\\\E|(b)', 1) = 'b'",
+    "split(k, 'a')[0] = 'b'", "size(split(k, 'a')) = 4", "size(split(k, 'a')) = 3", "size(split(k, 'a', 2)) = 2",
+    "element_at(split(k, 'a', 2), -1) = 'nana'", "array_contains(split(k, '[aeiou]'), 'n')", "split(k, 'a', 0)[0] = 'b'",
+    "CASE WHEN k LIKE '%X%' THEN split(k, 'X')[1] = 'a' END", "size(split(n, '-')) = 2", "split(s, 'a')[0] = ''",
 ]
-REGEXP_FUNCTIONS_REFUSED = ["regexp_extract(k, 'a+', 1) = ''", "regexp_extract(k, '(a)', -1) = ''", "regexp_extract(k, 'a', 1.5) = ''"]
+REGEXP_FUNCTIONS_REFUSED = ["split(k, 'a')[1] = 'x'", "regexp_extract(k, 'a+', 1) = ''", "regexp_extract(k, '(a)', -1) = ''", "regexp_extract(k, 'a', 1.5) = ''"]
 # padding, cutting and repeating; two-byte characters; numbers read as text; duplicates in translate's from
 TEXT_FUNCTIONS = [
     "lpad(k, 8, 'xy') = 'xybanana'", "lpad(k, 2) = 'ba'", "lpad(k, 2, '') = 'ba'", "lpad(k, 3) = '   '", "lpad(k, -1) = ''",
@@ -823,7 +828,8 @@ def test_math_functions_answer_as_in_spark_sql(spark):
 def test_regexp_extract_answers_as_in_spark_sql(spark):
     """regexp_extract takes the group Java's matcher numbers (named groups counted,
     a repeated group's last text, empty where no match or the group takes no part)
-    and fails where it matches but has no such group, as Spark SQL."""
+    and fails where it matches but has no such group; split keeps empty pieces, at
+    the ends too, and a limit's last piece holds the rest: as Spark SQL."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), REGEXP_FUNCTIONS, REGEXP_FUNCTIONS_REFUSED, MORE_ROWS)
 
 
