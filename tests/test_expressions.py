@@ -505,7 +505,7 @@ TEXT_AND_FRACTIONS = [
     "regexp_extract(code, '(\\\\d+)', 1) = '20'", "lpad(kind, 5, '-') = '-fail'", "initcap(kind) = 'Fail'",
     "reverse(kind) = 'ko'", "translate(kind, 'ai', 'A') = 'fAl'", "ascii(kind) = 70", "octet_length(code) = 4",
     "date_trunc('HOUR', at) < at", "unix_timestamp(at) > 1704100000", "trunc(day, 'MM') = DATE '2024-01-01'",
-    "add_months(day, 1) = DATE '2024-02-29'", "last_day(day) = day",
+    "add_months(day, 1) = DATE '2024-02-29'", "last_day(day) = day", "split(kind, 'a')[0] = 'f'", "size(split(code, ' ')) = 3",
     "sqrt(amount) = 2", "sign(score) = -1", "nullif(amount, 5) IS NULL", "nvl2(score, kind, 'none') = 'none'",
     "instr(kind, 'ai') = 2", "left(kind, 1) = 'F'", "right(code, 2) = '0 '", "replace(kind, 'ai', 'a') = 'fal'",
 ]
