@@ -39,11 +39,11 @@ it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
 ceil greatest least year quarter month day dayofmonth dayofyear dayofweek weekofyear
 hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 instr
-locate left right replace lpad rpad btrim initcap reverse translate repeat ascii octet_length
-bit_length regexp_extract split array_contains unix_timestamp date_trunc trunc add_months last_day size cardinality element_at
-try_element_at exp ln log log10 log2 pow power cbrt bround`` (a logarithm
-of zero or less NULL, ``pow`` as Java's; ``TRIM([BOTH |
-LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
+locate left right replace lpad rpad btrim initcap reverse translate repeat ascii
+octet_length bit_length regexp_extract split array_contains size cardinality element_at
+try_element_at unix_timestamp date_trunc trunc add_months last_day exp ln log log10
+log2 pow power cbrt bround`` (a logarithm of zero or less NULL, ``pow`` as Java's;
+``TRIM([BOTH | LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
 ``TIMESTAMP '2024-01-31 09:00:00'``, ``TIMESTAMP_NTZ '...'``, ``10L``, ``1.5D``,
@@ -770,7 +770,7 @@ class _Evaluator:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        left = self.value(node.this)
+        left = _widened_for_text(self.value(node.this), [self.value(i) for i in node.expressions if _is_number_literal(i)])
         try:
             result: Any = pa.scalar(False)
             for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
@@ -782,7 +782,8 @@ class _Evaluator:
         result = pc.if_else(rows, pa.scalar(False), pa.scalar(None, pa.bool_()))
         for item in node.expressions:
             within = self._within(rows)
-            equal = _spread(_compare(node, pc.equal, within.value(node.this), within.value(item), within.rows), rows)
+            value = _widened_for_text(within.value(node.this), [left])
+            equal = _spread(_compare(node, pc.equal, value, within.value(item), within.rows), rows)
             result = pc.or_kleene(result, equal)  # NULL where not read: there TRUE or NULL already
             rows = pc.and_(rows, pc.invert(pc.fill_null(equal, False)))
         return result
@@ -1507,7 +1508,7 @@ def _split(node: Any, text: Any) -> Any:
 
     if _is_null_type(text):
         return text
-    limit = _whole_literal(node.args.get("limit")) if node.args.get("limit") is not None else -1
+    limit = _whole_literal(node.args.get("limit")) or 0  # none, or 0 or below: every piece
     splits = limit - 1 if limit > 0 else None
     return pc.split_pattern_regex(pc.cast(text, pa.string()), node.expression.this, max_splits=splits)
 
@@ -1601,8 +1602,8 @@ def _check_text_function(node: Any, sql: str) -> None:
         raise DefinitionError(f"the condition {sql!r}: initcap takes one argument")  # (sqlglot cannot write the second)
     shown = node.sql(dialect="spark")
     numbers = [node.expression] if type(node) is exp.Pad else [node.args.get("times")] if type(node) is exp.Repeat else []
-    texts = {exp.Pad: [node.args.get("fill_pattern")], exp.Translate: [node.args.get("from_"), node.args.get("to")],
-             exp.Initcap: [node.expression]}.get(type(node), [])
+    texts = {exp.Pad: [node.args.get("fill_pattern")], exp.Translate: [node.args.get("from_"), node.args.get("to")]}.get(
+        type(node), [])
     if any(_whole_literal(n) is None for n in numbers) or not all(
         t is None or (isinstance(t, exp.Literal) and t.is_string) for t in texts
     ):
@@ -1745,6 +1746,31 @@ def _one_by_one(value: Any, convert: Callable[[Any], Any], arrow_type: Any) -> A
 
     result = _each_distinct(_array(value, 1), convert, arrow_type)
     return result[0] if isinstance(value, pa.Scalar) else result
+
+
+def _is_number_literal(node: Any) -> bool:
+    from sqlglot import exp
+
+    node = node.this if isinstance(node, exp.Neg) else node
+    return isinstance(node, exp.Literal) and not node.is_string
+
+
+def _widened_for_text(value: Any, numbers: list[Any]) -> Any:
+    """A number ``value`` of ``x IN (...)`` widened to hold the number literals among
+    the items as well, as Spark SQL types the whole list (so text items are read as
+    that type: ``amount IN ('1.5', 2.5)`` reads '1.5' as a decimal, not a BIGINT)."""
+    import pyarrow as pa
+
+    if _is_null_type(value) or not _is_number(value.type) or not numbers:
+        return value
+    kinds = {value.type, *(n.type for n in numbers)}
+    if any(pa.types.is_floating(k) for k in kinds):
+        wide = pa.float64()
+    elif any(pa.types.is_decimal(k) for k in kinds):
+        wide = _wide_decimal(kinds)
+    else:
+        return value
+    return value if value.type == wide else value.cast(wide)
 
 
 def _wide_decimal(kinds: set[Any]) -> Any:

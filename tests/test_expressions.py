@@ -598,6 +598,23 @@ def _agree_with_spark(frame, conditions, refused, rows=None, *, each_true=True):
     return spark_answers
 
 
+IN_ROWS = [Reading("fail", 5, 2.5, None, None, None, None), Reading("ok", None, None, None, None, None, None),
+           Reading("ok", -3, -1.5, None, None, None, None)]
+IN_CONDITIONS = ["amount IN ('1.5', 2.5)", "amount IN ('5', 2.5)", "amount IN (-3.0, '7')", "score IN ('2.5', 1)",
+                 "amount IN ('5', 1.5D)", "NOT amount IN ('-3', 2.5)", "amount IN ('5')"]
+
+
+@pytest.mark.spark
+def test_in_reads_its_text_items_as_the_type_of_the_whole_list_as_spark_sql(spark):
+    """Spark SQL types ``x IN (...)`` as one wider type of ``x`` and every item, so a
+    text item is read as that type (``amount IN ('1.5', 2.5)`` reads '1.5' as a
+    decimal, where ``amount = '1.5'`` fails): the answers are Spark's; text that
+    is no such number fails, as there."""
+    frame = spark.createDataFrame(IN_ROWS, READING_SCHEMA)
+    answers = _agree_with_spark(frame, IN_CONDITIONS, ["amount IN ('x', 2.5)", "amount IN ('1.5', 2)"], IN_ROWS, each_true=False)
+    assert sum(True in a for a in answers) >= len(IN_CONDITIONS) - 1  # all but the first are TRUE somewhere
+
+
 # A number in every kind of column: x with NaN and infinities, y finite (one beyond a
 # BIGINT's reach doubled), a FLOAT, a decimal, text; the NaN row's n is NULL.
 NUMBER_ROWS = list(zip(
