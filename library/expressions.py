@@ -1543,7 +1543,7 @@ def _regexp_extract(node: Any, text: Any, rows: int) -> Any:
 def _array_contains(node: Any, lists: Any, item: Any, rows: int) -> Any:
     """``array_contains(a, x)``: TRUE where an element of ``a`` equals ``x`` (compared
     as ``=`` compares them), else NULL where one is NULL, else FALSE; NULL where ``a``
-    or ``x`` is NULL, as Spark SQL gives it::
+    or ``x`` is NULL, as Spark SQL gives it (text beside numbers refused, as there)::
 
         a              array_contains(a, 'x')
         ['x', NULL]    TRUE
@@ -1556,6 +1556,9 @@ def _array_contains(node: Any, lists: Any, item: Any, rows: int) -> Any:
 
     if _is_null_type(lists) or _is_null_type(item):
         return _nulls(rows)
+    elements = lists.type.value_type
+    if not pa.types.is_null(elements) and _is_text(elements) != _is_text(item.type):  # Spark refuses the query
+        raise TypeError(f"{node.sql(dialect='spark')!r}: the arrays hold {elements} values, the item is {item.type}")
     parents = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
     item = _array(item, rows)
     equal = _compare(node, pc.equal, pc.list_flatten(lists), item.take(pa.array(parents, pa.int64())), len(parents))

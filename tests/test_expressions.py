@@ -816,7 +816,7 @@ ARRAY_FUNCTIONS = [
 ]
 ARRAY_FUNCTIONS_REFUSED = [
     "element_at(tags, 1) = 'x'", "tags[0] = 'x'", "tags[-1] = 'x'", "element_at(tags, 0) = 'x'", "size(k) > 0",
-    "array_contains(nums, 'a')", "tags[n] = 'x'",
+    "array_contains(nums, 'a')", "tags[n] = 'x'", "array_contains(tags, 1)", "array_contains(nums, '5')",
 ]
 MATH_FUNCTIONS_REFUSED = ["ln(k) IS NULL", "pow(x, k) > 0", "bround(x, n) = 2", "log10(x, 2) > 0", "pow(x) > 1"]
 
