@@ -770,7 +770,8 @@ class _Evaluator:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        left = _widened_for_text(self.value(node.this), [self.value(i) for i in node.expressions if _is_number_literal(i)])
+        numbers = [self.value(i) for i in node.expressions if _is_number_literal(i)]  # the same in every row
+        left = _widened_for_text(self.value(node.this), numbers)
         try:
             result: Any = pa.scalar(False)
             for item in node.expressions:  # an OR of equalities: SQL's NULL rules for IN
@@ -782,7 +783,7 @@ class _Evaluator:
         result = pc.if_else(rows, pa.scalar(False), pa.scalar(None, pa.bool_()))
         for item in node.expressions:
             within = self._within(rows)
-            value = _widened_for_text(within.value(node.this), [left])
+            value = _widened_for_text(within.value(node.this), numbers)
             equal = _spread(_compare(node, pc.equal, value, within.value(item), within.rows), rows)
             result = pc.or_kleene(result, equal)  # NULL where not read: there TRUE or NULL already
             rows = pc.and_(rows, pc.invert(pc.fill_null(equal, False)))
@@ -846,16 +847,24 @@ def _text_tests() -> dict[type, Callable[[Any, str], Any]]:
 
 def _check_text_test(node: Any, sql: str) -> None:
     """A text test's pattern is a string literal, and a regular expression one RE2 runs."""
-    import pyarrow as pa
     from sqlglot import exp
 
     shown = node.sql(dialect="spark")
     if not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} needs a string literal as its pattern")
+    _over_empty_text(node, sql, lambda text: _text_tests()[type(node)](text, node.expression.this))
+
+
+def _over_empty_text(node: Any, sql: str, run: Callable[[Any], Any]) -> Any:
+    """``run`` of a function's pattern over one empty text, checking that Arrow runs
+    the pattern when the pattern is built; its result."""
+    import pyarrow as pa
+
     try:
-        _text_tests()[type(node)](pa.array([""]), node.expression.this)
+        return run(pa.array([""]))
     except pa.ArrowInvalid as error:
-        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+        raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} has a pattern Arrow cannot run: "
+                              f"{error}") from None
 
 
 def _divide(left: Any, right: Any) -> Any:
@@ -1172,7 +1181,7 @@ def _check_time_function(node: Any, sql: str) -> None:
     shown = node.sql(dialect="spark")
     kind = type(node)
     if kind is exp.StrToUnix and (isinstance(node.this, exp.CurrentTimestamp) or (
-        node.args.get("format") is not None and node.args["format"].this != "%Y-%mstrict-%dstrict %Hstrict:%Mstrict:%Sstrict"
+        node.args.get("format") is not None and node.args["format"] != _default_unix_format()
     )):
         raise DefinitionError(f"the condition {sql!r} uses {shown!r}: expression conditions read the seconds of "
                               f"timestamps, dates and text as yyyy-MM-dd HH:mm:ss (no other format, no current time); "
@@ -1184,6 +1193,14 @@ def _check_time_function(node: Any, sql: str) -> None:
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes one of the units {units}, as a literal")
     if kind is exp.AddMonths and _whole_literal(node.expression) is None:
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a whole-number literal as its months")
+
+
+@functools.cache
+def _default_unix_format() -> Any:
+    """The format sqlglot gives ``unix_timestamp(x)`` (Spark's default, yyyy-MM-dd HH:mm:ss)."""
+    import sqlglot
+
+    return sqlglot.parse_one("unix_timestamp(x)", read=_dialect()).args["format"]
 
 
 def _unix_seconds(node: Any, value: Any) -> Any:
@@ -1457,7 +1474,6 @@ def _numbered_groups(pattern: str) -> tuple[str, int]:
 
 def _check_extract(node: Any, sql: str) -> None:
     """``regexp_extract(s, 'pattern'[, n])`` takes a pattern RE2 runs and a whole number."""
-    import pyarrow as pa
     import pyarrow.compute as pc
     from sqlglot import exp
 
@@ -1466,16 +1482,12 @@ def _check_extract(node: Any, sql: str) -> None:
     if not (isinstance(pattern, exp.Literal) and pattern.is_string) or _whole_literal(node.args.get("group")) is None:
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
                               f"whole-number literal as its group")
-    try:
-        pc.extract_regex(pa.array([""]), _numbered_groups(pattern.this)[0])
-    except pa.ArrowInvalid as error:
-        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
+    _over_empty_text(node, sql, lambda text: pc.extract_regex(text, _numbered_groups(pattern.this)[0]))
 
 
 def _check_split(node: Any, sql: str) -> None:
     """``split(s, 'pattern'[, limit])`` takes a pattern RE2 runs that never matches
     empty text (where Java's splitting has rules of its own), and a whole number."""
-    import pyarrow as pa
     import pyarrow.compute as pc
     from sqlglot import exp
 
@@ -1485,11 +1497,7 @@ def _check_split(node: Any, sql: str) -> None:
     if not (isinstance(pattern, exp.Literal) and pattern.is_string) or (limit is not None and _whole_literal(limit) is None):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
                               f"whole-number literal as its limit")
-    try:
-        empty = pc.match_substring_regex(pa.array([""]), pattern.this)[0].as_py()
-    except pa.ArrowInvalid as error:
-        raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern Arrow cannot run: {error}") from None
-    if empty:
+    if _over_empty_text(node, sql, lambda text: pc.match_substring_regex(text, pattern.this))[0].as_py():
         raise DefinitionError(f"the condition {sql!r}: {shown!r} has a pattern that matches empty text; "
                               f"write it as a function condition instead")
 

@@ -499,8 +499,9 @@ def missing_data_files(loc: Location, version: int | None, names: list[str]) -> 
         latest = read_snapshot(loc)
     except InvalidArgument:  # the table is damaged further: name these files
         latest = None
-    newest = None if latest is None or latest.version in (None, version) else latest.version
-    kept = set(batch_files(latest.state)) if latest is not None and newest is not None else set()
+    newest, kept = None, set()  # a later version, and the files it names
+    if latest is not None and latest.version not in (None, version):
+        newest, kept = latest.version, set(batch_files(latest.state))
     return [
         _vacuumed(loc, name, version, newest) if newest is not None and name not in kept
         else DamagedArrangement(
