@@ -287,7 +287,8 @@ def test_a_version_whose_files_a_vacuum_deleted_says_so_and_names_the_latest(tmp
     latest = DeltaTable(str(tmp_path)).version()  # delta-rs logs its vacuum too
     with pytest.raises(DamagedArrangement, match=rf"version {before} .* a vacuum deleted it .* the latest, {latest}$"):
         PersistedArrangement.open(tmp_path, version=before).updates()
-    assert check(tmp_path, version=before) and all("a vacuum deleted it" in line for line in check(tmp_path, version=before))
+    problems = check(tmp_path, version=before)
+    assert problems and all("a vacuum deleted it" in line for line in problems)
     assert PersistedArrangement.open(tmp_path).updates() == updates
     data, _ = _damage(tmp_path, "missing data file")
     with pytest.raises(DamagedArrangement, match="restore the file from a backup") as damaged:
