@@ -1348,35 +1348,30 @@ def _dialect() -> Any:
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
 
-    def named(name: str) -> Callable[[list[Any]], Any]:
-        return lambda args: exp.Anonymous(this=name, expressions=args)
+    def named(name: str, build: Callable[[list[Any]], Any] | None = None) -> Callable[[list[Any]], Any]:
+        """``name(args)`` as ``build`` makes it where ``_NAMED`` allows that many
+        arguments; else (or without ``build``) left named, for ``_check`` to read."""
+        def parse(args: list[Any]) -> Any:
+            if build is not None and len(args) in _NAMED[name]:
+                return build(args)
+            return exp.Anonymous(this=name, expressions=args)
 
-    def cardinality(args: list[Any]) -> Any:  # cardinality(a) is size(a)
-        return exp.ArraySize(this=args[0]) if len(args) == 1 else named("CARDINALITY")(args)
+        return parse
 
-    def null_test(name: str) -> Callable[[list[Any]], Any]:  # isnull(x) is x IS NULL
-        def build(args: list[Any]) -> Any:
-            if len(args) != 1:  # refused in _check, naming its arguments
-                return named(name)(args)
-            test = exp.Is(this=args[0], expression=exp.Null())
-            return test if name == "ISNULL" else exp.Not(this=test)
-
-        return build
-
-    def btrim(args: list[Any]) -> Any:  # btrim(s[, 'cs']) is TRIM(BOTH 'cs' FROM s)
-        if len(args) not in (1, 2):
-            return named("BTRIM")(args)
-        return exp.Trim(this=args[0], expression=args[1] if len(args) == 2 else None)
-
-    def regexp_like(args: list[Any]) -> Any:  # regexp(s, r) is s RLIKE r
-        return exp.RegexpLike(this=args[0], expression=args[1]) if len(args) == 2 else named("REGEXP")(args)
+    def is_null(args: list[Any]) -> Any:
+        return exp.Is(this=args[0], expression=exp.Null())
 
     class Conditions(Spark):
         class Parser(Spark.Parser):
             FUNCTIONS = {
                 **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),
-                "ISNULL": null_test("ISNULL"), "ISNOTNULL": null_test("ISNOTNULL"), "REGEXP": regexp_like,
-                "CARDINALITY": cardinality, "BTRIM": btrim, "OCTET_LENGTH": named("OCTET_LENGTH"),
+                "OCTET_LENGTH": named("OCTET_LENGTH"),
+                "ISNULL": named("ISNULL", is_null),  # x IS NULL
+                "ISNOTNULL": named("ISNOTNULL", lambda args: exp.Not(this=is_null(args))),  # NOT x IS NULL
+                "REGEXP": named("REGEXP", lambda args: exp.RegexpLike(this=args[0], expression=args[1])),  # s RLIKE r
+                "CARDINALITY": named("CARDINALITY", lambda args: exp.ArraySize(this=args[0])),  # size(a)
+                "BTRIM": named("BTRIM", lambda args: exp.Trim(  # TRIM(BOTH 'cs' FROM s)
+                    this=args[0], expression=args[1] if len(args) == 2 else None)),
             }
 
     return Conditions
