@@ -260,9 +260,7 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r}: IS takes NULL, TRUE or FALSE ({node.sql(dialect='spark')!r})")
         if kind in _text_tests():
             _check_text_test(node, sql)
-        if kind is exp.Trim and node.expression is not None and not (
-            isinstance(node.expression, exp.Literal) and node.expression.is_string
-        ):
+        if kind is exp.Trim and node.expression is not None and not _is_string_literal(node.expression):
             raise DefinitionError(f"the condition {sql!r}: write {node.sql(dialect='spark')!r} as "
                                   f"TRIM([BOTH | LEADING | TRAILING] 'characters' FROM text)")
         if kind is exp.Substring and not all(
@@ -308,7 +306,7 @@ def _check(tree: Any, sql: str) -> None:
             raise DefinitionError(f"the condition {sql!r} uses {node.parent.sql(dialect='spark')!r}: expression "
                                   f"conditions add and count days only; write it as a function condition instead")
         if kind in (exp.StrPosition, exp.Replace) and (
-            not all(isinstance(part, exp.Literal) and part.is_string for part in _looked_for(node))
+            not all(_is_string_literal(part) for part in _looked_for(node))
             or node.args.get("position") is not None
         ):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes string literals as "
@@ -847,10 +845,9 @@ def _text_tests() -> dict[type, Callable[[Any, str], Any]]:
 
 def _check_text_test(node: Any, sql: str) -> None:
     """A text test's pattern is a string literal, and a regular expression one RE2 runs."""
-    from sqlglot import exp
 
     shown = node.sql(dialect="spark")
-    if not (isinstance(node.expression, exp.Literal) and node.expression.is_string):
+    if not _is_string_literal(node.expression):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} needs a string literal as its pattern")
     _over_empty_text(node, sql, lambda text: _text_tests()[type(node)](text, node.expression.this))
 
@@ -1470,11 +1467,10 @@ def _numbered_groups(pattern: str) -> tuple[str, int]:
 def _check_extract(node: Any, sql: str) -> None:
     """``regexp_extract(s, 'pattern'[, n])`` takes a pattern RE2 runs and a whole number."""
     import pyarrow.compute as pc
-    from sqlglot import exp
 
     shown = node.sql(dialect="spark")
     pattern = node.expression
-    if not (isinstance(pattern, exp.Literal) and pattern.is_string) or _whole_literal(node.args.get("group")) is None:
+    if not _is_string_literal(pattern) or _whole_literal(node.args.get("group")) is None:
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
                               f"whole-number literal as its group")
     _over_empty_text(node, sql, lambda text: pc.extract_regex(text, _numbered_groups(pattern.this)[0]))
@@ -1484,12 +1480,11 @@ def _check_split(node: Any, sql: str) -> None:
     """``split(s, 'pattern'[, limit])`` takes a pattern RE2 runs that never matches
     empty text (where Java's splitting has rules of its own), and a whole number."""
     import pyarrow.compute as pc
-    from sqlglot import exp
 
     shown = node.sql(dialect="spark")
     pattern = node.expression
     limit = node.args.get("limit")
-    if not (isinstance(pattern, exp.Literal) and pattern.is_string) or (limit is not None and _whole_literal(limit) is None):
+    if not _is_string_literal(pattern) or (limit is not None and _whole_literal(limit) is None):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes a string literal as its pattern and a "
                               f"whole-number literal as its limit")
     if _over_empty_text(node, sql, lambda text: pc.match_substring_regex(text, pattern.this))[0].as_py():
@@ -1611,7 +1606,7 @@ def _check_text_function(node: Any, sql: str) -> None:
     texts = {exp.Pad: [node.args.get("fill_pattern")], exp.Translate: [node.args.get("from_"), node.args.get("to")]}.get(
         type(node), [])
     if any(_whole_literal(n) is None for n in numbers) or not all(
-        t is None or (isinstance(t, exp.Literal) and t.is_string) for t in texts
+        t is None or _is_string_literal(t) for t in texts
     ):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes whole-number literals as lengths and "
                               f"counts, string literals as the text it puts")
@@ -1759,6 +1754,12 @@ def _is_number_literal(node: Any) -> bool:
 
     node = node.this if isinstance(node, exp.Neg) else node
     return isinstance(node, exp.Literal) and not node.is_string
+
+
+def _is_string_literal(node: Any) -> bool:
+    from sqlglot import exp
+
+    return isinstance(node, exp.Literal) and node.is_string
 
 
 def _widened_for_text(value: Any, numbers: list[Any]) -> Any:
