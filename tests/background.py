@@ -21,6 +21,7 @@ alone with ``-k``) runs in the foreground when its result is asked for.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -33,6 +34,7 @@ _JOBS: dict[str, Callable[[Path], Any]] = {}
 _started: dict[str, Future] = {}
 _executor: ThreadPoolExecutor | None = None
 _root: Path | None = None
+_environment: dict[str, str] | None = None  # os.environ when the jobs started
 
 
 def job(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
@@ -55,7 +57,9 @@ def _directory(name: str) -> Path:
 
 def start(names: Iterable[str]) -> None:
     """Run the jobs ``names``, in this order, one at a time in a background thread."""
-    global _executor
+    global _executor, _environment
+    if _environment is None:
+        _environment = dict(os.environ)
     for name in names:
         if name in _started:
             continue
@@ -67,6 +71,13 @@ def start(names: Iterable[str]) -> None:
             subprocess._USE_VFORK = False  # type: ignore[misc]  # CPython's off switch for vfork
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-job")
         _started[name] = _executor.submit(_JOBS[name], _directory(name))
+
+
+def environment() -> dict[str, str]:
+    """The environment for the processes a job starts: ``os.environ`` as it was when
+    the jobs started (before any test ran), as the tests running meanwhile may change
+    it (``monkeypatch.setenv("PATH", ...)``); ``os.environ`` if no job started."""
+    return dict(os.environ if _environment is None else _environment)
 
 
 def result(name: str) -> Any:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pyspark
 
+from tests import background
+
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT = 120  # seconds for a server to come up
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
@@ -135,8 +137,9 @@ def free_port() -> int:
 
 
 def server_env(directory: Path) -> dict[str, str]:
-    java = os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK", "PYTHONPATH"))}
+    environment = background.environment()  # servers start in a background job
+    java = environment.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
+    env = {k: v for k, v in environment.items() if not k.startswith(("PYSPARK", "SPARK", "PYTHONPATH"))}
     env.update(
         SPARK_HOME=str(SPARK_HOME),
         SPARK_LOCAL_IP="127.0.0.1",

@@ -69,7 +69,7 @@ def as_json(value: Any) -> Any:
 
 def driver_env(python: str) -> dict[str, str]:
     """A user's driver environment: the cluster's interpreter named, no extra import path."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in background.environment().items() if k != "PYTHONPATH"}
     env["PYSPARK_PYTHON"] = python
     return env
 

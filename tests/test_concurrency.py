@@ -202,7 +202,7 @@ def start_writer(path, steps, pause=0.0):
 
     return subprocess.Popen(
         [sys.executable, "-m", "tests.arrangement_writer", str(path), str(steps), str(pause)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=background.environment(),
     )
 
 

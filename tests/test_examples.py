@@ -24,7 +24,7 @@ def run_example(name, *args):
     with tempfile.TemporaryDirectory() as cwd, tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(
             [sys.executable, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=600,
-            cwd=cwd, env={**os.environ, "TMPDIR": scratch},
+            cwd=cwd, env={**background.environment(), "TMPDIR": scratch},
         )
         assert done.returncode == 0, done.stderr[-3000:]
         assert os.listdir(cwd) == [], f"{name} left files in the working directory"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -52,7 +51,7 @@ NOISE = [
 
 @background.job("quiet_start")
 def quiet_start(work):
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_LOCAL_IP"}  # the session sets it
+    env = {k: v for k, v in background.environment().items() if k != "SPARK_LOCAL_IP"}  # the session sets it
     env["TMPDIR"] = str(work)  # the job's files go with the job's directory
     return subprocess.run([sys.executable, "-c", JOB], capture_output=True, text=True, timeout=300, env=env)
 

@@ -300,14 +300,15 @@ def killed_drivers(work):
     source.mkdir()
     make_files(source, n_files=4)
     job = [sys.executable, "-m", "tests.stream_job", str(source), str(work / "arr"), str(work / "ckpt")]
+    env = background.environment()
     kills = []
     for batch_id, point in enumerate(["written", "state", "published"], start=1):
-        killed = subprocess.run([*job, point, str(batch_id)], capture_output=True, text=True, timeout=300)
+        killed = subprocess.run([*job, point, str(batch_id)], capture_output=True, text=True, timeout=300, env=env)
         assert killed.returncode == -9, killed.stderr[-2000:]  # SIGKILL, mid-way through the batch
         upper = PersistedArrangement(work / "arr").upper  # readable: the last published state
         kills.append(f"killed at {point!r} of micro-batch {batch_id}; published upper {upper}; it printed:\n"
                      f"{killed.stdout}")
-    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300)
+    restarted = subprocess.run(job, capture_output=True, text=True, timeout=300, env=env)
     assert restarted.returncode == 0, restarted.stderr[-2000:]
     return work, kills, restarted.stdout
 
