@@ -30,7 +30,7 @@ The language (Spark SQL's syntax, parsed by sqlglot): field names (``a.b`` reads
 field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``= == <> != < <= > >= <=>``, ``IS [NOT] DISTINCT FROM``, ``AND OR NOT``,
 ``IS [NOT] NULL`` (``isnull(x)``, ``isnotnull(x)``), ``IS [NOT] TRUE`` / ``FALSE``, ``[NOT] IN (...)``,
-``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE``, ``RLIKE`` / ``regexp`` (RE2's regular expressions,
+``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE`` (``ANY`` / ``SOME`` / ``ALL`` of several patterns too), ``RLIKE`` / ``regexp`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * / div %`` (a whole-number literal an INT where it
 fits, as Spark types it: an INT field's arithmetic with it overflows, an error, as
 Spark's does), unary minus, ``CASE [x] WHEN ..
@@ -128,7 +128,7 @@ class Expression:
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise DefinitionError(f"an expression condition needs SQL text, got {self.sql!r}")
         try:
-            tree = sqlglot.parse_one(self.sql, read=_dialect())
+            tree = _normalised(sqlglot.parse_one(self.sql, read=_dialect()))
         except sqlglot.errors.ParseError as error:
             why = error.errors[0].get("description") if error.errors else str(error)
             raise DefinitionError(f"cannot parse the condition {self.sql!r}: {why}") from None
@@ -1372,6 +1372,39 @@ def _dialect() -> Any:
             }
 
     return Conditions
+
+
+def _normalised(tree: Any) -> Any:
+    """The parsed tree in the one shape the checks and the evaluator read, whatever
+    sqlglot's version: a negated ``LIKE`` / ``ILIKE`` / ``IS`` as ``NOT`` of it, and
+    ``LIKE`` / ``ILIKE`` with ``ANY`` (``SOME``) or ``ALL`` as Spark SQL reads them, a
+    test per pattern, ``NOT`` negating each::
+
+        written                          read as
+        x NOT LIKE 'a%'                  NOT (x LIKE 'a%')
+        x LIKE ANY ('a%', 'b%')          (x LIKE 'a%') OR (x LIKE 'b%')
+        x NOT LIKE ANY ('a%', 'b%')      NOT (x LIKE 'a%') OR NOT (x LIKE 'b%')
+        x LIKE ALL ('a%', 'b%')          (x LIKE 'a%') AND (x LIKE 'b%')
+    """
+    from sqlglot import exp
+
+    def rewrite(node: Any) -> Any:
+        if not isinstance(node, exp.Like | exp.ILike | exp.Is):
+            return node
+        negate = bool(node.args.get("negate"))
+        quantified = node.expression if isinstance(node.expression, exp.Any | exp.All) else None
+        if quantified is None and not negate:
+            return node
+        items = [node.expression]
+        if quantified is not None:
+            listed = quantified.this
+            items = listed.expressions if isinstance(listed, exp.Tuple) else [listed.unnest()]
+        tests = [type(node)(this=node.this.copy(), expression=item.copy()) for item in items]
+        tests = [exp.Not(this=test) if negate else test for test in tests]
+        join = exp.And if isinstance(quantified, exp.All) else exp.Or
+        return functools.reduce(lambda left, right: join(this=left, expression=right), tests)
+
+    return tree.transform(rewrite)
 
 
 def _scale_of(node: Any) -> Any:

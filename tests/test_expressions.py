@@ -71,6 +71,7 @@ def _atoms():
         st.just(("kind IN ('ok', NULL)", lambda e: True if e.kind == "ok" else None)),
         st.just(("amount BETWEEN 5 AND 20", lambda e: None if e.amount is None else 5 <= e.amount <= 20)),
         st.just(("kind LIKE 'f%'", lambda e: None if e.kind is None else e.kind.startswith("f"))),
+        st.just(("kind NOT LIKE 'f%'", lambda e: None if e.kind is None else not e.kind.startswith("f"))),
         st.just(("amount * 2 > 30", lambda e: None if e.amount is None else e.amount * 2 > 30)),
         st.just(("amount <=> NULL", lambda e: e.amount is None)),
         st.just(("coalesce(amount, 0) = 0", lambda e: (e.amount or 0) == 0)),
@@ -466,12 +467,18 @@ def _compared():
         st.tuples(_spelled(field), st.sampled_from(literals[field]), st.sampled_from(literals[field])).map(
             lambda p: f"{p[0]} BETWEEN {p[1]} AND {p[2]}"),
         _spelled(field).map(lambda f: f"{f} IS NULL"),
+        _spelled(field).map(lambda f: f"{f} IS NOT NULL"),
+        st.tuples(_spelled(field), st.lists(st.sampled_from(literals[field]), min_size=1, max_size=2)).map(
+            lambda p: f"{p[0]} NOT IN ({', '.join(p[1])})"),
+        st.tuples(_spelled(field), st.sampled_from(literals[field]), st.sampled_from(literals[field])).map(
+            lambda p: f"{p[0]} NOT BETWEEN {p[1]} AND {p[2]}"),
     ))
 
 
 TEXT_AND_FRACTIONS = [
     "kind RLIKE '^[Ff]a'", "kind REGEXP 'i.$'", "startswith(kind, 'F')", "endswith(kind, 'k')", "contains(kind, 'ai')",
-    "kind LIKE 'f%'", "amount / 2 > 2", "amount / 8 = 2.5", "score / amount < 0", "abs(amount) / 3 <= 1",
+    "kind LIKE 'f%'", "kind NOT LIKE 'f%'", "kind NOT ILIKE 'F%'", "kind NOT RLIKE '^o'", "kind LIKE ANY ('f%', 'o_')",
+    "kind NOT LIKE ALL ('%a%', 'o%')", "amount / 2 > 2", "amount / 8 = 2.5", "score / amount < 0", "abs(amount) / 3 <= 1",
     "flag IS TRUE", "(amount > 4) IS NOT FALSE", "kind IS DISTINCT FROM 'ok'", "amount IS NOT DISTINCT FROM 5",
     "amount % 3 = -0", "amount % -3 < 0", "amount % 7 = 6", "score % 2 > 0.4", "-score % 1.5 < 0", "score % amount > 0",
     "amount div 3 = 1", "amount div -2 < 0", "-amount div 2 = 1", "amount div 0 = 0", "score div 2 = 0", "amount div 1.5BD = 3",
@@ -803,6 +810,14 @@ TEXT_FUNCTIONS = [
     "repeat(n, 2) = '44'", "ascii(k) = 98", "ascii(k) = 193", "ascii(k) = 0", "ascii(n) = 45", "octet_length(k) = 4",
     "bit_length(k) = 48", "octet_length(n) = 2", "btrim(k, 'ab') = 'nan'", "btrim(s) = 'an'", "btrim(k, 'a') = 'X'",
 ]
+# negated and quantified text tests: NOT over each pattern (NOT LIKE ANY holds where some pattern fails)
+LIKE_TESTS = [
+    "k NOT LIKE 'b%'", "k NOT ILIKE 'áB%'", "NOT k NOT LIKE 'b%'", "k LIKE ANY ('b%', '%a')", "k LIKE SOME ('%X%')",
+    "k ILIKE ANY ('x', '%x%')", "k LIKE ALL ('%a%', '%n%')", "k NOT LIKE ANY ('b%', '%a')", "k NOT LIKE ALL ('b%', '%a')",
+    "k NOT ILIKE ALL ('A%', '%C')", "n NOT LIKE '-%'", "k NOT RLIKE 'a.a'", "NOT k LIKE ANY ('%a%')",
+    "(k NOT LIKE ANY ('b%')) IS NULL",
+]
+LIKE_TESTS_REFUSED = ["k LIKE ANY ('b%', s)", "k NOT LIKE ALL (s)"]
 TEXT_FUNCTIONS_REFUSED = ["lpad(k) = 'x'", "initcap(k, 'x') = 'a'", "repeat(k) = ''", "btrim(k, 'a', 'b') = ''"]
 # arrays with and without NULL elements, empty and NULL ones
 ARRAY_ROWS = [(["x", "y"], [1, None], "x", 1), ([], [], "y", 0), (None, [3], None, None), (["y", None], [2, 5], "q", 2)]
@@ -856,6 +871,20 @@ def test_text_functions_answer_as_in_spark_sql(spark):
     and bit_length over two-byte characters, empty and NULL text and numbers read
     as text: each gives Spark SQL's answers or is refused where Spark refuses it."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), TEXT_FUNCTIONS, TEXT_FUNCTIONS_REFUSED, MORE_ROWS)
+
+
+@pytest.mark.spark
+def test_negated_and_quantified_text_tests_answer_as_in_spark_sql(spark):
+    """``NOT LIKE`` / ``NOT ILIKE`` (however sqlglot's version parses them), and
+    ``LIKE`` / ``ILIKE`` with ``ANY`` / ``SOME`` / ``ALL``, ``NOT`` negating each
+    pattern, over two-byte characters, empty and NULL text and numbers read as text:
+    each gives Spark SQL's answers; a pattern that is not a string literal is refused."""
+    frame = spark.createDataFrame(MORE_ROWS, MORE_SCHEMA)
+    answers = _agree_with_spark(frame, LIKE_TESTS, [], MORE_ROWS)
+    assert False in answers[0] and False in answers[2]  # a NOT LIKE and its NOT: not all TRUE, so the rows tell
+    for condition in LIKE_TESTS_REFUSED:
+        with pytest.raises(DefinitionError, match="string literal"):
+            Expression(condition)
 
 
 @pytest.mark.spark
