@@ -268,6 +268,9 @@ def _check(tree: Any, sql: str) -> None:
         ):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes whole-number "
                                   f"literals as its position and length")
+        if kind is exp.Between and node.args.get("symmetric"):
+            raise DefinitionError(f"the condition {sql!r}: Spark SQL has no BETWEEN SYMMETRIC; write "
+                                  f"x BETWEEN least(a, b) AND greatest(a, b)")
         if kind in (exp.Greatest, exp.Least) and not node.expressions:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes two values or more")
         if kind is exp.Anonymous and node.name.upper() not in _NAMED:
@@ -1341,7 +1344,8 @@ def _dialect() -> Any:
     """Spark SQL's syntax, ``log10(x)`` and ``log2(x)`` kept apart from ``log(10, x)``
     (Spark computes them differently: ``log10(1000)`` is 3.0, ``log(10, 1000)``
     2.9999999999999996); ``isnull(x)`` / ``isnotnull(x)`` read as ``x IS [NOT] NULL``,
-    ``regexp(s, r)`` as ``s RLIKE r``."""
+    ``regexp(s, r)`` as ``s RLIKE r``; a quote written twice in a string literal as one
+    (``'it''s'``), as Spark SQL reads it."""
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
 
@@ -1359,6 +1363,9 @@ def _dialect() -> Any:
         return exp.Is(this=args[0], expression=exp.Null())
 
     class Conditions(Spark):
+        class Tokenizer(Spark.Tokenizer):  # a quote doubled in a literal is one: 'it''s', "say ""hi"""
+            STRING_ESCAPES = [*Spark.Tokenizer.STRING_ESCAPES, "'", '"']
+
         class Parser(Spark.Parser):
             FUNCTIONS = {
                 **Spark.Parser.FUNCTIONS, "LOG10": named("LOG10"), "LOG2": named("LOG2"),

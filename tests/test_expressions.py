@@ -887,6 +887,25 @@ def test_negated_and_quantified_text_tests_answer_as_in_spark_sql(spark):
             Expression(condition)
 
 
+# quotes in string literals: doubled, escaped, the other kind, adjacent literals joined
+QUOTE_ROWS = [("it's",), ('say "hi"',), ("its",), (None,)]
+QUOTED = [
+    "k = 'it''s'", "k = \"it's\"", "k = 'it\\'s'", "k = 'say \"hi\"'", "k = \"say \"\"hi\"\"\"", "k = 'it' 's'",
+    "k LIKE '%''%'", "concat(k, '''') = 'its'''", "length('''') = 1 AND k IS NULL", "k IN ('it''s', 'x')",
+]
+
+
+@pytest.mark.spark
+def test_quotes_in_string_literals_read_as_in_spark_sql(spark):
+    """A quote written twice inside a string literal is one quote, as Spark SQL
+    reads it (``'it''s'``), a backslash escapes one, the other kind of quote is
+    itself, and adjacent literals are joined (``'it' 's'`` is ``its``): each gives
+    Spark SQL's answers; ``BETWEEN SYMMETRIC``, which Spark SQL does not parse, is
+    refused."""
+    frame = spark.createDataFrame(QUOTE_ROWS, "k string")
+    _agree_with_spark(frame, QUOTED, ["k BETWEEN SYMMETRIC 'z' AND 'a'"], QUOTE_ROWS)
+
+
 @pytest.mark.spark
 def test_array_functions_answer_as_in_spark_sql(spark):
     """array_contains (NULL where no element equals but one is NULL), size /
