@@ -268,6 +268,8 @@ def _check(tree: Any, sql: str) -> None:
         ):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes whole-number "
                                   f"literals as its position and length")
+        if kind is exp.In and not node.expressions:
+            raise DefinitionError(f"the condition {sql!r}: IN takes one value or more")
         if kind is exp.Between and node.args.get("symmetric"):
             raise DefinitionError(f"the condition {sql!r}: Spark SQL has no BETWEEN SYMMETRIC; write "
                                   f"x BETWEEN least(a, b) AND greatest(a, b)")

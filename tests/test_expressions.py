@@ -618,7 +618,7 @@ def test_in_reads_its_text_items_as_the_type_of_the_whole_list_as_spark_sql(spar
     decimal, where ``amount = '1.5'`` fails): the answers are Spark's; text that
     is no such number fails, as there."""
     frame = spark.createDataFrame(IN_ROWS, READING_SCHEMA)
-    answers = _agree_with_spark(frame, IN_CONDITIONS, ["amount IN ('x', 2.5)", "amount IN ('1.5', 2)"], IN_ROWS, each_true=False)
+    answers = _agree_with_spark(frame, IN_CONDITIONS, ["amount IN ('x', 2.5)", "amount IN ('1.5', 2)", "amount IN ()"], IN_ROWS, each_true=False)
     assert sum(True in a for a in answers) >= len(IN_CONDITIONS) - 1  # all but the first are TRUE somewhere
 
 
