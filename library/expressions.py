@@ -42,7 +42,8 @@ hour minute second to_date datediff date_add date_sub sqrt sign nullif nvl2 inst
 locate left right replace lpad rpad btrim initcap reverse translate repeat ascii
 octet_length bit_length regexp_extract split array_contains size cardinality element_at
 try_element_at unix_timestamp date_trunc trunc add_months last_day exp ln log log10
-log2 pow power cbrt bround`` (a logarithm of zero or less NULL, ``pow`` as Java's;
+log2 pow power cbrt bround pmod positive negative e pi equal_null nullifzero zeroifnull
+decode`` (a logarithm of zero or less NULL, ``pow`` as Java's;
 ``TRIM([BOTH | LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -230,6 +231,7 @@ def _supported() -> frozenset[type]:
         exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.RegexpSplit, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
         exp.Repeat, exp.Ascii, exp.BitLength, exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths, exp.LastDay,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
+        exp.Negative, exp.Pi,
     })
 
 
@@ -283,7 +285,7 @@ def _check(tree: Any, sql: str) -> None:
         if kind is exp.Anonymous and len(node.expressions) not in _NAMED[node.name.upper()]:
             counts = _NAMED[node.name.upper()]
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes "
-                                  f"{' or '.join(map(str, counts))} argument{'s' if counts[-1] > 1 else ''}")
+                                  f"{' or '.join(map(str, counts))} argument{'' if counts == (1,) else 's'}")
         if kind is exp.Anonymous and node.name.upper() == "BROUND" and _whole_literal(_scale_of(node)) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
@@ -339,7 +341,8 @@ def _never_a_test(node: Any) -> str | None:
 
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Abs | exp.Length
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Negative | exp.Pi
+                  | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
                   | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous | exp.ArraySize
                   | exp.Ascii | exp.BitLength | exp.StrToUnix) or type(node) in _date_parts():
@@ -422,19 +425,20 @@ class _Evaluator:
                 return _nulls(self.rows)
             return _text_tests()[kind](_array(left, self.rows), node.expression.this)  # a literal (checked when built)
         if kind in _ARITHMETIC:
-            divides = kind in (exp.Div, exp.IntDiv, exp.Mod)  # Spark SQL reads a divisor first
-            first_node, second_node = (node.expression, node.this) if divides else (node.this, node.expression)
-            first = self.value(first_node)
-            second = self._unless_null(second_node, first)
-            if _is_null_type(first) or _is_null_type(second):
-                return pa.scalar(None, pa.null())
-            first, second = _numbers_of_text(node, first, second)
-            return _ARITHMETIC[kind](*((second, first) if divides else (first, second)))
-        if kind is exp.Neg or kind in _FUNCTIONS:
-            operand = self.value(node.this) if kind in (exp.Neg, exp.Abs) else self._text(node, node.this)
+            return self._arithmetic(node, _ARITHMETIC[kind], node.this, node.expression,
+                                    divides=kind in (exp.Div, exp.IntDiv, exp.Mod))
+        if kind is exp.Anonymous and node.name.upper() == "PMOD":  # read as % reads its sides
+            return self._arithmetic(node, _positive_remainder, *node.expressions, divides=True)
+        if kind in (exp.Neg, exp.Negative) or kind is exp.Anonymous and node.name.upper() == "POSITIVE":
+            operand = self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this)
+            return operand if kind is exp.Anonymous or _is_null_type(operand) else pc.negate_checked(operand)
+        if kind in _FUNCTIONS:
+            operand = self._number(node, node.this) if kind is exp.Abs else self._text(node, node.this)
             if _is_null_type(operand):  # a field that is NULL in every event
                 return operand
-            return pc.negate_checked(operand) if kind is exp.Neg else _FUNCTIONS[kind](operand)
+            return _FUNCTIONS[kind](operand)
+        if kind is exp.Pi or kind is exp.Anonymous and node.name.upper() == "E":
+            return pa.scalar(math.pi if kind is exp.Pi else math.e)
         if kind is exp.Case or kind is exp.If:
             return self._case(node)
         if kind is exp.IsNan:
@@ -513,6 +517,20 @@ class _Evaluator:
             ifs = [exp.If(this=exp.Not(this=exp.Is(this=e, expression=exp.Null())), true=e) for e in firsts]
             return self._case(exp.Case(ifs=ifs, default=last)) if ifs else self.value(last)
         raise AssertionError(f"not checked when built: {node.sql(dialect='spark')!r}")  # pragma: no cover
+
+    def _arithmetic(self, node: Any, op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool) -> Any:
+        """``op`` of the values of ``left`` and ``right``, read as Spark SQL reads an
+        arithmetic operator's sides: a divisor (``divides``) first, the other side
+        where the one read first is not NULL, text beside a number as that number."""
+        import pyarrow as pa
+
+        first_node, second_node = (right, left) if divides else (left, right)
+        first = self.value(first_node)
+        second = self._unless_null(second_node, first)
+        if _is_null_type(first) or _is_null_type(second):
+            return pa.scalar(None, pa.null())
+        first, second = _numbers_of_text(node, first, second)
+        return op(*((second, first) if divides else (first, second)))
 
     def _column(self, node: Any) -> Any:
         import pyarrow as pa
@@ -911,6 +929,35 @@ def _remainder(left: Any, right: Any) -> Any:
     left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
     quotient = pc.trunc(pc.divide_checked(left, right))
     return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
+
+
+def _positive_remainder(left: Any, right: Any) -> Any:
+    """Spark SQL's ``pmod(a, n)``: ``a % n`` (:func:`_remainder`), or where that is
+    below zero ``(a % n + n) % n``, whole numbers wrapping around as Java's do::
+
+        a     n     a % n   pmod(a, n)
+        -7    3     -1      2
+        7     -3    1       1
+        -7    -3    -1      -1
+        -1    INT_MIN (INT)  -1   INT_MAX
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    remainder = _remainder(left, right)
+    if pa.types.is_decimal(remainder.type):
+        return _exactly(remainder, right, lambda r, n: (r + n) % n if r < 0 else r, remainder.type)
+    rows = next((len(side) for side in (remainder, right) if not isinstance(side, pa.Scalar)), 1)
+    values = _contiguous(_array(remainder, rows))
+    missing = pc.or_(pc.is_null(values), pc.is_null(_array(right, rows)))
+    kind = values.type.to_pandas_dtype()
+    r = values.fill_null(0).to_numpy(zero_copy_only=False).astype(kind)
+    n = _array(pc.cast(right, values.type), rows).fill_null(1).to_numpy(zero_copy_only=False).astype(kind)
+    with np.errstate(all="ignore"):  # Java's whole numbers wrap
+        result = np.where(r < 0, np.fmod(r + n, n), r)
+    result = pa.array(result, values.type, mask=missing.to_numpy(zero_copy_only=False))
+    return result[0] if isinstance(remainder, pa.Scalar) and isinstance(right, pa.Scalar) else result
 
 
 def _exactly(left: Any, right: Any, op: Callable[[Any, Any], Any], arrow_type: Any) -> Any:
@@ -1338,7 +1385,8 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
 
 
 _NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,),
-          "CARDINALITY": (1,), "BTRIM": (1, 2), "OCTET_LENGTH": (1,)}  # functions sqlglot leaves unnamed here: their arguments
+          "CARDINALITY": (1,), "BTRIM": (1, 2), "OCTET_LENGTH": (1,), "EQUAL_NULL": (2,), "NULLIFZERO": (1,),
+          "ZEROIFNULL": (1,), "POSITIVE": (1,), "PMOD": (2,), "E": (0,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
@@ -1346,7 +1394,9 @@ def _dialect() -> Any:
     """Spark SQL's syntax, ``log10(x)`` and ``log2(x)`` kept apart from ``log(10, x)``
     (Spark computes them differently: ``log10(1000)`` is 3.0, ``log(10, 1000)``
     2.9999999999999996); ``isnull(x)`` / ``isnotnull(x)`` read as ``x IS [NOT] NULL``,
-    ``regexp(s, r)`` as ``s RLIKE r``; a quote written twice in a string literal as one
+    ``regexp(s, r)`` as ``s RLIKE r``, ``equal_null(a, b)`` as ``a <=> b``,
+    ``nullifzero(x)`` as ``nullif(x, 0)`` and ``zeroifnull(x)`` as ``coalesce(x, 0)``
+    (Spark SQL's own readings of them); a quote written twice in a string literal as one
     (``'it''s'``), as Spark SQL reads it."""
     from sqlglot import exp
     from sqlglot.dialects.spark import Spark
@@ -1364,6 +1414,10 @@ def _dialect() -> Any:
     def is_null(args: list[Any]) -> Any:
         return exp.Is(this=args[0], expression=exp.Null())
 
+    def zero() -> Any:
+        return exp.Literal.number(0)
+
+
     class Conditions(Spark):
         class Tokenizer(Spark.Tokenizer):  # a quote doubled in a literal is one: 'it''s', "say ""hi"""
             STRING_ESCAPES = [*Spark.Tokenizer.STRING_ESCAPES, "'", '"']
@@ -1378,6 +1432,10 @@ def _dialect() -> Any:
                 "CARDINALITY": named("CARDINALITY", lambda args: exp.ArraySize(this=args[0])),  # size(a)
                 "BTRIM": named("BTRIM", lambda args: exp.Trim(  # TRIM(BOTH 'cs' FROM s)
                     this=args[0], expression=args[1] if len(args) == 2 else None)),
+                "EQUAL_NULL": named("EQUAL_NULL", lambda args: exp.NullSafeEQ(this=args[0], expression=args[1])),
+                "NULLIFZERO": named("NULLIFZERO", lambda args: exp.Nullif(this=args[0], expression=zero())),
+                "ZEROIFNULL": named("ZEROIFNULL", lambda args: exp.Coalesce(this=args[0], expressions=[zero()])),
+                "POSITIVE": named("POSITIVE"), "PMOD": named("PMOD"), "E": named("E"),
             }
 
     return Conditions
@@ -1394,10 +1452,16 @@ def _normalised(tree: Any) -> Any:
         x LIKE ANY ('a%', 'b%')          (x LIKE 'a%') OR (x LIKE 'b%')
         x NOT LIKE ANY ('a%', 'b%')      NOT (x LIKE 'a%') OR NOT (x LIKE 'b%')
         x LIKE ALL ('a%', 'b%')          (x LIKE 'a%') AND (x LIKE 'b%')
+        decode(x, 1, 'a', 'b')           CASE WHEN x <=> 1 THEN 'a' ELSE 'b' END
     """
     from sqlglot import exp
 
     def rewrite(node: Any) -> Any:
+        if isinstance(node, exp.DecodeCase):  # NULL matches NULL, as in Spark SQL
+            subject, *rest = node.expressions
+            ifs = [exp.If(this=exp.NullSafeEQ(this=subject.copy(), expression=search.copy()), true=result.copy())
+                   for search, result in zip(rest[0::2], rest[1::2], strict=False)]
+            return exp.Case(ifs=ifs, default=rest[-1].copy() if len(rest) % 2 else None)
         if not isinstance(node, exp.Like | exp.ILike | exp.Is):
             return node
         negate = bool(node.args.get("negate"))

@@ -348,7 +348,7 @@ def test_an_event_a_condition_raises_on_is_rejected_and_the_others_run_as_withou
     [
         ("kind = ", "cannot parse"),
         ("rand() > 0.5", "do not support"),
-        ("pmod(amount, 2) = 1", "do not support"),
+        ("crc32(kind) > 0", "do not support"),
         ("sin(amount) > 0", "do not support"),
         ("CAST(kind AS BINARY) IS NULL", "cast values to numbers, text, booleans, dates or timestamps only"),
         ("at > DATE '2024-13-01'", "'2024-13-01' is no date32"),
@@ -904,6 +904,32 @@ def test_quotes_in_string_literals_read_as_in_spark_sql(spark):
     refused."""
     frame = spark.createDataFrame(QUOTE_ROWS, "k string")
     _agree_with_spark(frame, QUOTED, ["k BETWEEN SYMMETRIC 'z' AND 'a'"], QUOTE_ROWS)
+
+
+# pmod (Java's wrapping where a whole number's sum overflows), positive / negative (and -x, abs(x)) of numbers and
+# of text read as DOUBLE, equal_null, nullifzero / zeroifnull, e() / pi(), decode (NULL matching NULL)
+SPARK_FUNCTIONS = [
+    "pmod(n, 3) = 1", "pmod(n, -3) = -1", "pmod(x, 2) = 0.25 AND x < 3", "pmod(x, -1.5) < 0 AND x < 3",
+    "pmod(CAST(n AS INT), CAST(-2147483648 AS INT)) = 2147483647", "pmod(n, 2.5) = 1.5", "pmod(n, NULL) IS NULL",
+    "positive(n) = 7", "negative(n) = 1", "negative(x) = 4", "-x = 4", "abs(x) = 4", "negative('5') = -5",
+    "equal_null(n, NULL)", "equal_null(k, s)", "equal_null(n, '4')", "nullifzero(n) IS NULL", "nullifzero(x) IS NULL",
+    "zeroifnull(n) = 0", "pi() > x AND x > 2", "e() > x AND x > 2", "decode(n, 4, 'four', NULL, 'none', 'other') = 'none'",
+    "decode(n, 4, 'four', 7, 'seven') = 'seven'", "decode(k, 'banana', 1) IS NULL", "decode(n, -1, x) = -4",
+]
+SPARK_FUNCTIONS_REFUSED = [
+    "pmod(k, 2) = 1", "pmod(n, 0) = 0", "positive(s) > 0", "-k > 0", "abs(k) > 0", "equal_null(n) IS NULL", "e(1) > 0", "decode(n, 4, 'a', 7, 2) = 2",
+]
+
+
+@pytest.mark.spark
+def test_spark_sqls_own_functions_answer_as_in_spark_sql(spark):
+    """pmod, positive, negative, equal_null, nullifzero, zeroifnull, e, pi and
+    decode over NaN, -0.0, negatives, infinities, NULL and text: each gives Spark
+    SQL's answers or is refused where Spark refuses the query; decode of bytes
+    (``decode(k, 'utf-8')``) is refused when the pattern is built."""
+    _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), SPARK_FUNCTIONS, SPARK_FUNCTIONS_REFUSED, MORE_ROWS)
+    with pytest.raises(DefinitionError, match="DECODE"):
+        Expression("decode(k, 'utf-8') IS NULL")
 
 
 @pytest.mark.spark
