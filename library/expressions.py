@@ -935,11 +935,11 @@ def _positive_remainder(left: Any, right: Any) -> Any:
     """Spark SQL's ``pmod(a, n)``: ``a % n`` (:func:`_remainder`), or where that is
     below zero ``(a % n + n) % n``, whole numbers wrapping around as Java's do::
 
-        a     n     a % n   pmod(a, n)
-        -7    3     -1      2
-        7     -3    1       1
-        -7    -3    -1      -1
-        -1    INT_MIN (INT)  -1   INT_MAX
+        a     n                a % n   pmod(a, n)
+        -7    3                -1      2
+        7     -3               1       1
+        -7    -3               -1      -1
+        -1    INT_MIN (INTs)   -1      INT_MAX (-1 + INT_MIN wraps)
     """
     import numpy as np
     import pyarrow as pa
@@ -1416,7 +1416,6 @@ def _dialect() -> Any:
 
     def zero() -> Any:
         return exp.Literal.number(0)
-
 
     class Conditions(Spark):
         class Tokenizer(Spark.Tokenizer):  # a quote doubled in a literal is one: 'it''s', "say ""hi"""
