@@ -43,7 +43,7 @@ locate left right replace lpad rpad btrim initcap reverse translate repeat ascii
 octet_length bit_length regexp_extract split array_contains size cardinality element_at
 try_element_at unix_timestamp date_trunc trunc add_months last_day exp ln log log10
 log2 pow power cbrt bround pmod positive negative e pi equal_null nullifzero zeroifnull
-decode`` (a logarithm of zero or less NULL, ``pow`` as Java's;
+decode try_add try_subtract try_multiply try_divide try_mod`` (a logarithm of zero or less NULL, ``pow`` as Java's;
 ``TRIM([BOTH | LEADING | TRAILING] 'cs' FROM text)``; whole numbers, booleans and dates read as
 text where text is needed, as Spark SQL casts them; fractions are refused there,
 their text being the JVM's), and typed literals (``DATE '2024-01-31'``,
@@ -231,7 +231,7 @@ def _supported() -> frozenset[type]:
         exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.RegexpSplit, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
         exp.Repeat, exp.Ascii, exp.BitLength, exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths, exp.LastDay,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
-        exp.Negative, exp.Pi,
+        exp.Negative, exp.Pi, exp.SafeAdd, exp.SafeSubtract, exp.SafeMultiply, exp.SafeDivide,
     })
 
 
@@ -342,6 +342,7 @@ def _never_a_test(node: Any) -> str | None:
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "numbers"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.IntDiv | exp.Mod | exp.Neg | exp.Negative | exp.Pi
+                  | exp.SafeAdd | exp.SafeSubtract | exp.SafeMultiply | exp.SafeDivide
                   | exp.Abs | exp.Length
                   | exp.Round | exp.Floor | exp.Ceil | exp.Nanvl | exp.DateDiff | exp.Sqrt | exp.Sign
                   | exp.StrPosition | exp.Exp | exp.Ln | exp.Log | exp.Pow | exp.Cbrt | exp.Anonymous | exp.ArraySize
@@ -429,6 +430,10 @@ class _Evaluator:
                                     divides=kind in (exp.Div, exp.IntDiv, exp.Mod))
         if kind is exp.Anonymous and node.name.upper() == "PMOD":  # read as % reads its sides
             return self._arithmetic(node, _positive_remainder, *node.expressions, divides=True)
+        if kind in _TRIED or kind is exp.Anonymous and node.name.upper() == "TRY_MOD":
+            op = _remainder if kind is exp.Anonymous else _ARITHMETIC[_TRIED[kind]]
+            left, right = node.expressions if kind is exp.Anonymous else (node.this, node.expression)
+            return self._arithmetic(node, op, left, right, divides=op in (_remainder, _divide), try_=True)
         if kind in (exp.Neg, exp.Negative) or kind is exp.Anonymous and node.name.upper() == "POSITIVE":
             operand = self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this)
             return operand if kind is exp.Anonymous or _is_null_type(operand) else pc.negate_checked(operand)
@@ -518,10 +523,13 @@ class _Evaluator:
             return self._case(exp.Case(ifs=ifs, default=last)) if ifs else self.value(last)
         raise AssertionError(f"not checked when built: {node.sql(dialect='spark')!r}")  # pragma: no cover
 
-    def _arithmetic(self, node: Any, op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool) -> Any:
+    def _arithmetic(self, node: Any, op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool,
+                    try_: bool = False) -> Any:
         """``op`` of the values of ``left`` and ``right``, read as Spark SQL reads an
         arithmetic operator's sides: a divisor (``divides``) first, the other side
-        where the one read first is not NULL, text beside a number as that number."""
+        where the one read first is not NULL, text beside a number as that number
+        (with ``try_``, NULL where it is no such number, and where ``op`` overflows
+        or divides by zero: Spark SQL's ``try_add`` and the like)."""
         import pyarrow as pa
 
         first_node, second_node = (right, left) if divides else (left, right)
@@ -529,8 +537,9 @@ class _Evaluator:
         second = self._unless_null(second_node, first)
         if _is_null_type(first) or _is_null_type(second):
             return pa.scalar(None, pa.null())
-        first, second = _numbers_of_text(node, first, second)
-        return op(*((second, first) if divides else (first, second)))
+        first, second = _numbers_of_text(node, first, second, try_)
+        operands = (second, first) if divides else (first, second)
+        return _or_null(op, *operands, divides=divides) if try_ else op(*operands)
 
     def _column(self, node: Any) -> Any:
         import pyarrow as pa
@@ -827,6 +836,7 @@ class _Evaluator:
 
 
 _COMPARISONS: dict[type, Callable[..., Any]] = {}
+_TRIED: dict[type, type] = {}  # try_add and the like: the operator each tries
 _ARITHMETIC: dict[type, Callable[..., Any]] = {}
 _FUNCTIONS: dict[type, Callable[..., Any]] = {}
 
@@ -843,6 +853,7 @@ def _tables() -> None:
         exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked, exp.Div: _divide,
         exp.IntDiv: _integer_divide, exp.Mod: _remainder,
     })
+    _TRIED.update({exp.SafeAdd: exp.Add, exp.SafeSubtract: exp.Sub, exp.SafeMultiply: exp.Mul, exp.SafeDivide: exp.Div})
     _FUNCTIONS.update({
         exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
     })
@@ -929,6 +940,36 @@ def _remainder(left: Any, right: Any) -> Any:
     left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
     quotient = pc.trunc(pc.divide_checked(left, right))
     return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
+
+
+def _or_null(op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool) -> Any:
+    """``op(left, right)``, NULL where it overflows or (``divides``) ``right`` is zero,
+    as Spark SQL's ``try_add``, ``try_divide`` and the like give it::
+
+        left          right   try_add   try_divide
+        2147483647    1       NULL      2147483647.0
+        7             0       7         NULL
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if divides:
+        right = pc.if_else(pc.equal(right, 0), pa.scalar(None, right.type), right)
+    try:
+        return op(left, right)
+    except (ArithmeticError, pa.ArrowInvalid):  # an overflow somewhere: row by row
+        pass
+    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+    lefts, rights = _contiguous(_array(left, rows)), _contiguous(_array(right, rows))
+    kind = op(lefts.slice(0, 0), rights.slice(0, 0)).type
+    answers = []
+    for i in range(rows):
+        try:
+            answers.append(op(lefts.slice(i, 1), rights.slice(i, 1)).cast(kind))
+        except (ArithmeticError, pa.ArrowInvalid):
+            answers.append(pa.nulls(1, kind))
+    result = pa.concat_arrays(answers)
+    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
 
 
 def _positive_remainder(left: Any, right: Any) -> Any:
@@ -1386,7 +1427,7 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
 
 _NAMED = {"LOG10": (1,), "LOG2": (1,), "BROUND": (1, 2), "ISNULL": (1,), "ISNOTNULL": (1,), "REGEXP": (2,),
           "CARDINALITY": (1,), "BTRIM": (1, 2), "OCTET_LENGTH": (1,), "EQUAL_NULL": (2,), "NULLIFZERO": (1,),
-          "ZEROIFNULL": (1,), "POSITIVE": (1,), "PMOD": (2,), "E": (0,)}  # functions sqlglot leaves unnamed here: their arguments
+          "ZEROIFNULL": (1,), "POSITIVE": (1,), "PMOD": (2,), "E": (0,), "TRY_MOD": (2,)}  # functions sqlglot leaves unnamed here: their arguments
 
 
 @functools.cache
@@ -1434,7 +1475,7 @@ def _dialect() -> Any:
                 "EQUAL_NULL": named("EQUAL_NULL", lambda args: exp.NullSafeEQ(this=args[0], expression=args[1])),
                 "NULLIFZERO": named("NULLIFZERO", lambda args: exp.Nullif(this=args[0], expression=zero())),
                 "ZEROIFNULL": named("ZEROIFNULL", lambda args: exp.Coalesce(this=args[0], expressions=[zero()])),
-                "POSITIVE": named("POSITIVE"), "PMOD": named("PMOD"), "E": named("E"),
+                "POSITIVE": named("POSITIVE"), "PMOD": named("PMOD"), "E": named("E"), "TRY_MOD": named("TRY_MOD"),
             }
 
     return Conditions
@@ -1937,13 +1978,13 @@ def _one_clock(left: Any, right: Any) -> tuple[Any, Any]:
     return pc.cast(left, kind, safe=False), pc.cast(right, kind, safe=False)
 
 
-def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
+def _numbers_of_text(node: Any, first: Any, second: Any, try_: bool = False) -> tuple[Any, Any]:
     """Operands of ``node`` read in this order, a text field beside a number read as
     that number's type, as Spark SQL casts it (whole numbers as int64, others and
     decimals as float64; trimmed): ``code > 10`` compares ``' 20 '`` as 20. Text
     that is no such number is an error (``ValueError``) where it is read: the first
-    operand in every row, the second where the first is not NULL. Text literals are
-    :func:`_literal_like`'s."""
+    operand in every row, the second where the first is not NULL (with ``try_``,
+    NULL). Text literals are :func:`_literal_like`'s."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -1951,9 +1992,17 @@ def _numbers_of_text(node: Any, first: Any, second: Any) -> tuple[Any, Any]:
         kind = value.type
         return pa.int64() if pa.types.is_integer(kind) else pa.float64() if _is_number(kind) else None
 
+    def number(text: str, arrow_type: Any) -> Any:
+        try:
+            return _read_as(text, arrow_type).as_py()
+        except ValueError:
+            if try_:
+                return None
+            raise
+
     def read(text: Any, arrow_type: Any) -> Any:
         try:
-            return _each_distinct(text, lambda v: _read_as(v, arrow_type).as_py(), arrow_type)
+            return _each_distinct(text, lambda v: number(v, arrow_type), arrow_type)
         except ValueError as error:
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
 

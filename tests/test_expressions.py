@@ -915,17 +915,27 @@ SPARK_FUNCTIONS = [
     "equal_null(n, NULL)", "equal_null(k, s)", "equal_null(n, '4')", "nullifzero(n) IS NULL", "nullifzero(x) IS NULL",
     "zeroifnull(n) = 0", "pi() > x AND x > 2", "e() > x AND x > 2", "decode(n, 4, 'four', NULL, 'none', 'other') = 'none'",
     "decode(n, 4, 'four', 7, 'seven') = 'seven'", "decode(k, 'banana', 1) IS NULL", "decode(n, -1, x) = -4",
+    "try_divide(n, 0) IS NULL", "try_divide(x, n) = 4", "try_divide(n, n) = 1", "try_divide(x, -0.0) IS NULL AND x < 3",
+    "try_add(n, 9223372036854775807) IS NULL AND n > 0", "try_add(n, 9223372036854775807) = 9223372036854775806",
+    "try_subtract(n, -9223372036854775807) IS NULL AND n > 1", "try_multiply(CAST(n AS INT), 1000000000) IS NULL AND n > 2",
+    "try_multiply(n, 2) = 14", "try_add(x, 1) = 3.25", "try_add(k, 1) IS NULL AND k IS NOT NULL",
+    "try_add(s, n) IS NULL AND s IS NOT NULL", "try_mod(n, 0) IS NULL", "try_mod(n, 3) = 1", "try_mod(x, 0) IS NULL AND x < 3",
+    "try_mod(n, 2.5) = 1.5", "try_add(n, 2.5) = 6.5", "try_subtract(n, 1) = -2",
 ]
 SPARK_FUNCTIONS_REFUSED = [
-    "pmod(k, 2) = 1", "pmod(n, 0) = 0", "positive(s) > 0", "-k > 0", "abs(k) > 0", "equal_null(n) IS NULL", "e(1) > 0", "decode(n, 4, 'a', 7, 2) = 2",
+    "pmod(k, 2) = 1", "pmod(n, 0) = 0", "positive(s) > 0", "-k > 0", "abs(k) > 0", "equal_null(n) IS NULL",
+    "try_add(10 div n, 1) > 0", "try_divide(n, CAST(k AS INT)) > 0", "e(1) > 0", "decode(n, 4, 'a', 7, 2) = 2",
 ]
 
 
 @pytest.mark.spark
 def test_spark_sqls_own_functions_answer_as_in_spark_sql(spark):
-    """pmod, positive, negative, equal_null, nullifzero, zeroifnull, e, pi and
-    decode over NaN, -0.0, negatives, infinities, NULL and text: each gives Spark
-    SQL's answers or is refused where Spark refuses the query; decode of bytes
+    """pmod, positive, negative, equal_null, nullifzero, zeroifnull, e, pi, decode
+    and try_add / try_subtract / try_multiply / try_divide / try_mod (NULL where
+    their own operation overflows or divides by zero, or their text is no number;
+    an error inside an operand still an error) over NaN, -0.0, negatives,
+    infinities, NULL and text: each gives Spark SQL's answers or is refused where
+    Spark refuses the query; decode of bytes
     (``decode(k, 'utf-8')``) is refused when the pattern is built."""
     _agree_with_spark(spark.createDataFrame(MORE_ROWS, MORE_SCHEMA), SPARK_FUNCTIONS, SPARK_FUNCTIONS_REFUSED, MORE_ROWS)
     with pytest.raises(DefinitionError, match="DECODE"):
