@@ -904,6 +904,7 @@ def _divide(left: Any, right: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    _numbers_only("/", left, right)
     if not (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
         left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
     return pc.divide_checked(left, right)
@@ -916,7 +917,9 @@ def _integer_divide(left: Any, right: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_floating(left.type) or pa.types.is_floating(right.type):
+    if not (pa.types.is_integer(left.type) or pa.types.is_decimal(left.type)) or not (
+        pa.types.is_integer(right.type) or pa.types.is_decimal(right.type)
+    ):
         raise TypeError(f"div takes whole numbers or decimals, not {left.type} and {right.type}")
     if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
         return _exactly(left, right, lambda a, b: int(a / b), pa.int64())
@@ -927,9 +930,11 @@ def _remainder(left: Any, right: Any) -> Any:
     """Spark SQL's ``%`` (Java's): the sign of the dividend, ``-7 % 2`` being -1; whole
     numbers of whole numbers, exact decimals of decimals, else fractions; by zero an
     error, as under ANSI SQL."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    _numbers_only("%", left, right)
     floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
     if not floating and (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
         return _exactly(left, right, lambda a, b: a % b, None)  # Decimal's %: the dividend's sign
@@ -937,9 +942,22 @@ def _remainder(left: Any, right: Any) -> Any:
         wider = max(left.type, right.type, key=lambda t: t.bit_width)
         left, right = pc.cast(left, pa.int64()), pc.cast(right, pa.int64())
         return pc.cast(pc.subtract_checked(left, pc.multiply_checked(right, pc.divide_checked(left, right))), wider)
-    left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
-    quotient = pc.trunc(pc.divide_checked(left, right))
-    return pc.subtract_checked(left, pc.multiply_checked(right, quotient))
+    # fractions: IEEE's exact fmod, as Java's % (1e300 % 7 is 3.0, not the 0.0 that a - n * trunc(a / n) gives)
+    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+    lefts, rights = (_contiguous(_array(pc.cast(side, pa.float64()), rows)) for side in (left, right))
+    if pc.any(pc.and_(pc.equal(rights, 0.0), pc.is_valid(lefts))).as_py():  # NULL % 0 is NULL
+        raise ArithmeticError("remainder by zero")
+    missing = pc.or_(pc.is_null(lefts), pc.is_null(rights)).to_numpy(zero_copy_only=False)
+    with np.errstate(all="ignore"):  # NaN for an infinite dividend, as Java's
+        result = np.fmod(lefts.fill_null(0.0).to_numpy(zero_copy_only=False), rights.fill_null(1.0).to_numpy(zero_copy_only=False))
+    result = pa.array(result, pa.float64(), mask=missing)
+    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+
+
+def _numbers_only(operator: str, left: Any, right: Any) -> None:
+    """Refuses sides that are not numbers (booleans, as Spark SQL refuses them)."""
+    if not (_is_number(left.type) and _is_number(right.type)):
+        raise TypeError(f"{operator} takes numbers, not {left.type} and {right.type}")
 
 
 def _or_null(op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool) -> Any:
@@ -1096,7 +1114,7 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
         return pa.scalar(None, pa.null())
     numbers = {k for k in kinds if not _is_text(k)}
     if len(kinds) == 1:
-        kind = kinds.pop()
+        kind = next(iter(kinds))
     elif numbers and all(pa.types.is_integer(k) for k in numbers):
         kind = pa.int64()
     elif numbers and all(pa.types.is_integer(k) or pa.types.is_floating(k) for k in numbers):

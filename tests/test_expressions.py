@@ -647,12 +647,12 @@ NUMBER_FUNCTIONS = [
     "NOT isnan(least(x, 1))", "greatest(n, i) = 125", "greatest(n, d) > 100", "greatest(t, '3') = '3'",
     "least(y, NULL, n) < 0", "greatest(y > 1, n > 1)", "greatest(f, y) > 2", "least(n, 2.5) = 2.5",
     "nanvl(x, 0) = 0", "nanvl(x, 10 div n) IS NULL", "nanvl(y, 1) > 2", "nanvl(n, 1) = 1", "nanvl(x, NULL) IS NULL",
-    "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))",
+    "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))", "x % 7 = 1 AND x > 1e299", "y % 7 = 5 AND y > 1e18", "pmod(-y, 7) = 2 AND y > 1e18",
 ]
 # each refused by Spark SQL (some row raises, or the types do not go together)
 NUMBER_FUNCTIONS_REFUSED = [
     "floor(x) = 2", "ceil(x) > 0", "floor(y * 2) > 0", "round(CAST(i AS TINYINT), -1) = 100", "round(CAST(n AS INT) * 20000000, -1) > 0",
-    "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1",
+    "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1", "(x > 0) % 2 = 1", "(y > 0) / 2 > 0", "(n > 0) div 2 = 0",
 ]
 
 
@@ -775,6 +775,8 @@ MORE_FUNCTIONS = [
     "left(k, 2) = 'Áb'", "right(k, 2) = 'Xa'", "left(k, -1) = ''", "right(k, 0) = ''", "right(k, 10) = k",
     "right(k, 3) = 'ana'", "left(n, 1) = '-'", "replace(k, 'a', 'o') = 'bonono'", "replace(k, 'a') = 'X'",
     "replace(k, '', 'x') = k", "sqrt(x) = 0", "sign(x) = 0", "isnull(n)", "isnotnull(k) AND isnull(n)",
+    "coalesce(concat(k, ' '), s) = 'banana '", "nullif(concat(' ', k), 'x') = ' aXa'",
+    "CASE WHEN n > 0 THEN concat(k, ' ') END = 'banana '", "IF(n IS NULL, concat(' ', k), s) = ' Ábc'",
 ]
 MORE_FUNCTIONS_REFUSED = [
     "1 / sqrt(x) < 0", "1 / sign(x) < 0", "sqrt(k) > 0", "nullif(n, 'x') IS NULL", "nvl2(n, 'a', 2) = 2", "isnull(n, k)",
