@@ -33,7 +33,7 @@ field ``b`` of the struct ``a``), string, number, boolean and NULL literals,
 ``[NOT] BETWEEN``, ``[NOT] LIKE`` / ``ILIKE`` (``ANY`` / ``SOME`` / ``ALL`` of several patterns too), ``RLIKE`` / ``regexp`` (RE2's regular expressions,
 which Java's simple ones are), ``+ - * / div %`` (a whole-number literal an INT where it
 fits, as Spark types it: an INT field's arithmetic with it overflows, an error, as
-Spark's does), unary minus, ``CASE [x] WHEN ..
+Spark's does; one with a point a DECIMAL of its digits, with an exponent a DOUBLE), unary minus, ``CASE [x] WHEN ..
 THEN .. [ELSE ..] END`` and ``IF(test, then, else)`` (a branch read only in the rows
 it decides, as ``AND`` / ``OR``; text beside numbers read as a number there), ``lower upper abs length coalesce startswith
 endswith contains trim ltrim rtrim substring substr concat || isnan nanvl round floor
@@ -537,7 +537,7 @@ class _Evaluator:
         second = self._unless_null(second_node, first)
         if _is_null_type(first) or _is_null_type(second):
             return pa.scalar(None, pa.null())
-        first, second = _numbers_of_text(node, first, second, try_)
+        first, second = _fractions_beside_fractions(*_numbers_of_text(node, first, second, try_))
         operands = (second, first) if divides else (first, second)
         return _or_null(op, *operands, divides=divides) if try_ else op(*operands)
 
@@ -636,7 +636,7 @@ class _Evaluator:
         nan = _contiguous(pc.fill_null(pc.is_nan(first), False)) if floating else pa.repeat(pa.scalar(False), self.rows)
         second = self._where(lambda e: e._number(node, node.expression), lambda rows: nan)
         kind = pa.float32() if first.type == second.type == pa.float32() else pa.float64()
-        return pc.if_else(nan, _array(second, self.rows).cast(kind), first.cast(kind))
+        return pc.if_else(nan, _as_type(_array(second, self.rows), kind), _as_type(first, kind))
 
     def _add_days(self, node: Any) -> Any:
         """``date_add(x, n)`` / ``date_sub(x, n)``: the date ``n`` days after (before)
@@ -681,7 +681,7 @@ class _Evaluator:
         floating = pa.types.is_floating(kind)
         result = None
         for value in values:
-            value = _contiguous(_array(value, self.rows)).cast(kind)
+            value = _as_type(_contiguous(_array(value, self.rows)), kind)
             if result is None:
                 result = value
                 continue
@@ -944,7 +944,7 @@ def _remainder(left: Any, right: Any) -> Any:
         return pc.cast(pc.subtract_checked(left, pc.multiply_checked(right, pc.divide_checked(left, right))), wider)
     # fractions: IEEE's exact fmod, as Java's % (1e300 % 7 is 3.0, not the 0.0 that a - n * trunc(a / n) gives)
     rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
-    lefts, rights = (_contiguous(_array(pc.cast(side, pa.float64()), rows)) for side in (left, right))
+    lefts, rights = (_contiguous(_array(_as_type(side, pa.float64()), rows)) for side in (left, right))
     if pc.any(pc.and_(pc.equal(rights, 0.0), pc.is_valid(lefts))).as_py():  # NULL % 0 is NULL
         raise ArithmeticError("remainder by zero")
     missing = pc.or_(pc.is_null(lefts), pc.is_null(rights)).to_numpy(zero_copy_only=False)
@@ -1117,8 +1117,8 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
         kind = next(iter(kinds))
     elif numbers and all(pa.types.is_integer(k) for k in numbers):
         kind = pa.int64()
-    elif numbers and all(pa.types.is_integer(k) or pa.types.is_floating(k) for k in numbers):
-        kind = pa.float64()
+    elif numbers and all(_is_number(k) for k in numbers) and any(pa.types.is_floating(k) for k in numbers):
+        kind = pa.float64()  # decimals too, as Spark SQL widens them beside a DOUBLE
     elif numbers == kinds and all(pa.types.is_decimal(k) or pa.types.is_integer(k) for k in kinds):
         kind = _wide_decimal(kinds)
     else:
@@ -1138,7 +1138,7 @@ def _chosen(node: Any, tests: list[Any], values: list[Any], otherwise: Any, rows
         value = _array(value, rows)
         if value.type not in numbers and kind not in kinds - numbers:  # text read as numbers where chosen
             value = pc.utf8_trim_whitespace(pc.if_else(rows_chosen, value, pa.scalar(None, value.type)))
-        return _contiguous(value.cast(kind))
+        return _contiguous(_as_type(value, kind))
 
     struct = pc.make_struct(*conditions, field_names=[f"_{i}" for i in range(len(conditions))])
     return pc.case_when(struct, *(typed(v, c) for v, c in zip(given, chosen, strict=False)))
@@ -1437,7 +1437,7 @@ def _sqrt_or_sign(value: Any, sign: bool) -> Any:
 
     if _is_null_type(value):
         return value
-    value = pc.cast(value, pa.float64())
+    value = _as_type(value, pa.float64())
     if not sign:
         return pc.sqrt(value)
     return pc.if_else(pc.equal(value, 0.0), value, pc.sign(value))
@@ -1559,7 +1559,7 @@ def _of_one_number(name: str, value: Any) -> Any:
 
     if _is_null_type(value):
         return value
-    value = pc.cast(value, pa.float64())
+    value = _as_type(value, pa.float64())
     if name == "EXP":
         return pc.exp(value)
     if name == "CBRT":
@@ -1581,7 +1581,7 @@ def _of_two_numbers(power: bool, first: Any, second: Any) -> Any:
 
     if _is_null_type(first) or _is_null_type(second):
         return pa.scalar(None, pa.null())
-    first, second = pc.cast(first, pa.float64()), pc.cast(second, pa.float64())
+    first, second = _as_type(first, pa.float64()), _as_type(second, pa.float64())
     if power:
         javas_nan = pc.or_(pc.is_nan(second), pc.and_(pc.equal(pc.abs(first), 1.0), pc.is_inf(second)))
         return pc.if_else(javas_nan, math.nan, pc.power(first, second))
@@ -1974,13 +1974,36 @@ def _compare(node: Any, op: Callable[..., Any], left: Any, right: Any, rows: int
         return _nulls(rows)
     import pyarrow as pa
 
-    left, right = _numbers_of_text(node, left, right)
+    left, right = _fractions_beside_fractions(*_numbers_of_text(node, left, right))
     left, right = _literal_like(node, left, right), _literal_like(node, right, left)
     left, right = _one_clock(left, right)
     try:
         return op(left, right)
     except pa.ArrowNotImplementedError:
         raise TypeError(f"{node.sql(dialect='spark')!r} cannot compare {left.type} with {right.type}") from None
+
+
+def _as_type(value: Any, kind: Any) -> Any:
+    """``value`` cast to the number type ``kind``; a decimal to a floating number
+    through its text, correctly rounded as Spark SQL (Java's ``BigDecimal``) rounds
+    it, where Arrow's direct cast is not (7.6 would be 7.6000000000000005)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_decimal(value.type) and pa.types.is_floating(kind):
+        value = pc.cast(value, pa.string())
+    return pc.cast(value, kind)
+
+
+def _fractions_beside_fractions(left: Any, right: Any) -> tuple[Any, Any]:
+    """A decimal beside a floating number as a DOUBLE, as Spark SQL widens the two
+    (``score + 0.1 = 7.6`` adds and compares DOUBLEs); anything else as it is."""
+    import pyarrow as pa
+
+    floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
+    if not floating:
+        return left, right
+    return tuple(_as_type(v, pa.float64()) if pa.types.is_decimal(v.type) else v for v in (left, right))  # type: ignore[return-value]
 
 
 def _one_clock(left: Any, right: Any) -> tuple[Any, Any]:
@@ -2025,7 +2048,7 @@ def _numbers_of_text(node: Any, first: Any, second: Any, try_: bool = False) -> 
             raise ValueError(f"{node.sql(dialect='spark')!r}: {error}") from None
 
     def decimal_as_float(value: Any) -> Any:
-        return pc.cast(value, pa.float64()) if pa.types.is_decimal(value.type) else value
+        return _as_type(value, pa.float64()) if pa.types.is_decimal(value.type) else value
 
     if _is_text_field(first) and (kind := number_type(second)) is not None:
         return read(_contiguous(first), kind), decimal_as_float(second)
@@ -2237,12 +2260,26 @@ def _typed_literal(node: Any) -> pa.Scalar:
 
 
 def _number_literal(text: str) -> pa.Scalar:
-    """A number literal's value: a fraction (DOUBLE) with a point or an exponent, else
-    an INT if it fits, as Spark SQL types it (its arithmetic overflows there), else a BIGINT."""
+    """A number literal's value, typed as Spark SQL types it: a DOUBLE with an
+    exponent, a DECIMAL of its digits with a point (``0.1 + 0.2 = 0.3`` holds), else
+    an INT if it fits (its arithmetic overflows there), else a BIGINT::
+
+        literal   type
+        1e3       DOUBLE
+        2.50      DECIMAL(3, 2)
+        .5        DECIMAL(1, 1)
+        7         INT
+    """
     import pyarrow as pa
 
-    if any(c in text for c in ".eE"):
+    if any(c in text for c in "eE"):
         return pa.scalar(float(text))
+    if "." in text:
+        value = decimal.Decimal(text)
+        _, digits, exponent = value.as_tuple()
+        scale = max(-int(exponent), 0)
+        precision = max(len(digits), scale, 1)
+        return pa.scalar(value, pa.decimal128(precision, scale)) if precision <= 38 else pa.scalar(float(text))
     whole = int(text)
     return pa.scalar(whole, pa.int32() if -(2**31) <= whole < 2**31 else pa.int64())
 
