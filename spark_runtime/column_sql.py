@@ -112,7 +112,7 @@ def _literal(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float) and math.isfinite(value):
-        return repr(value)
+        return f"{value!r}D"  # a DOUBLE, as the Column's literal is (0.1 alone is a DECIMAL)
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     raise DefinitionError(

@@ -164,6 +164,18 @@ def test_a_column_with_a_date_timestamp_or_decimal_literal_means_what_spark_says
         assert expression.evaluate(records_table(rows, Reading._fields, None)).to_pylist() == expected
 
 
+def test_a_columns_fraction_literal_is_a_double_as_in_spark(spark, flavours):
+    """``F.lit(0.1)`` is a DOUBLE, so ``amount * 0.1`` is a DOUBLE's product (3 * 0.1
+    is 0.30000000000000004, above 0.3), where ``0.1`` in SQL text is a DECIMAL: the
+    Column's answers are Spark's, from either kind of session."""
+    frame = spark.createDataFrame([(3,), (2,), (None,)], "amount bigint")
+    make = lambda F: F.col("amount") * F.lit(0.1) <= F.lit(0.3)  # noqa: E731
+    expected = [row[0] is True for row in frame.select(make(flavours["classic"])).collect()]
+    assert True in expected and False in expected  # the rows tell a DOUBLE from a DECIMAL
+    for F in flavours.values():
+        assert Pattern.begin("a").where(make(F)).steps[0].condition.evaluate(frame.toArrow()).to_pylist() == expected
+
+
 NESTED = {
     "an element": lambda F: F.col("tags")[1] == "y",
     "a field (getField)": lambda F: F.col("login").getField("kind") == "fail",
