@@ -850,7 +850,8 @@ def _tables() -> None:
         exp.GT: pc.greater, exp.GTE: pc.greater_equal,
     })
     _ARITHMETIC.update({
-        exp.Add: pc.add_checked, exp.Sub: pc.subtract_checked, exp.Mul: pc.multiply_checked, exp.Div: _divide,
+        exp.Add: _decimals_or("+", pc.add_checked), exp.Sub: _decimals_or("-", pc.subtract_checked),
+        exp.Mul: _decimals_or("*", pc.multiply_checked), exp.Div: _divide,
         exp.IntDiv: _integer_divide, exp.Mod: _remainder,
     })
     _TRIED.update({exp.SafeAdd: exp.Add, exp.SafeSubtract: exp.Sub, exp.SafeMultiply: exp.Mul, exp.SafeDivide: exp.Div})
@@ -905,9 +906,93 @@ def _divide(left: Any, right: Any) -> Any:
     import pyarrow.compute as pc
 
     _numbers_only("/", left, right)
-    if not (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
-        left, right = pc.cast(left, pa.float64()), pc.cast(right, pa.float64())
-    return pc.divide_checked(left, right)
+    if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
+        return _decimal_arithmetic("/", left, right)
+    return pc.divide_checked(pc.cast(left, pa.float64()), pc.cast(right, pa.float64()))
+
+
+def _decimals_or(operator: str, op: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``op`` (Arrow's checked ``+``, ``-`` or ``*``), or :func:`_decimal_arithmetic`
+    where a side is a decimal (and none a floating number, read as a DOUBLE before)."""
+    import pyarrow as pa
+
+    def run(left: Any, right: Any) -> Any:
+        if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
+            _numbers_only(operator, left, right)
+            return _decimal_arithmetic(operator, left, right)
+        return op(left, right)
+
+    return run
+
+
+def _decimal_arithmetic(operator: str, left: Any, right: Any) -> Any:
+    """``+ - * /`` of decimals (or a decimal and a whole number) as Spark SQL gives
+    them: of the type its rules make of the sides' precisions and scales (a whole
+    number field as ``DECIMAL(10, 0)`` for an INT, ``(20, 0)`` for a BIGINT; a whole
+    number literal as its digits), at most 38 digits, keeping at least 6 of the
+    scale; rounded half up to that scale; a value beyond the type an error, as
+    under ANSI SQL::
+
+        a (DECIMAL(6,3))   b     a / b      a * b    a + b
+        1.250              3     0.416667   3.750    4.250
+        99.995             0.3   333.316667 29.9985  100.295
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    (p1, s1), (p2, s2) = _decimal_shape(left), _decimal_shape(right)
+    if operator in "+-":
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    elif operator == "*":
+        precision, scale = p1 + p2 + 1, s1 + s2
+    else:
+        scale = max(6, s1 + p2 + 1)
+        precision = p1 - s1 + s2 + scale
+    if precision > 38:  # Spark's precision loss: whole digits kept, at least 6 of the scale
+        scale = max(38 - (precision - scale), min(scale, 6))
+        precision = 38
+    elif operator in "+-*":  # exact in Arrow, at the scale Spark keeps: no rounding
+        arrow_op = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[operator]
+        try:
+            exact = arrow_op(pc.cast(left, pa.decimal128(p1, s1)), pc.cast(right, pa.decimal128(p2, s2)))
+            return pc.cast(exact, pa.decimal128(precision, scale))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # beyond Arrow's decimals: below
+            pass
+    step, bound = decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
+
+    def one(a: Any, b: Any) -> Any:
+        a, b = decimal.Decimal(a), decimal.Decimal(b)
+        if operator == "/" and b == 0:
+            raise ArithmeticError("division by zero")
+        value = a + b if operator == "+" else a - b if operator == "-" else a * b if operator == "*" else a / b
+        value = value.quantize(step, rounding=decimal.ROUND_HALF_UP)
+        if abs(value) >= bound:
+            raise ArithmeticError(f"{value} does not fit DECIMAL({precision}, {scale})")
+        return value
+
+    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+
+    def values(side: Any) -> list[Any]:
+        return [side.as_py()] * rows if isinstance(side, pa.Scalar) else side.to_pylist()
+
+    with decimal.localcontext(prec=80):
+        out = [None if a is None or b is None else one(a, b) for a, b in zip(values(left), values(right), strict=True)]
+    result = pa.array(out, pa.decimal128(precision, scale))
+    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+
+
+def _decimal_shape(value: Any) -> tuple[int, int]:
+    """The precision and scale Spark SQL gives a decimal or a whole number in decimal
+    arithmetic: a literal's (an Arrow scalar here) digits, a field's type's width."""
+    import pyarrow as pa
+
+    kind = value.type
+    if pa.types.is_decimal(kind):
+        return kind.precision, kind.scale
+    if isinstance(value, pa.Scalar) and value.is_valid:
+        return max(len(str(abs(value.as_py()))), 1), 0
+    return {8: 3, 16: 5, 32: 10}.get(kind.bit_width, 20), 0
 
 
 def _integer_divide(left: Any, right: Any) -> Any:

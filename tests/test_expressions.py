@@ -648,6 +648,8 @@ NUMBER_FUNCTIONS = [
     "least(y, NULL, n) < 0", "greatest(y > 1, n > 1)", "greatest(f, y) > 2", "least(n, 2.5) = 2.5",
     "nanvl(x, 0) = 0", "nanvl(x, 10 div n) IS NULL", "nanvl(y, 1) > 2", "nanvl(n, 1) = 1", "nanvl(x, NULL) IS NULL",
     "n * 0.1 = 0.7", "0.1 + 0.2 = 0.3 AND n = 7", "y + 7.1 = 7.6", "i * 1.1 = 7.7", "n / 10 = 0.7", "y * 1e0 = 0.5",
+    "n / 0.3 = 23.333333", "d / 3 = 0.418333", "d * 1.5 = 1.8825", "d + 0.0005 = 1.2555", "i / 0.7 = 10",
+    "1 / 3.0 = 0.333333 AND n = 7", "d / CAST(3 AS DECIMAL(20, 10)) > 0.418333333333",
     "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))", "x % 7 = 1 AND x > 1e299", "y % 7 = 5 AND y > 1e18", "pmod(-y, 7) = 2 AND y > 1e18",
 ]
 # each refused by Spark SQL (some row raises, or the types do not go together)
@@ -661,7 +663,9 @@ NUMBER_FUNCTIONS_REFUSED = [
 def test_number_functions_answer_as_in_spark_sql(spark):
     """round, floor, ceil, greatest, least and nanvl over NaN, infinities, -0.0,
     huge, halfway and NULL values of every numeric type and of text, and literals
-    with a point as the decimals Spark SQL types them (``0.1 + 0.2 = 0.3``): over Spark's
+    with a point as the decimals Spark SQL types them (``0.1 + 0.2 = 0.3``), their
+    arithmetic of the precision and scale Spark's rules give (``7 / 0.3`` is
+    23.333333): over Spark's
     own Arrow batch, each condition gives Spark SQL's answers, or is refused where
     Spark's query fails."""
     from pyspark.sql import functions as F
