@@ -289,6 +289,12 @@ def _check(tree: Any, sql: str) -> None:
         if kind is exp.Anonymous and node.name.upper() == "BROUND" and _whole_literal(_scale_of(node)) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
+        if kind in (exp.RegexpLike, exp.RegexpExtract, exp.RegexpSplit) and _is_string_literal(node.expression) and (
+            _POSIX_CLASS.search(node.expression.this)
+        ):
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} uses a POSIX class such as "
+                                  f"[:alpha:], which Java's regular expressions (and so Spark SQL) read as the "
+                                  f"characters it lists; write [a-zA-Z] or \\p{{L}} instead")
         if kind is exp.RegexpExtract:
             _check_extract(node, sql)
         if kind is exp.RegexpSplit:
@@ -332,6 +338,9 @@ def _check(tree: Any, sql: str) -> None:
         if gives:
             name = name or repr(test.sql(dialect="spark"))
             raise DefinitionError(f"the condition {sql!r} is not a test: {name} gives {gives}, not TRUE or FALSE")
+
+
+_POSIX_CLASS = re.compile(r"\[:\^?[a-z]+:\]")  # [:alpha:] inside a bracket: RE2's class, Java's list of characters
 
 
 def _never_a_test(node: Any) -> str | None:
@@ -856,7 +865,8 @@ def _tables() -> None:
     })
     _TRIED.update({exp.SafeAdd: exp.Add, exp.SafeSubtract: exp.Sub, exp.SafeMultiply: exp.Mul, exp.SafeDivide: exp.Div})
     _FUNCTIONS.update({
-        exp.Lower: pc.utf8_lower, exp.Upper: pc.utf8_upper, exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
+        exp.Lower: functools.partial(_case_mapped, str.lower), exp.Upper: functools.partial(_case_mapped, str.upper),
+        exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
     })
 
 
@@ -1864,7 +1874,8 @@ def _check_text_function(node: Any, sql: str) -> None:
 def _of_text(node: Any, text: Any) -> Any:
     """``lpad(s, n[, p])`` / ``rpad`` (``s`` padded with ``p``, a space by default, or
     cut to ``n`` characters; ``s`` cut alone if ``p`` is empty), ``initcap`` (each
-    word, after a space, capitalised, the rest lower case), ``reverse``,
+    word's first character, after a space, in title case, the rest lower case;
+    Unicode's full mappings, as Java's: ``initcap('ß')`` is ``'Ss'``), ``reverse``,
     ``translate(s, 'ab', 'x')`` (each ``a`` made ``x``, each ``b`` dropped),
     ``repeat(s, n)``, ``ascii`` (the first character's code point, 0 for ''),
     ``octet_length`` / ``bit_length`` (of its UTF-8 bytes), as Spark SQL gives them::
@@ -1893,7 +1904,7 @@ def _of_text(node: Any, text: Any) -> Any:
             padding = (fill * -(-short // len(fill)))[:short]
             return padding + v if node.args.get("is_left") else v + padding
     elif kind is exp.Initcap:
-        convert = lambda v: " ".join(w[:1].upper() + w[1:] for w in v.lower().split(" "))  # noqa: E731
+        convert = lambda v: " ".join(w[:1].title() + w[1:].lower() for w in v.split(" "))  # noqa: E731
     elif kind is exp.Reverse:
         convert = lambda v: v[::-1]  # noqa: E731
     elif kind is exp.Translate:
@@ -1911,6 +1922,20 @@ def _of_text(node: Any, text: Any) -> Any:
         bits = 8 if kind is exp.BitLength else 1
         return pc.multiply(pc.cast(pc.binary_length(pc.cast(text, pa.string())), pa.int32()), bits)
     return _one_by_one(text, convert, arrow_type)
+
+
+def _case_mapped(mapping: Callable[[str], str], text: Any) -> Any:
+    """``lower`` / ``upper`` of text with Unicode's full case mappings, as Java's (and
+    so Spark SQL's): ``upper('straße')`` is ``'STRASSE'``, ``lower('ΣΑΣ')`` is
+    ``'σας'``, where Arrow maps one character to one. ASCII text goes through Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(text, pa.Scalar):
+        return pa.scalar(None if not text.is_valid else mapping(text.as_py()), pa.string())
+    if pc.all(pc.string_is_ascii(text)).as_py() is not False:
+        return (pc.utf8_lower if mapping is str.lower else pc.utf8_upper)(text)
+    return _each_distinct(text, mapping, pa.string())
 
 
 def _looked_for(node: Any) -> list[Any]:

@@ -950,6 +950,26 @@ def test_spark_sqls_own_functions_answer_as_in_spark_sql(spark):
         Expression("decode(k, 'utf-8') IS NULL")
 
 
+# Unicode's full case mappings, as Java's: one character to two, a final sigma, a title-case letter
+UNICODE_ROWS = [("straße",), ("İstanbul",), ("ΣΑΣ",), ("ǆemal",), ("ﬁne",), ("ok",), (None,)]
+UNICODE_CASES = [
+    "upper(k) = 'STRASSE'", "lower(k) = 'σας'", "initcap(k) = 'ǅemal'", "initcap(k) = 'Fine'", "upper(k) = 'FINE'",
+    "length(lower(k)) = 9", "initcap(k) = 'İstanbul'", "initcap(k) = 'Σας'", "upper(k) = 'OK'", "initcap(concat(k, ' ß')) = 'Ok Ss'",
+]
+
+
+@pytest.mark.spark
+def test_case_mappings_are_unicodes_full_ones_as_in_spark_sql(spark):
+    """upper, lower and initcap map a character to several where Unicode says so,
+    as Java (and so Spark SQL) does (``upper('straße')`` is ``'STRASSE'``); a POSIX
+    class in a regular expression (``[[:alpha:]]``), which Java reads as the
+    characters it lists and RE2 as a class, is refused when the pattern is built."""
+    _agree_with_spark(spark.createDataFrame(UNICODE_ROWS, "k string"), UNICODE_CASES, [], UNICODE_ROWS)
+    for condition in ("k RLIKE '[[:alpha:]]'", "regexp_extract(k, '([[:digit:]]+)', 1) = '1'", "size(split(k, '[[:space:]]')) = 2"):
+        with pytest.raises(DefinitionError, match="POSIX class"):
+            Expression(condition)
+
+
 @pytest.mark.spark
 def test_array_functions_answer_as_in_spark_sql(spark):
     """array_contains (NULL where no element equals but one is NULL), size /
