@@ -972,24 +972,13 @@ def _decimal_arithmetic(operator: str, left: Any, right: Any) -> Any:
     step, bound = decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
 
     def one(a: Any, b: Any) -> Any:
-        a, b = decimal.Decimal(a), decimal.Decimal(b)
-        if operator == "/" and b == 0:
-            raise ArithmeticError("division by zero")
         value = a + b if operator == "+" else a - b if operator == "-" else a * b if operator == "*" else a / b
         value = value.quantize(step, rounding=decimal.ROUND_HALF_UP)
         if abs(value) >= bound:
             raise ArithmeticError(f"{value} does not fit DECIMAL({precision}, {scale})")
         return value
 
-    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
-
-    def values(side: Any) -> list[Any]:
-        return [side.as_py()] * rows if isinstance(side, pa.Scalar) else side.to_pylist()
-
-    with decimal.localcontext(prec=80):
-        out = [None if a is None or b is None else one(a, b) for a, b in zip(values(left), values(right), strict=True)]
-    result = pa.array(out, pa.decimal128(precision, scale))
-    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+    return _exactly(left, right, one, pa.decimal128(precision, scale), divides=operator == "/")
 
 
 def _decimal_shape(value: Any) -> tuple[int, int]:
@@ -1038,15 +1027,14 @@ def _remainder(left: Any, right: Any) -> Any:
         left, right = pc.cast(left, pa.int64()), pc.cast(right, pa.int64())
         return pc.cast(pc.subtract_checked(left, pc.multiply_checked(right, pc.divide_checked(left, right))), wider)
     # fractions: IEEE's exact fmod, as Java's % (1e300 % 7 is 3.0, not the 0.0 that a - n * trunc(a / n) gives)
-    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+    rows = _rows_of(left, right)
     lefts, rights = (_contiguous(_array(_as_type(side, pa.float64()), rows)) for side in (left, right))
     if pc.any(pc.and_(pc.equal(rights, 0.0), pc.is_valid(lefts))).as_py():  # NULL % 0 is NULL
         raise ArithmeticError("remainder by zero")
     missing = pc.or_(pc.is_null(lefts), pc.is_null(rights)).to_numpy(zero_copy_only=False)
     with np.errstate(all="ignore"):  # NaN for an infinite dividend, as Java's
         result = np.fmod(lefts.fill_null(0.0).to_numpy(zero_copy_only=False), rights.fill_null(1.0).to_numpy(zero_copy_only=False))
-    result = pa.array(result, pa.float64(), mask=missing)
-    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+    return _shaped_as(pa.array(result, pa.float64(), mask=missing), left, right)
 
 
 def _numbers_only(operator: str, left: Any, right: Any) -> None:
@@ -1072,7 +1060,7 @@ def _or_null(op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool
         return op(left, right)
     except (ArithmeticError, pa.ArrowInvalid):  # an overflow somewhere: row by row
         pass
-    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+    rows = _rows_of(left, right)
     lefts, rights = _contiguous(_array(left, rows)), _contiguous(_array(right, rows))
     kind = op(lefts.slice(0, 0), rights.slice(0, 0)).type
     answers = []
@@ -1081,8 +1069,7 @@ def _or_null(op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool
             answers.append(op(lefts.slice(i, 1), rights.slice(i, 1)).cast(kind))
         except (ArithmeticError, pa.ArrowInvalid):
             answers.append(pa.nulls(1, kind))
-    result = pa.concat_arrays(answers)
-    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+    return _shaped_as(pa.concat_arrays(answers), left, right)
 
 
 def _positive_remainder(left: Any, right: Any) -> Any:
@@ -1102,7 +1089,7 @@ def _positive_remainder(left: Any, right: Any) -> Any:
     remainder = _remainder(left, right)
     if pa.types.is_decimal(remainder.type):
         return _exactly(remainder, right, lambda r, n: (r + n) % n if r < 0 else r, remainder.type)
-    rows = next((len(side) for side in (remainder, right) if not isinstance(side, pa.Scalar)), 1)
+    rows = _rows_of(remainder, right)
     values = _contiguous(_array(remainder, rows))
     missing = pc.or_(pc.is_null(values), pc.is_null(_array(right, rows)))
     kind = values.type.to_pandas_dtype()
@@ -1110,17 +1097,16 @@ def _positive_remainder(left: Any, right: Any) -> Any:
     n = _array(pc.cast(right, values.type), rows).fill_null(1).to_numpy(zero_copy_only=False).astype(kind)
     with np.errstate(all="ignore"):  # Java's whole numbers wrap
         result = np.where(r < 0, np.fmod(r + n, n), r)
-    result = pa.array(result, values.type, mask=missing.to_numpy(zero_copy_only=False))
-    return result[0] if isinstance(remainder, pa.Scalar) and isinstance(right, pa.Scalar) else result
+    return _shaped_as(pa.array(result, values.type, mask=missing.to_numpy(zero_copy_only=False)), remainder, right)
 
 
-def _exactly(left: Any, right: Any, op: Callable[[Any, Any], Any], arrow_type: Any) -> Any:
+def _exactly(left: Any, right: Any, op: Callable[[Any, Any], Any], arrow_type: Any, divides: bool = True) -> Any:
     """``op`` of each row's decimals (or a decimal and a whole number) in Python's
     exact decimal arithmetic, wide enough for any of Spark's (38 digits); NULL where
-    either is NULL; by zero an error."""
+    either is NULL; by zero an error where ``op`` ``divides``."""
     import pyarrow as pa
 
-    rows = next((len(side) for side in (left, right) if not isinstance(side, pa.Scalar)), 1)
+    rows = _rows_of(left, right)
 
     def values(side: Any) -> list[Any]:
         return [side.as_py()] * rows if isinstance(side, pa.Scalar) else side.to_pylist()
@@ -1130,12 +1116,25 @@ def _exactly(left: Any, right: Any, op: Callable[[Any, Any], Any], arrow_type: A
         for a, b in zip(values(left), values(right), strict=True):
             if a is None or b is None:
                 out.append(None)
-            elif b == 0:
+            elif divides and b == 0:
                 raise ArithmeticError("division by zero")
             else:
                 out.append(op(decimal.Decimal(a), decimal.Decimal(b)))
-    result = pa.array(out, arrow_type)
-    return result[0] if isinstance(left, pa.Scalar) and isinstance(right, pa.Scalar) else result
+    return _shaped_as(pa.array(out, arrow_type), left, right)
+
+
+def _rows_of(*sides: Any) -> int:
+    """The rows of the arrays among ``sides`` (1 if all are scalars)."""
+    import pyarrow as pa
+
+    return next((len(side) for side in sides if not isinstance(side, pa.Scalar)), 1)
+
+
+def _shaped_as(result: Any, *sides: Any) -> Any:
+    """``result`` (an array), as its one scalar if all ``sides`` were scalars."""
+    import pyarrow as pa
+
+    return result[0] if all(isinstance(side, pa.Scalar) for side in sides) else result
 
 
 def _is_null_type(value: Any) -> bool:
@@ -1661,7 +1660,7 @@ def _of_one_number(name: str, value: Any) -> Any:
         given = _array(value, 1) if isinstance(value, pa.Scalar) else value
         missing = given.is_null().to_numpy(zero_copy_only=False)
         roots = pa.array(np.cbrt(given.fill_null(0.0).to_numpy(zero_copy_only=False)), mask=missing)
-        return roots[0] if isinstance(value, pa.Scalar) else roots
+        return _shaped_as(roots, value)
     logarithm = {"LN": pc.ln, "LOG10": pc.log10, "LOG2": lambda v: pc.divide(pc.ln(v), math.log(2.0))}[name]
     return pc.if_else(pc.less_equal(value, 0.0), pa.scalar(None, pa.float64()), logarithm(value))
 
@@ -2012,15 +2011,14 @@ def _floor_or_ceil(node: Any, value: Any, up: bool) -> Any:
         beyond = pc.filter(_array(value, 1), pc.invert(fits))[0].as_py()
         raise ArithmeticError(f"{node.sql(dialect='spark')!r}: the {'ceiling' if up else 'floor'} of {beyond!r} is no BIGINT")
     result = pc.cast(pc.if_else(nan, 0.0, whole), pa.int64())  # NaN is 0, as Java casts it
-    return result[0] if isinstance(value, pa.Scalar) else result
+    return _shaped_as(result, value)
 
 
 def _one_by_one(value: Any, convert: Callable[[Any], Any], arrow_type: Any) -> Any:
     """:func:`_each_distinct` of an array or of a scalar."""
-    import pyarrow as pa
 
     result = _each_distinct(_array(value, 1), convert, arrow_type)
-    return result[0] if isinstance(value, pa.Scalar) else result
+    return _shaped_as(result, value)
 
 
 def _is_number_literal(node: Any) -> bool:
