@@ -537,7 +537,8 @@ class _Evaluator:
         """``op`` of the values of ``left`` and ``right``, read as Spark SQL reads an
         arithmetic operator's sides: a divisor (``divides``) first, the other side
         where the one read first is not NULL, text beside a number as that number
-        (with ``try_``, NULL where it is no such number, and where ``op`` overflows
+        (beside a NULL literal text and booleans are refused, as Spark SQL refuses
+        ``kind + NULL``; with ``try_``, NULL where it is no such number, and where ``op`` overflows
         or divides by zero: Spark SQL's ``try_add`` and the like)."""
         import pyarrow as pa
 
@@ -545,6 +546,10 @@ class _Evaluator:
         first = self.value(first_node)
         second = self._unless_null(second_node, first)
         if _is_null_type(first) or _is_null_type(second):
+            sides = (second, first) if divides else (first, second)
+            if any(_is_text(side.type) or pa.types.is_boolean(side.type) for side in sides):
+                raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {sides[0].type} and {sides[1].type} "
+                                "(text is read as a number only beside one)")
             return pa.scalar(None, pa.null())
         first, second = _fractions_beside_fractions(*_numbers_of_text(node, first, second, try_))
         operands = (second, first) if divides else (first, second)

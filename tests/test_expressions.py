@@ -650,12 +650,14 @@ NUMBER_FUNCTIONS = [
     "n * 0.1 = 0.7", "0.1 + 0.2 = 0.3 AND n = 7", "y + 7.1 = 7.6", "i * 1.1 = 7.7", "n / 10 = 0.7", "y * 1e0 = 0.5",
     "n / 0.3 = 23.333333", "d / 3 = 0.418333", "d * 1.5 = 1.8825", "d + 0.0005 = 1.2555", "i / 0.7 = 10",
     "1 / 3.0 = 0.333333 AND n = 7", "d / CAST(3 AS DECIMAL(20, 10)) > 0.418333333333",
-    "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))", "x % 7 = 1 AND x > 1e299", "y % 7 = 5 AND y > 1e18", "pmod(-y, 7) = 2 AND y > 1e18",
+    "(NULL + NULL) IS NULL", "(NULL * n) IS NULL", "try_divide(NULL, y) IS NULL", "nanvl(x * 0, n) = 0", "isnan(nanvl(x, x))", "x % 7 = 1 AND x > 1e299", "y % 7 = 5 AND y > 1e18", "pmod(-y, 7) = 2 AND y > 1e18",
 ]
 # each refused by Spark SQL (some row raises, or the types do not go together)
 NUMBER_FUNCTIONS_REFUSED = [
     "floor(x) = 2", "ceil(x) > 0", "floor(y * 2) > 0", "round(CAST(i AS TINYINT), -1) = 100", "round(CAST(n AS INT) * 20000000, -1) > 0",
     "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1", "(x > 0) % 2 = 1", "(y > 0) / 2 > 0", "(n > 0) div 2 = 0",
+    "(t + NULL) IS NULL", "(NULL * t) IS NULL", "((x > 0) - NULL) IS NULL", "try_add(t, NULL) IS NULL",
+    "pmod(NULL, t) IS NULL", "NULL div t IS NULL",
 ]
 
 
