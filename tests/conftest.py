@@ -57,8 +57,7 @@ def pytest_sessionfinish(session):
 
 
 def _starts_spark(item) -> bool:
-    """Whether a test runs Spark: marked so, using the session, or waiting for a job
-    (a test missed here only starts its JVMs without the archive)."""
-    return any(item.iter_markers("spark")) or any(item.iter_markers("background")) or "spark" in getattr(
-        item, "fixturenames", ()
-    )
+    """Whether a test runs Spark: marked so (as a test waiting for a job that starts
+    Spark is), or using the session (a test missed here only starts its JVMs
+    without the archive)."""
+    return any(item.iter_markers("spark")) or "spark" in getattr(item, "fixturenames", ())

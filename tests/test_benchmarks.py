@@ -1,4 +1,7 @@
-"""The benchmark runner itself: it runs on small data, and a wrong output fails the run."""
+"""The benchmark runner itself: it runs on small data, and a wrong output fails the run.
+
+The scripts run in processes of their own, the longer ones as background jobs
+(``tests/background.py``) while the other tests run."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import sys
 
 import pytest
 
+from tests import background
+
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
@@ -15,14 +20,29 @@ sys.path.insert(0, str(BENCHMARKS))
 def run_script(name, *args):
     """The standard output of ``benchmarks/<name> args``, which must succeed."""
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=600
+        [sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True, timeout=600,
+        env=background.environment(),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
 
+def script_job(name, script, *args):
+    """The background job ``name``: the output of ``run_script(script, *args)``."""
+    background.job(name)(lambda work: run_script(script, *args))
+
+
+SMALL = ("--n", "3000", "--k", "30", "--runs", "1", "--skip-spark")
+script_job("bench-run", "run.py", "local", "tags", "cdc", "--n", "3000", "--k", "300", "--runs", "1")
+script_job("bench-cep", "cep.py", *SMALL, "--into", "--hot")
+script_job("bench-sql", "cep_expressions.py", *SMALL, "--raising")
+script_job("bench-sql-many", "cep_expressions.py", *SMALL, "--many-amounts")
+script_job("bench-rules", "cep_rules.py", "--n", "3000", "--k", "30", "--rules", "1,4", "--skip-spark", "--event-by-event")
+
+
+@pytest.mark.background("bench-run")
 def test_the_runner_checks_and_prints_a_table():
-    out = run_script("run.py", "local", "tags", "cdc", "--n", "3000", "--k", "300", "--runs", "1")
+    out = background.result("bench-run")
     lines = out.splitlines()
     assert "outputs checked against run_local" in lines[0]
     names = [line.split("  ")[0] for line in lines[2:]]
@@ -58,24 +78,28 @@ def test_the_hand_written_detector_finds_what_the_detector_finds():
         assert cep.findings_digest(cep.hand_detector(events, window)) == digest
 
 
+@pytest.mark.background("bench-cep")
 def test_the_cep_benchmark_prints_its_table():
-    out = run_script("cep.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--into", "--hot")
+    out = background.result("bench-cep")
     assert "run_local(Detector)" in out and "hand-written detector (floor)" in out
     assert "run_local into a persisted arrangement" in out
     assert "one key of 750 events, run whole" in out and "run in parts of" in out
 
 
+@pytest.mark.background("bench-sql")
+@pytest.mark.background("bench-sql-many")
 def test_the_sql_conditions_benchmark_checks_and_prints_its_table():
-    out = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--raising")
+    out = background.result("bench-sql")
     assert "run_local, SQL" in out and "run_local, functions" in out and "4 amounts" in out
     assert "run_local, SQL, 1 raising" in out  # checked against the reference as the others
     assert "run_local, SQL, relevant events only" in out  # checked against run_local over those events
-    many = run_script("cep_expressions.py", "--n", "3000", "--k", "30", "--runs", "1", "--skip-spark", "--many-amounts")
+    many = background.result("bench-sql-many")
     assert "1,000 amounts" in many and "run_local, SQL" in many
 
 
+@pytest.mark.background("bench-rules")
 def test_the_rules_benchmark_checks_and_prints_a_row_per_rule_count():
-    out = run_script("cep_rules.py", "--n", "3000", "--k", "30", "--rules", "1,4", "--skip-spark", "--event-by-event")
+    out = background.result("bench-rules")
     rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
     assert [row[0] for row in rows] == ["1", "4"]
     assert out.count("local, one by one:") == 2  # checked against run_local as each run is
