@@ -537,22 +537,27 @@ class _Evaluator:
         """``op`` of the values of ``left`` and ``right``, read as Spark SQL reads an
         arithmetic operator's sides: a divisor (``divides``) first, the other side
         where the one read first is not NULL, text beside a number as that number
-        (beside a NULL literal text and booleans are refused, as Spark SQL refuses
-        ``kind + NULL``; with ``try_``, NULL where it is no such number, and where ``op`` overflows
-        or divides by zero: Spark SQL's ``try_add`` and the like)."""
+        (with ``try_``, NULL where it is no such number, and where ``op`` overflows
+        or divides by zero: Spark SQL's ``try_add`` and the like), a date and days as
+        :func:`_days_added`. Sides that are not numbers then are refused, as Spark
+        SQL refuses them: text beside text, booleans, timestamps; beside a bare NULL
+        as :func:`_beside_null`."""
         import pyarrow as pa
 
-        first_node, second_node = (right, left) if divides else (left, right)
+        def in_order(first: Any, second: Any) -> tuple[Any, Any]:
+            return (second, first) if divides else (first, second)
+
+        first_node, second_node = in_order(left, right)
         first = self.value(first_node)
         second = self._unless_null(second_node, first)
         if _is_null_type(first) or _is_null_type(second):
-            sides = (second, first) if divides else (first, second)
-            if any(_is_text(side.type) or pa.types.is_boolean(side.type) for side in sides):
-                raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {sides[0].type} and {sides[1].type} "
-                                "(text is read as a number only beside one)")
+            _beside_null(node, in_order(first, second))
             return pa.scalar(None, pa.null())
+        if any(pa.types.is_date32(side.type) for side in (first, second)):
+            return _days_added(node, *in_order(first, second))
         first, second = _fractions_beside_fractions(*_numbers_of_text(node, first, second, try_))
-        operands = (second, first) if divides else (first, second)
+        operands = in_order(first, second)
+        _numbers_only(node, operands)
         return _or_null(op, *operands, divides=divides) if try_ else op(*operands)
 
     def _column(self, node: Any) -> Any:
@@ -920,7 +925,6 @@ def _divide(left: Any, right: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    _numbers_only("/", left, right)
     if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
         return _decimal_arithmetic("/", left, right)
     return pc.divide_checked(pc.cast(left, pa.float64()), pc.cast(right, pa.float64()))
@@ -933,7 +937,6 @@ def _decimals_or(operator: str, op: Callable[[Any, Any], Any]) -> Callable[[Any,
 
     def run(left: Any, right: Any) -> Any:
         if pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type):
-            _numbers_only(operator, left, right)
             return _decimal_arithmetic(operator, left, right)
         return op(left, right)
 
@@ -1023,7 +1026,6 @@ def _remainder(left: Any, right: Any) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    _numbers_only("%", left, right)
     floating = pa.types.is_floating(left.type) or pa.types.is_floating(right.type)
     if not floating and (pa.types.is_decimal(left.type) or pa.types.is_decimal(right.type)):
         return _exactly(left, right, lambda a, b: a % b, None)  # Decimal's %: the dividend's sign
@@ -1042,10 +1044,30 @@ def _remainder(left: Any, right: Any) -> Any:
     return _shaped_as(pa.array(result, pa.float64(), mask=missing), left, right)
 
 
-def _numbers_only(operator: str, left: Any, right: Any) -> None:
-    """Refuses sides that are not numbers (booleans, as Spark SQL refuses them)."""
-    if not (_is_number(left.type) and _is_number(right.type)):
-        raise TypeError(f"{operator} takes numbers, not {left.type} and {right.type}")
+def _numbers_only(node: Any, sides: Sequence[Any]) -> None:
+    """Refuses the operator ``node`` over ``sides`` that are not all numbers (text is
+    read as a number only beside one, before)."""
+    if not all(_is_number(side.type) for side in sides):
+        raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {' and '.join(str(side.type) for side in sides)}")
+
+
+def _beside_null(node: Any, sides: Sequence[Any]) -> None:
+    """Refuses the arithmetic ``node`` of a bare NULL and text or a boolean, or a date
+    or timestamp other than by ``+`` and ``-``, as Spark SQL refuses them; it gives
+    NULL beside a number, a NULL, or a date or timestamp added to::
+
+        kind + NULL   flag * NULL   day * NULL   NULL + NULL   day - NULL
+        refused       refused       refused      NULL          NULL
+    """
+    import pyarrow as pa
+    from sqlglot import exp
+
+    adds = _TRIED.get(type(node), type(node)) in (exp.Add, exp.Sub)
+    for side in sides:
+        kind = side.type
+        in_time = pa.types.is_date32(kind) or pa.types.is_timestamp(kind)
+        if not (pa.types.is_null(kind) or _is_number(kind) or in_time and adds):
+            raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {kind} beside NULL")
 
 
 def _or_null(op: Callable[[Any, Any], Any], left: Any, right: Any, divides: bool) -> Any:
@@ -1495,6 +1517,31 @@ def _days(dates: Any) -> Any:
     import pyarrow as pa
 
     return dates if _is_null_type(dates) else dates.cast(pa.int32())
+
+
+def _days_added(node: Any, left: Any, right: Any) -> Any:
+    """``x + n``, ``n + x`` and ``x - n`` of a date ``x`` and an INT (or smaller)
+    ``n`` (and ``try_add`` and ``try_subtract`` of them): the date ``n`` days after
+    (before) ``x``, as Spark SQL reads them (``date_add``, ``date_sub``); other
+    arithmetic with a date is refused::
+
+        x                 n    x + n         x - n
+        DATE 2024-02-28   1    2024-02-29    2024-02-27
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    date_first = pa.types.is_date32(left.type)
+    start, days = (left, right) if date_first else (right, left)
+    kind = _TRIED.get(type(node), type(node))  # try_add and try_subtract as + and -
+    if not (kind is exp.Add or kind is exp.Sub and date_first) or not (
+        pa.types.is_signed_integer(days.type) and days.type.bit_width <= 32
+    ):
+        raise TypeError(f"{node.sql(dialect='spark')!r}: a date takes + or - an INT number of days, "
+                        f"not {left.type} and {right.type}")
+    days = pc.cast(days, pa.int32())
+    return pc.add_checked(_days(start), pc.negate_checked(days) if kind is exp.Sub else days).cast(pa.date32())
 
 
 def _date_part(node: Any, value: Any) -> Any:

@@ -657,7 +657,7 @@ NUMBER_FUNCTIONS_REFUSED = [
     "floor(x) = 2", "ceil(x) > 0", "floor(y * 2) > 0", "round(CAST(i AS TINYINT), -1) = 100", "round(CAST(n AS INT) * 20000000, -1) > 0",
     "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1", "(x > 0) % 2 = 1", "(y > 0) / 2 > 0", "(n > 0) div 2 = 0",
     "(t + NULL) IS NULL", "(NULL * t) IS NULL", "((x > 0) - NULL) IS NULL", "try_add(t, NULL) IS NULL",
-    "pmod(NULL, t) IS NULL", "NULL div t IS NULL",
+    "pmod(NULL, t) IS NULL", "NULL div t IS NULL", "t + t > 0", "(x > 0) + 1 > 0", "(y > 0) * n > 0",
 ]
 
 
@@ -698,7 +698,10 @@ DATE_FUNCTIONS = [
     "datediff(wall, day) = 0", "datediff(t, day) > 0", "datediff(at, '2024-01-01') = 0", "date_add(day, 1) = DATE '2024-03-01'",
     "date_add(at, 1) = DATE '2023-01-01'", "date_add(t, 1) = DATE '2024-03-11'", "date_sub(day, 1) = DATE '2021-01-02'",
     "date_add(day, '2') = DATE '2024-03-02'", "datediff(date_add(day, 30), day) = 30", "datediff(day, NULL) IS NULL",
-    "date_sub(wall, 365) < DATE '2024-01-01'", "CAST(at AS DATE) = DATE '2022-12-31'", "CAST(wall AS DATE) = day",
+    "day + 1 = DATE '2024-03-01'", "1 + day = DATE '2027-01-01'", "day - 1 = DATE '2021-01-02'", "(day - 1) IS NULL",
+    "day + CAST(2 AS SMALLINT) = DATE '2021-01-05'", "try_add(day, 1) = DATE '2024-03-01'",
+    "try_subtract(day, 1) = DATE '2021-01-02'", "datediff(day + 30, day) = 30", "(day + NULL) IS NULL",
+    "(at - NULL) IS NULL", "try_add(NULL, day) IS NULL", "date_sub(wall, 365) < DATE '2024-01-01'", "CAST(at AS DATE) = DATE '2022-12-31'", "CAST(wall AS DATE) = day",
     "CAST(day AS TIMESTAMP) < at", "CAST(day AS TIMESTAMP_NTZ) <= wall", "CAST(wall AS TIMESTAMP) > at",
     "CAST(at AS TIMESTAMP_NTZ) = TIMESTAMP_NTZ '2022-12-31 19:00:00'", "CAST(t AS TIMESTAMP) > at",
     "CAST(1700000000 AS TIMESTAMP) > at", "CAST(year(at) AS TIMESTAMP) < at", "CAST(t AS TIMESTAMP_NTZ) > wall",
@@ -708,6 +711,8 @@ DATE_FUNCTIONS_REFUSED = [
     "hour(2) = 1", "year(at) * 2000000 > 0", "hour(t || 'x') = 1", "month(at > wall) = 1", "date_add(day, 1L) IS NULL",
     "date_add(day, 1.5) IS NULL", "to_date(2) IS NULL", "datediff(t || 'x', day) > 0",
     "CAST(1700000000 AS TIMESTAMP_NTZ) > wall", "CAST(t || 'x' AS TIMESTAMP) > at", "CAST(day AS BIGINT) > 0",
+    "day + 1L > day", "day + t > day", "day - day > 0", "1 - day > day", "day * 2 > day", "day + 1.5 > day",
+    "at + 1 > at", "wall - 1 < wall", "pmod(day, 1) > 0", "(day * NULL) IS NULL", "(at / NULL) IS NULL",
 ]
 
 # seconds of instants, wall clocks, dates and text; truncation of each kind; months added at a month's end
