@@ -1052,9 +1052,10 @@ def _numbers_only(node: Any, sides: Sequence[Any]) -> None:
 
 
 def _beside_null(node: Any, sides: Sequence[Any]) -> None:
-    """Refuses the arithmetic ``node`` of a bare NULL and text or a boolean, or a date
-    or timestamp other than by ``+`` and ``-``, as Spark SQL refuses them; it gives
-    NULL beside a number, a NULL, or a date or timestamp added to::
+    """Refuses the arithmetic ``node`` of a bare NULL and text or a boolean, a date or
+    timestamp other than by ``+`` and ``-``, or a floating number by ``div``, as Spark
+    SQL refuses them; it gives NULL beside a number, a NULL, or a date or timestamp
+    added to::
 
         kind + NULL   flag * NULL   day * NULL   NULL + NULL   day - NULL
         refused       refused       refused      NULL          NULL
@@ -1062,11 +1063,12 @@ def _beside_null(node: Any, sides: Sequence[Any]) -> None:
     import pyarrow as pa
     from sqlglot import exp
 
-    adds = _TRIED.get(type(node), type(node)) in (exp.Add, exp.Sub)
+    operator = _TRIED.get(type(node), type(node))
     for side in sides:
         kind = side.type
         in_time = pa.types.is_date32(kind) or pa.types.is_timestamp(kind)
-        if not (pa.types.is_null(kind) or _is_number(kind) or in_time and adds):
+        number = _is_number(kind) and not (operator is exp.IntDiv and pa.types.is_floating(kind))
+        if not (pa.types.is_null(kind) or number or in_time and operator in (exp.Add, exp.Sub)):
             raise TypeError(f"{node.sql(dialect='spark')!r} takes numbers, not {kind} beside NULL")
 
 

@@ -658,6 +658,7 @@ NUMBER_FUNCTIONS_REFUSED = [
     "greatest(n, t) = 1", "nanvl(t || 'x', 1) > 1", "(x > 0) % 2 = 1", "(y > 0) / 2 > 0", "(n > 0) div 2 = 0",
     "(t + NULL) IS NULL", "(NULL * t) IS NULL", "((x > 0) - NULL) IS NULL", "try_add(t, NULL) IS NULL",
     "pmod(NULL, t) IS NULL", "NULL div t IS NULL", "t + t > 0", "(x > 0) + 1 > 0", "(y > 0) * n > 0",
+    "x div NULL IS NULL",
 ]
 
 
