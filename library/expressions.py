@@ -134,7 +134,7 @@ class Expression:
             why = error.errors[0].get("description") if error.errors else str(error)
             raise DefinitionError(f"cannot parse the condition {self.sql!r}: {why}") from None
         _check(tree, self.sql)
-        names = [(c.table or c.name) for c in tree.find_all(exp.Column)]
+        names = [c.parts[0].name for c in tree.find_all(exp.Column)]
         object.__setattr__(self, "fields", tuple(dict.fromkeys(names)))
         object.__setattr__(self, "_tree", tree)
 
@@ -181,18 +181,46 @@ def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any)
     if arrow_type is not None:
         struct = pa.array(symbols, type=arrow_type)
         return pa.Table.from_arrays(struct.flatten(), names=[f.name for f in arrow_type])
-    columns = [pa.array([s[i] for s in symbols]) for i in range(len(names))]
-    if any(pa.types.is_null(c.type) for c in columns) and symbols:
+    columns = [pa.array(_field_values([s[i] for s in symbols])) for i in range(len(names))]
+    if any(_holds_null_type(c.type) for c in columns) and symbols:
         declared = _declared_types(type(symbols[0]))
-        columns = [c.cast(declared.get(name, c.type)) if pa.types.is_null(c.type) else c
+        columns = [c.cast(declared.get(name, c.type)) if _holds_null_type(c.type) else c
                    for name, c in zip(names, columns, strict=True)]
     return pa.Table.from_arrays(columns, names=list(names))
+
+
+def _field_values(values: list[Any]) -> list[Any]:
+    """A field's values as Arrow reads them: a record among them (a NamedTuple, as
+    ``city: City``) as a mapping of its fields, at any depth, so that it is a struct
+    as on Spark; a tuple of items (``tags: tuple[str, ...]``) stays a list."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple) and _is_record_class(type(value)):
+            return {name: plain(v) for name, v in zip(type(value)._fields, value, strict=True)}
+        return value
+
+    if not any(isinstance(v, tuple) for v in values):
+        return values
+    return [plain(v) for v in values]
+
+
+def _is_record_class(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, tuple) and hasattr(kind, "_fields")
+
+
+def _holds_null_type(arrow_type: Any) -> bool:
+    """Whether ``arrow_type`` is Arrow's type of NULLs alone, or a struct with such a field."""
+    import pyarrow as pa
+
+    return pa.types.is_null(arrow_type) or pa.types.is_struct(arrow_type) and any(
+        _holds_null_type(f.type) for f in arrow_type
+    )
 
 
 @functools.cache
 def _declared_types(record_class: type) -> dict[str, pa.DataType]:
     """The Arrow types of a record class's annotated fields (``x: int | None``: int64)
-    that are one of Python's plain types; the others are left out."""
+    that are one of Python's plain types, or a record class whose fields all are
+    (``city: City``: a struct); the others are left out."""
     import pyarrow as pa
 
     plain = {
@@ -208,6 +236,10 @@ def _declared_types(record_class: type) -> dict[str, pa.DataType]:
         kinds = [k for k in get_args(hint) if k is not type(None)] if get_args(hint) else [hint]
         if len(kinds) == 1 and kinds[0] in plain:
             declared[name] = plain[kinds[0]]
+        elif len(kinds) == 1 and _is_record_class(kinds[0]) and kinds[0] is not record_class:
+            inner = _declared_types(kinds[0])
+            if set(inner) == set(kinds[0]._fields):
+                declared[name] = pa.struct([(field, inner[field]) for field in kinds[0]._fields])
     return declared
 
 
@@ -393,6 +425,8 @@ class _Evaluator:
             return self.value(node.this)
         if kind is exp.Column:
             return self._column(node)
+        if kind is exp.Dot:  # a field of a struct reached through more parts than a Column holds
+            return _struct_field(node, self.value(node.this), node.name, node.this.sql(dialect="spark"))
         if kind is exp.Literal:
             return pa.scalar(node.this) if node.is_string else _number_literal(node.this)
         if kind is exp.Boolean:
@@ -561,17 +595,13 @@ class _Evaluator:
         return _or_null(op, *operands, divides=divides) if try_ else op(*operands)
 
     def _column(self, node: Any) -> Any:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if not node.table:
-            return self.table.column(_field(self.table.column_names, node.name))
-        column = self.table.column(_field(self.table.column_names, node.table))  # a.b: the field b of the struct a
-        if not pa.types.is_struct(column.type):
-            raise TypeError(f"{node.sql(dialect='spark')!r} reads a field of {node.table!r}, which gives "
-                            f"{column.type} values, not structs")
-        names = [f.name for f in column.type]
-        return pc.struct_field(column, _field(names, node.name, f"{node.sql(dialect='spark')!r}", node.table))
+        """A field of the events, or a field of a struct field at any depth
+        (``a.b.c``: the field ``c`` of the struct field ``b`` of the struct ``a``)."""
+        first, *rest = node.parts
+        value = self.table.column(_field(self.table.column_names, first.name))
+        for depth, part in enumerate(rest, 1):
+            value = _struct_field(node, value, part.name, ".".join(p.name for p in node.parts[:depth]))
+        return value
 
     def _case(self, node: Any) -> Any:
         """``CASE [x] WHEN .. THEN .. [ELSE ..] END`` or ``IF(test, then, else)``: the
@@ -1164,6 +1194,19 @@ def _shaped_as(result: Any, *sides: Any) -> Any:
     import pyarrow as pa
 
     return result[0] if all(isinstance(side, pa.Scalar) for side in sides) else result
+
+
+def _struct_field(node: Any, value: Any, name: str, holder: str) -> Any:
+    """The field ``name`` of the struct values ``value`` (of the part ``holder`` of
+    ``node``), matched as Spark matches field names."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_struct(value.type):
+        raise TypeError(f"{node.sql(dialect='spark')!r} reads a field of {holder!r}, which gives "
+                        f"{value.type} values, not structs")
+    names = [f.name for f in value.type]
+    return pc.struct_field(value, _field(names, name, f"{node.sql(dialect='spark')!r}", holder))
 
 
 def _is_null_type(value: Any) -> bool:

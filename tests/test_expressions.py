@@ -228,6 +228,49 @@ def test_expression_and_function_conditions_find_the_same_matches(fail, ok, seed
     assert by_sql.rejected == by_function.rejected == []
 
 
+class Geo(NamedTuple):
+    country: str | None
+    risk: int | None
+
+
+class Place(NamedTuple):
+    city: str | None
+    geo: Geo | None
+
+
+class Visit(NamedTuple):
+    kind: str | None
+    place: Place | None
+
+
+places = st.one_of(
+    st.none(),
+    st.builds(Place, st.sampled_from(["Paris", "Oslo", None]),
+              st.one_of(st.none(), st.builds(Geo, st.sampled_from(["FR", "NO", None]), st.sampled_from([None, 1, 9])))),
+)
+NESTED_CONDITIONS = [  # SQL reading fields of fields, and the function reading them alike
+    ("kind = 'fail' AND place.city = 'Paris'", lambda e: e.kind == "fail" and e.place is not None and e.place.city == "Paris"),
+    ("place.geo.risk > 5 OR PLACE.Geo.Country = 'NO'", lambda e: e.place is not None and e.place.geo is not None and (
+        e.place.geo.risk is not None and e.place.geo.risk > 5 or e.place.geo.country == "NO")),
+    ("place.geo IS NULL", lambda e: e.place is None or e.place.geo is None),
+    ("place IS NOT NULL AND place.city IS NULL", lambda e: e.place is not None and e.place.city is None),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from(KINDS), places), max_size=40),
+       st.sampled_from(NESTED_CONDITIONS), st.sampled_from(NESTED_CONDITIONS))
+def test_conditions_read_fields_of_nested_records_as_functions_do(rows, first, then):
+    """A record field that is itself a record (``place: Place | None``, at any depth,
+    NULL at any depth, or NULL in every event of a batch) is a struct: SQL reads
+    ``place.geo.risk`` as a function reads ``e.place.geo.risk``."""
+    events = [(key, Visit(kind, place), t) for t, (key, kind, place) in enumerate(rows)]
+    by_sql = run_local(Detector(Pattern.begin("x").where(first[0]).followed_by("y").where(then[0])), events)
+    by_function = run_local(Detector(Pattern.begin("x").where(first[1]).followed_by("y").where(then[1])), events)
+    assert by_sql.updates == by_function.updates
+    assert by_sql.rejected == by_function.rejected == []
+
+
 def test_the_fraud_rule_as_sql_finds_what_the_function_rule_finds():
     rnd = random.Random(7)
     events = [(f"u{rnd.randrange(5)}", Login(rnd.choice(KINDS), rnd.choice(AMOUNTS)), i // 3) for i in range(400)]

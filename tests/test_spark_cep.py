@@ -188,6 +188,30 @@ def test_conditions_on_struct_events_read_fields_by_name_on_spark_as_locally(spa
     assert streamed == local and rejected == []
 
 
+def test_conditions_on_nested_structs_read_fields_of_fields_on_spark_as_locally(spark):
+    """A struct field of a struct (``place.geo.risk``), NULL at either depth: SQL and
+    function conditions find on Spark what they find over NamedTuples locally."""
+    from statemachines.spark import run_batch
+    from tests.test_expressions import NESTED_CONDITIONS, Geo, Place, Visit
+
+    rnd = random.Random(3)
+    cities, geos = ["Paris", "Oslo", None], [None, Geo("FR", 9), Geo("NO", None), Geo(None, 1)]
+    places = [None, *(Place(city, geo) for city in cities for geo in geos)]
+    events = [(f"u{rnd.randrange(5)}", Visit(rnd.choice(["fail", "ok"]), rnd.choice(places)), t, 0) for t in range(300)]
+    schema = ("key string, symbol struct<kind: string, place: struct<city: string, "
+              "geo: struct<country: string, risk: bigint>>>, time long, order long")
+    frame = spark.createDataFrame(events, schema)
+    for i in (0, 1):
+        first, then = NESTED_CONDITIONS[i], NESTED_CONDITIONS[i + 2]
+        for conditions in ((first[0], then[0]), (first[1], then[1])):
+            detector = Detector(Pattern.begin("x").where(conditions[0]).followed_by("y").where(conditions[1]).within(5))
+            local = run_local(detector, events).updates
+            assert matches(local)
+            batch = run_batch(detector, frame, order="order")
+            assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
+            assert batch.rejected.count() == 0
+
+
 @pytest.mark.parametrize("conditions", [FRAUD_CONDITIONS["sql"], FRAUD_CONDITIONS["functions"]], ids=["sql", "functions"])
 def test_a_pattern_over_sparks_large_text_batches_finds_what_it_finds_locally(spark, conditions):
     """With ``spark.sql.execution.arrow.useLargeVarTypes`` Spark hands the runtime its
