@@ -181,15 +181,18 @@ NESTED = {
     "a field (getField)": lambda F: F.col("login").getField("kind") == "fail",
     "a field (item)": lambda F: F.col("login")["n"] > 1,
     "array_contains and size": lambda F: F.array_contains("tags", "y") & (F.size("tags") > 1),
+    "a field of a field": lambda F: F.col("login").getField("geo")["risk"] > 5,
+    "a dotted path": lambda F: F.col("login.geo.risk") > 5,
 }
 
 
 @pytest.mark.parametrize("make", NESTED.values(), ids=NESTED)
 def test_a_column_reading_an_array_element_or_a_struct_field_means_what_spark_says(spark, flavours, make):
-    """``a[i]`` and ``a.getField('b')`` / ``a['b']`` Columns, written back as
-    ``a[i]`` and ``a.b``, give Spark's answers, from either kind of session."""
-    rows = [(["x", "y"], ("fail", 2)), (["y", "z"], ("ok", None)), (None, None), (["x", None], ("fail", 1))]
-    frame = spark.createDataFrame(rows, "tags array<string>, login struct<kind:string, n:bigint>")
+    """``a[i]`` and ``a.getField('b')`` / ``a['b']`` Columns (of a field too), written
+    back as ``a[i]`` and ``a.b`` (``a.b.c``), give Spark's answers, from either kind
+    of session."""
+    rows = [(["x", "y"], ("fail", 2, (9,))), (["y", "z"], ("ok", None, None)), (None, None), (["x", None], ("fail", 1, (None,)))]
+    frame = spark.createDataFrame(rows, "tags array<string>, login struct<kind:string, n:bigint, geo:struct<risk:bigint>>")
     expected = [row[0] is True for row in frame.select(make(flavours["classic"])).collect()]
     assert True in expected and False in expected
     for F in flavours.values():
