@@ -260,7 +260,7 @@ def _supported() -> frozenset[type]:
         exp.TsOrDsToDate, exp.TsOrDsAdd, exp.DateDiff, exp.Var,  # a unit, checked in _check
         exp.Sqrt, exp.Sign, exp.Exp, exp.Ln, exp.Log, exp.Pow, exp.Cbrt, exp.Anonymous,  # named in _check
         exp.Nullif, exp.Nvl2, exp.StrPosition, exp.Left, exp.Right, exp.Replace, exp.RegexpExtract,
-        exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.RegexpSplit, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
+        exp.ArrayContains, exp.ArraySize, exp.Bracket, exp.MapContainsKey, exp.RegexpSplit, exp.Pad, exp.Initcap, exp.Reverse, exp.Translate,
         exp.Repeat, exp.Ascii, exp.BitLength, exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths, exp.LastDay,
         exp.Cast, exp.TryCast, exp.DataType, exp.DataTypeParam,  # the types checked in _check
         exp.Negative, exp.Pi, exp.SafeAdd, exp.SafeSubtract, exp.SafeMultiply, exp.SafeDivide,
@@ -335,9 +335,12 @@ def _check(tree: Any, sql: str) -> None:
             _check_text_function(node, sql)
         if kind in (exp.StrToUnix, exp.TimestampTrunc, exp.DateTrunc, exp.AddMonths):
             _check_time_function(node, sql)
-        if kind is exp.Bracket and (len(node.expressions) != 1 or _whole_literal(node.expressions[0]) is None):
+        if kind is exp.Bracket and (len(node.expressions) != 1 or _whole_literal(node.expressions[0]) is None
+                                    and not _is_string_literal(node.expressions[0])):
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
-                                  f"literal as its index")
+                                  f"literal as its index, or a text literal as a map's key or a struct's field")
+        if kind is exp.MapContainsKey and not isinstance(node.args.get("key"), exp.Literal):
+            raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a literal as its key")
         if kind is exp.Round and _whole_literal(node.args.get("decimals")) is None:
             raise DefinitionError(f"the condition {sql!r}: {node.sql(dialect='spark')!r} takes a whole-number "
                                   f"literal as its scale")
@@ -539,10 +542,22 @@ class _Evaluator:
             lists = self._list(node, node.this)
             return _array_contains(node, lists, self._unless_null(node.expression, lists), self.rows)
         if kind is exp.ArraySize:  # an INT, NULL for NULL (as under ANSI SQL)
-            lists = self._list(node, node.this)
+            lists = self._list(node, node.this, maps=True)
             return lists if _is_null_type(lists) else pc.cast(pc.list_value_length(lists), pa.int32())
+        if kind is exp.MapContainsKey:
+            keys = self._list(node, node.this, maps=True)
+            return _array_contains(node, keys, _literal_as(node.args["key"], keys), self.rows)
         if kind is exp.Bracket:
-            return _element(node, self._list(node, node.this), _whole_literal(node.expressions[0]), self.rows)
+            held = self.value(node.this)
+            key = node.expressions[0]
+            if _is_null_type(held):
+                return held
+            if pa.types.is_map(held.type) or pa.types.is_struct(held.type):  # a map's key or a struct's field
+                return _struct_field(node, held, key.this if _is_string_literal(key) else key.sql(), node.this.sql(dialect="spark"))
+            if _is_string_literal(key):
+                raise TypeError(f"{node.sql(dialect='spark')!r} reads a map or a struct with a text key; "
+                                f"{node.this.sql(dialect='spark')!r} gives {held.type} values")
+            return _element(node, self._list(node, node.this), _whole_literal(key), self.rows)
         if kind in (exp.Pad, exp.Initcap, exp.Reverse, exp.Translate, exp.Repeat, exp.Ascii, exp.BitLength) or (
             kind is exp.Anonymous and node.name.upper() == "OCTET_LENGTH"
         ):
@@ -784,14 +799,18 @@ class _Evaluator:
 
         return pa.array([None if v is None else cut(v) for v in _array(text, self.rows).to_pylist()], pa.string())
 
-    def _list(self, node: Any, part: Any) -> Any:
-        """The arrays ``part`` of ``node`` gives (as one Arrow list array); NULL of no
-        type passes; anything else is refused."""
+    def _list(self, node: Any, part: Any, maps: bool = False) -> Any:
+        """The arrays ``part`` of ``node`` gives (as one Arrow list array), or with
+        ``maps`` the keys of the maps it gives; NULL of no type passes; anything else
+        is refused."""
         import pyarrow as pa
 
         value = self.value(part)
         if _is_null_type(value):
             return value
+        if maps and pa.types.is_map(value.type):
+            value = _contiguous(_array(value, self.rows))
+            return pa.ListArray.from_arrays(value.offsets, value.keys, mask=value.is_null())
         if not (pa.types.is_list(value.type) or pa.types.is_large_list(value.type)
                 or pa.types.is_fixed_size_list(value.type) or pa.types.is_list_view(value.type)):
             raise TypeError(f"{node.sql(dialect='spark')!r} reads arrays; {part.sql(dialect='spark')!r} gives "
@@ -1198,15 +1217,39 @@ def _shaped_as(result: Any, *sides: Any) -> Any:
 
 def _struct_field(node: Any, value: Any, name: str, holder: str) -> Any:
     """The field ``name`` of the struct values ``value`` (of the part ``holder`` of
-    ``node``), matched as Spark matches field names."""
+    ``node``), matched as Spark matches field names; of map values, the value of the
+    key ``name`` (as the map's key type; NULL where a map lacks it, as Spark SQL
+    reads ``attrs['country']`` and ``attrs.country``)::
+
+        attrs                  attrs['country']
+        {country: NO, x: 1}    NO
+        {}                     NULL
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if _is_null_type(value):  # NULL in every row, of no type
+        return value
+    if pa.types.is_map(value.type):
+        return pc.map_lookup(value, _read_as(name, value.type.key_type), "first")
     if not pa.types.is_struct(value.type):
         raise TypeError(f"{node.sql(dialect='spark')!r} reads a field of {holder!r}, which gives "
                         f"{value.type} values, not structs")
     names = [f.name for f in value.type]
     return pc.struct_field(value, _field(names, name, f"{node.sql(dialect='spark')!r}", holder))
+
+
+def _literal_as(node: Any, keys: Any) -> Any:
+    """The literal ``node`` as a key of the map keys ``keys`` (a list array): text
+    for text keys, a number for number keys, as Spark SQL takes them (no other)."""
+    import pyarrow as pa
+
+    if _is_null_type(keys):
+        return pa.scalar(None, pa.null())
+    kind = keys.type.value_type
+    if not (node.is_string and _is_text(kind) or not node.is_string and _is_number(kind)):
+        raise TypeError(f"{node.parent.sql(dialect='spark')!r}: the maps' keys are {kind}, the key is {node.sql(dialect='spark')}")
+    return _read_as(node.this, kind)
 
 
 def _is_null_type(value: Any) -> bool:

@@ -1031,6 +1031,27 @@ def test_array_functions_answer_as_in_spark_sql(spark):
     _agree_with_spark(spark.createDataFrame(ARRAY_ROWS, ARRAY_SCHEMA), ARRAY_FUNCTIONS, ARRAY_FUNCTIONS_REFUSED, ARRAY_ROWS)
 
 
+# maps with and without a key, with a NULL value, empty and NULL ones; text and whole-number keys
+MAP_ROWS = [({"country": "NO", "x": None}, {1: "a"}, "country"), ({}, {2: "b"}, "x"), (None, None, None), ({"x": "y"}, {}, "q")]
+MAP_SCHEMA = "attrs map<string, string>, nums map<bigint, string>, k string"
+MAP_FUNCTIONS = [
+    "attrs['country'] = 'NO'", "attrs['missing'] IS NULL", "element_at(attrs, 'x') = 'y'",
+    "try_element_at(attrs, 'nope') IS NULL", "attrs.country = 'NO'", "attrs['COUNTRY'] IS NULL", "attrs['x'] IS NULL",
+    "map_contains_key(attrs, 'x')", "NOT map_contains_key(attrs, 'x')", "size(attrs) = 0", "cardinality(nums) = 1",
+    "size(attrs) IS NULL", "nums[1] = 'a'", "element_at(nums, 2) = 'b'", "map_contains_key(nums, 2)", "attrs[1] IS NULL",
+    "nums['2'] = 'b'",
+]
+MAP_FUNCTIONS_REFUSED = ["nums['x'] = 'a'", "map_contains_key(attrs, 1)", "map_contains_key(nums, '2')", "element_at(k, 'x') = 'a'", "size(k) > 0"]
+
+
+@pytest.mark.spark
+def test_map_functions_answer_as_in_spark_sql(spark):
+    """m['key'], m.key, element_at / try_element_at (NULL for a missing key),
+    map_contains_key and size / cardinality over maps with text and whole-number
+    keys, empty and NULL maps, from Spark's batch: each gives Spark SQL's answers or is refused where Spark's query fails."""
+    _agree_with_spark(spark.createDataFrame(MAP_ROWS, MAP_SCHEMA), MAP_FUNCTIONS, MAP_FUNCTIONS_REFUSED)
+
+
 INT_CONDITIONS = [
     "n * 1000000 > 0", "n * 1000000L > 0", "n * 3000000000 > 0", "n + 2147483647 > 0", "lo - 1 < 0", "-lo > 0",
     "abs(lo) > 0", "lo div -1 > 0", "lo % -1 = 0", "lo / -1 > 0", "(lo % 7) * 1000 < 0", "big * 1000000 > 0",
