@@ -231,6 +231,8 @@ def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
     """
     import pyarrow as pa
 
+    if item is not None and arrow_type is not None and pa.types.is_map(arrow_type):  # (key, value) pairs
+        return [(to_arrow_python(k, arrow_type.key_type), to_arrow_python(v, arrow_type.item_type)) for k, v in item]
     listed = arrow_type is not None and (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
     if isinstance(item, tuple) and not listed:  # a list column's items read back as tuples
         if arrow_type is not None and pa.types.is_struct(arrow_type):
@@ -345,7 +347,8 @@ def _struct_array(items: list[Any]) -> Any:
 
 def column_to_python(column: Any) -> list[Any]:
     """An Arrow column as hashable Python values: structs become records (tuples
-    whose fields have names, :mod:`statemachines.records`) and lists tuples.
+    whose fields have names, :mod:`statemachines.records`), lists tuples and maps
+    tuples of their ``(key, value)`` pairs.
 
     Keys and values must be hashable; a struct column (a Spark struct) therefore
     reads as tuples of its fields, in field order, with their names.
@@ -365,7 +368,7 @@ def column_to_python(column: Any) -> list[Any]:
             rows = [row if valid else None for row, valid in zip(rows, column.is_valid().to_pylist(), strict=True)]
         return rows
     items = column.to_pylist()
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):  # a map: its (key, value) pairs
         items = [hashable(x) if x else None if x is None else () for x in items]
         return [canonical_floats(x) for x in items] if _holds_floats(kind) else items
     if pa.types.is_floating(kind) and len(column) > column.null_count and _holds_odd_floats(column):

@@ -11,8 +11,10 @@ from statemachines import InvalidArgument, PersistedArrangement, consolidate, ru
 from statemachines.library import Upsert
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.spark import read_history, read_snapshot, read_updates
+from tests.contract import Case
 from tests.delta_reader import commit_times, delta_rs_change_feed, statistics_problems
 from tests.machines import Tags
+from tests.test_contract import stream_runner
 
 pytestmark = pytest.mark.spark
 
@@ -106,6 +108,36 @@ def test_local_and_spark_runs_continue_each_others_arrangement_with_struct_value
     frame = read_updates(spark, tmp_path)
     assert frame.schema["value"].dataType.simpleString() == "struct<name:string,n:bigint>"
     assert consolidate(((r.key, tuple(r.value)), r.time, r.diff) for r in frame.collect()) == whole
+
+
+def test_values_holding_maps_run_on_spark_and_locally_as_pairs_into_one_arrangement(spark, tmp_path):
+    """A value with a map field (Spark's ``map<string, bigint>``) reads into Python as
+    the tuple of its ``(key, value)`` pairs, hashable as a value must be, and writes
+    back as the map: Spark's runs and a local one continue one arrangement, equal to
+    the local run of the pairs; Spark reads the maps back, and a stream of the
+    events makes the same updates."""
+    from statemachines.spark import run_batch
+
+    rnd = random.Random(5)
+    maps = [None, (), (("tier", 1),), (("tier", 2), ("x", 3))]
+    events = [(f"k{rnd.randrange(5)}", (rnd.choice("ab"), rnd.choice(maps)), t, 0) for t in range(30)]
+    schema = "key string, symbol struct<name:string,attrs:map<string,bigint>>, time long, order long"
+    as_maps = [(k, (name, None if attrs is None else dict(attrs)), t, o) for k, (name, attrs), t, o in events]
+    thirds = [[e for e in rows if lo <= e[2] < hi] for rows in (as_maps, events) for lo, hi in ((0, 10), (10, 20), (20, 30))]
+    assert run_batch(Upsert(), spark.createDataFrame(thirds[0], schema), order="order", into=tmp_path).rejected.count() == 0
+    assert run_local(Upsert(), thirds[4], into=PersistedArrangement(tmp_path)).rejected == []
+    assert run_batch(Upsert(), spark.createDataFrame(thirds[2], schema), order="order", into=tmp_path).rejected.count() == 0
+
+    whole = run_local(Upsert(), events).updates
+    assert PersistedArrangement.open(tmp_path).updates() == whole
+    frame = read_updates(spark, tmp_path)
+    assert frame.schema["value"].dataType.simpleString() == "struct<name:string,attrs:map<string,bigint>>"
+    pairs = consolidate(((r.key, (r.value.name, None if r.value.attrs is None else tuple(sorted(r.value.attrs.items())))),
+                         r.time, r.diff) for r in frame.collect())
+    assert pairs == whole
+
+    case = Case("maps", Upsert(), as_maps, [], schema=schema, value_type="struct<name:string,attrs:map<string,bigint>>")
+    assert stream_runner(case, tmp_path / "stream", spark, batches=2) == (whole, [])
 
 
 def test_the_files_spark_tasks_write_keep_the_statistics_of_keys_times_and_diffs(spark, tmp_path):
