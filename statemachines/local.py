@@ -68,7 +68,8 @@ class LocalRuntime:
     ``progress``, if given, is called with a :class:`RunProgress` after each
     :meth:`feed`, every few thousand keys of a step, and at the end of each step.
     ``symbol_type``, set by a caller that knows the symbols' Arrow type (a Spark
-    runner), is handed to a machine that prepares symbols in bulk.
+    runner; :meth:`feed` of a pyarrow table sets its symbol column's), is handed to
+    a machine that prepares symbols in bulk.
 
     Memory: O(live keys + buffered events) (without ``into``; with it, the live
     values are the arrangement's); with a machine that reduces same-time events and
@@ -371,6 +372,9 @@ class LocalRuntime:
         Raises:
             InvalidArgument: a table lacks one of the columns.
         """
+        schema: Any = getattr(events, "schema", None)
+        if self.symbol_type is None and "symbol" in getattr(schema, "names", ()):
+            self.symbol_type = schema.field("symbol").type  # a pyarrow table's, as Spark's runner gives it
         events = table_events(events)
         if self._finished:
             fed = self._refuse_all(events)

@@ -43,8 +43,11 @@ def struct_logins(seed, users, n):
 
 
 def plain(value):
+    """A value Spark collected (rows, lists, dicts for maps) as the runtimes hold it."""
     if isinstance(value, list | tuple):
         return tuple(plain(v) for v in value)
+    if isinstance(value, dict):  # a map: its (key, value) pairs
+        return tuple((k, plain(v)) for k, v in value.items())
     return value
 
 
@@ -210,6 +213,33 @@ def test_conditions_on_nested_structs_read_fields_of_fields_on_spark_as_locally(
             batch = run_batch(detector, frame, order="order")
             assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
             assert batch.rejected.count() == 0
+
+
+def test_conditions_on_a_map_field_read_it_on_spark_as_over_a_local_table(spark):
+    """A struct symbol with a map field (``attrs map<string, string>``): SQL reads its
+    keys (NULL where missing) on Spark as over the same pyarrow table locally, and a
+    function reads the same events' ``(key, value)`` pairs alike."""
+    import pyarrow as pa
+
+    from statemachines.spark import run_batch
+
+    rnd = random.Random(8)
+    maps = [None, [], [("channel", "web")], [("channel", "app"), ("country", "NO")], [("country", "FR")]]
+    rows = [(f"u{rnd.randrange(4)}", {"kind": rnd.choice(["fail", "ok"]), "attrs": rnd.choice(maps)}, t) for t in range(200)]
+    symbol = pa.struct([("kind", pa.string()), ("attrs", pa.map_(pa.string(), pa.string()))])
+    table = pa.table({"key": [r[0] for r in rows], "symbol": pa.array([r[1] for r in rows], symbol), "time": [r[2] for r in rows]})
+    sql = Pattern.begin("x").where("kind = 'fail' AND attrs['channel'] = 'web'").followed_by("y").where(
+        "kind = 'ok' AND NOT map_contains_key(attrs, 'country')").within(6)
+    functions = Pattern.begin("x").where(lambda e: e.kind == "fail" and dict(e.attrs or ()).get("channel") == "web").followed_by(
+        "y").where(lambda e: e.kind == "ok" and e.attrs is not None and "country" not in dict(e.attrs)).within(6)
+    local = run_local(Detector(sql), table)
+    assert matches(local.updates) and local.rejected == []
+    assert run_local(Detector(functions), table).updates == local.updates
+    frame = spark.createDataFrame([(k, (s["kind"], None if s["attrs"] is None else dict(s["attrs"])), t) for k, s, t in rows],
+                                  "key string, symbol struct<kind: string, attrs: map<string, string>>, time long")
+    batch = run_batch(Detector(sql), frame)
+    assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local.updates
+    assert batch.rejected.count() == 0
 
 
 @pytest.mark.parametrize("conditions", [FRAUD_CONDITIONS["sql"], FRAUD_CONDITIONS["functions"]], ids=["sql", "functions"])
