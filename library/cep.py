@@ -66,6 +66,7 @@ from statemachines.library.nfa import (
 )
 from statemachines.library.pattern import Pattern, Skip, subtypes_in
 from statemachines.times import time_kind
+from statemachines.updates import require_hashable
 
 __all__ = ["Detector", "Found", "Why", "found_in", "matches", "timeouts", "value_fields"]
 
@@ -146,7 +147,7 @@ class Detector(Machine):
 
     def validate_symbol(self, symbol: Any) -> None:
         """Symbols are kept in partial matches, which are values: they must be hashable."""
-        hash(symbol)
+        require_hashable(symbol)
 
     def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Evaluate the expression conditions for a batch of events at once."""

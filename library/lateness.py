@@ -52,6 +52,7 @@ from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.times import is_duration, is_finite_time, is_time
+from statemachines.updates import require_hashable
 from statemachines.waterline import Mark, Waterline
 
 __all__ = ["Late", "UpsertWithLateness"]
@@ -186,7 +187,7 @@ class UpsertWithLateness(Machine):
 
     def validate_symbol(self, symbol: Any) -> None:
         """A value must be hashable: it becomes part of the collection's data."""
-        hash(symbol)
+        require_hashable(symbol)
 
     def _check_key(self, key: Any, time: Any, high: Mark | None) -> None:
         key_time = _time_of(self.key_time, key)  # type: ignore[arg-type]

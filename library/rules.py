@@ -76,6 +76,7 @@ from statemachines.library.lockstep import REPLACED, RETIRED
 from statemachines.library.nfa import records_of
 from statemachines.library.pattern import Pattern
 from statemachines.times import decode_time, encode_time, time_after, time_kind
+from statemachines.updates import require_hashable
 
 __all__ = [
     "REPLACED", "RETIRED", "RejectedRule", "RuleBook", "RuleDetector", "RuleWhy", "Version", "ended", "row_as_json",
@@ -498,7 +499,7 @@ class RuleDetector(Machine):
         return value[0] in _ENDINGS
 
     def validate_symbol(self, symbol: Any) -> None:
-        hash(symbol)
+        require_hashable(symbol)
 
     def prepare_symbols(self, symbols: Sequence[Any], symbol_type: Any) -> None:
         """Every rule's expression conditions, answered for a batch of events at once

@@ -20,6 +20,7 @@ from typing import Any
 
 from statemachines import Event, Machine, event_rank
 from statemachines.diagram import Diagram, Edge, Node
+from statemachines.updates import require_hashable
 
 __all__ = ["Upsert"]
 
@@ -44,7 +45,7 @@ class Upsert(Machine):
 
     def validate_symbol(self, symbol: Any) -> None:
         """A value must be hashable: it becomes part of the collection's data."""
-        hash(symbol)
+        require_hashable(symbol)
 
     def diagram(self) -> Diagram:
         """A key is absent or holds one value; each command's effect on the output."""

@@ -34,6 +34,7 @@ __all__ = [
     "holds_decimal_nan",
     "is_consolidated",
     "is_diff",
+    "require_hashable",
     "sort_key_runs",
     "sort_updates",
     "sorted_any",
@@ -88,6 +89,17 @@ def hashable(item: Any) -> Any:
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
         return hashable(item.tolist())
     return item
+
+
+def require_hashable(symbol: Any) -> None:
+    """Raise ``TypeError`` if ``symbol`` cannot be hashed, as a symbol kept in a value
+    must be, saying how to write it (the runtimes read an array column as a tuple
+    and a map column as the tuple of its ``(key, value)`` pairs)."""
+    try:
+        hash(symbol)
+    except TypeError as error:
+        raise TypeError(f"{error}: a symbol kept in a value must be hashable; give a list as a tuple and a "
+                        f"dict as the tuple of its (key, value) pairs, as array and map columns read") from None
 
 
 _NAN_RANK = (1, math.inf, 1)  # after every number, infinity included

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statemachines import PersistedArrangement, Reason, run_local
-from statemachines.library import Upsert
+from statemachines.library import Detector, Pattern, Upsert
 from tests import strategies as sst
 from tests.machines import Decoded, Fragile, Measure, Unpicklable
 
@@ -191,3 +191,16 @@ def test_spark_refuses_events_whose_key_or_time_type_differs_from_the_arrangemen
     with pytest.raises(InvalidArgument, match=r"holds datetime_tz times; the arrangement's are number times"):
         run_batch(Upsert(), stamped, into=target, native=native)
     assert PersistedArrangement(target).updates() == before
+
+
+@pytest.mark.parametrize("machine", [Upsert(), Detector(Pattern.begin("a").where(lambda e: True))], ids=["upsert", "detector"])
+def test_an_unhashable_symbol_is_rejected_saying_how_to_write_it_and_its_pairs_run(machine):
+    """A dict or a list inside a symbol cannot be kept in a value: its event is
+    rejected naming the tuple form, and the events written so run."""
+    written = {"dict": ("a", {"tier": "gold"}), "list in a tuple": ("b", ("x", ["y"]))}
+    as_tuples = {"dict": ("a", (("tier", "gold"),)), "list in a tuple": ("b", ("x", ("y",)))}
+    result = run_local(machine, [(key, symbol, 1) for key, symbol in written.values()])
+    assert [r.event.key for r in result.rejected] == ["a", "b"]
+    assert all(r.reason == Reason.INVALID_SYMBOL and "the tuple of its (key, value) pairs" in r.detail for r in result.rejected)
+    fixed = run_local(machine, [(key, symbol, 1) for key, symbol in as_tuples.values()])
+    assert fixed.rejected == [] and fixed.updates
