@@ -604,6 +604,7 @@ def _run_batch(
         if files_only:
             return _scratch_result(output, folder, name)
         return _result(_cached(output))
+    refuse_unstorable(machine, prepared, value_type)
     into = open_arrangement(prepared.sparkSession, into)
     state = read_state(into)
     _check_stream_waiting(state.get("stream") or {}, abandon_waiting)
@@ -863,6 +864,25 @@ def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_
         state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
     value_type = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
     return value_type, state
+
+
+def refuse_unstorable(machine: Machine, prepared: Any, value_type: Any) -> None:
+    """Refuse, before an arrangement is opened, keys or values (``value_type``, else
+    what the machine declares, else the symbols') that would hold an interval,
+    which a Delta table has no type for.
+
+    Raises:
+        InvalidArgument: naming the keys or values and their type.
+    """
+    if isinstance(value_type, str):
+        value_type = T._parse_datatype_string(value_type)
+    values = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
+    for role, data_type in (("key", prepared.schema["key"].dataType), ("value", values)):
+        if native_paths.holds_an_interval(data_type):
+            raise InvalidArgument(
+                f"the {role}s have type {data_type.simpleString()}, which holds an interval: a Delta table has "
+                f"no type for it; make it a number (of seconds, say) or text first"
+            )
 
 
 def _machine_value_type(machine: Machine, prepared: Any) -> Any:

@@ -31,7 +31,7 @@ def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
     the job or change the value.
     """
     if type(machine) is Upsert and holds_every(value_type, symbol_type) and not holds_a_map(symbol_type):
-        return upsert  # (SQL cannot order maps; the generic path rejects them, unhashable, as locally)
+        return upsert  # (SQL cannot order maps; the generic path runs them as their (key, value) pairs)
     return None
 
 
@@ -45,12 +45,23 @@ def holds_a_map(data_type: Any) -> bool:
     return _holds(data_type, T.MapType)
 
 
+def holds_an_interval(data_type: Any) -> bool:
+    """Whether values of ``data_type`` hold an interval, which a Delta table has no type for.
+
+    >>> holds_an_interval(T.StructType([T.StructField("d", T.DayTimeIntervalType())])), holds_an_interval(T.LongType())
+    (True, False)
+    """
+    return _holds(data_type, (T.DayTimeIntervalType, T.YearMonthIntervalType, T.CalendarIntervalType))
+
+
 def _holds(data_type: Any, kinds: Any) -> bool:
-    """Whether values of ``data_type`` are or hold, in arrays and structs, ``kinds``."""
+    """Whether values of ``data_type`` are or hold, in arrays, maps and structs, ``kinds``."""
     if isinstance(data_type, kinds):
         return True
     if isinstance(data_type, T.ArrayType):
         return _holds(data_type.elementType, kinds)
+    if isinstance(data_type, T.MapType):
+        return _holds(data_type.keyType, kinds) or _holds(data_type.valueType, kinds)
     if isinstance(data_type, T.StructType):
         return any(_holds(f.dataType, kinds) for f in data_type.fields)
     return False

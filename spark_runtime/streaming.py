@@ -56,6 +56,7 @@ from statemachines.spark.batch import (
     prepare_events,
     process_events,
     refuse_unmet_subtypes,
+    refuse_unstorable,
     require_frame,
     split_refused,
     time_kind_of,
@@ -534,6 +535,7 @@ def run_stream(
     if not machine.spec.has_waterline:
         check_bucket_settings(events.sparkSession, buckets)
     machine = for_event_times(machine, kind)
+    refuse_unstorable(machine, prepared, value_type)
     into = open_arrangement(events.sparkSession, into)
     checkpoint = absolute(checkpoint)
     state = read_state(into)  # as the runs into it so far, up to its upper

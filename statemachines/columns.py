@@ -395,6 +395,19 @@ def _holds_floats(arrow_type: Any) -> bool:
 
 
 @functools.cache
+def _holds_duration_or_clock(arrow_type: Any) -> bool:
+    """Whether values of ``arrow_type`` hold a duration, an interval or a time of day,
+    which Delta Lake has no type for."""
+    import pyarrow as pa
+
+    if pa.types.is_duration(arrow_type) or pa.types.is_interval(arrow_type) or pa.types.is_time(arrow_type):
+        return True
+    if pa.types.is_map(arrow_type):
+        return _holds_duration_or_clock(arrow_type.key_type) or _holds_duration_or_clock(arrow_type.item_type)
+    return any(_holds_duration_or_clock(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+@functools.cache
 def _holds_empty_struct(arrow_type: Any) -> bool:
     """Whether values of ``arrow_type`` hold a struct without fields (an empty tuple)."""
     import pyarrow as pa
@@ -453,6 +466,9 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
         return f"the value {value!r} cannot be stored as a typed column: {exc}"
     if _holds_empty_struct(array.type):
         return f"the value {value!r} cannot be stored: Parquet holds no empty tuple (a struct without fields)"
+    if _holds_duration_or_clock(array.type):
+        return (f"the value {value!r} cannot be stored: a Delta table holds no duration or time of day "
+                f"(a timedelta or a time); store it as a number (of seconds, say) or as text")
     back = column_to_python(array)[0]
     if (back,) != (canonical_floats(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (

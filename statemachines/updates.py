@@ -68,7 +68,8 @@ _DATA = itemgetter(0)
 
 
 def hashable(item: Any) -> Any:
-    """``item`` with lists and dicts made tuples, recursively, so it can be a key or value.
+    """``item`` with lists and dicts made tuples, recursively (within tuples too), so it
+    can be a key or value.
 
     A dict becomes the tuple of its values in order, with its keys as field names
     (a :class:`~statemachines.records.Record`), as a struct reads from Arrow, Spark
@@ -84,7 +85,7 @@ def hashable(item: Any) -> Any:
     if isinstance(item, dict):
         values = (hashable(v) for v in item.values())
         return record(tuple(item), values) if all(type(k) is str for k in item) else tuple(values)
-    if isinstance(item, list):
+    if isinstance(item, list) or kind is tuple:  # a tuple as Arrow gives a map's (key, value) pair
         return tuple(hashable(v) for v in item)
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
         return hashable(item.tolist())

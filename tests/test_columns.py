@@ -85,3 +85,27 @@ def test_lists_of_structs_built_at_once_equal_lists_converted_one_by_one(items, 
 def test_tuples_and_dicts_mixed_in_one_struct_column_equal_items_converted_one_by_one(items):
     typed = pa.struct([("name", pa.string()), ("n", pa.int64())])
     assert arrow_array(items, typed) == pa.array([to_arrow_python(x, typed) for x in items], typed)
+
+
+maps = st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.one_of(st.none(), st.lists(st.integers(-5, 5), max_size=3)), max_size=3))
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), maps), max_size=8))
+def test_maps_read_as_hashable_pairs_and_write_back_as_the_maps(rows):
+    """A map (of lists, in a struct) reads as the tuple of its (key, value) pairs, the
+    lists tuples, hashable; written back with its column's type it is the map again."""
+    kind = pa.struct([("name", pa.string()), ("m", pa.map_(pa.string(), pa.list_(pa.int64())))])
+    column = pa.array([{"name": name, "m": None if m is None else list(m.items())} for name, m in rows], kind)
+    read = column_to_python(column)
+    assert read == [(name, None if m is None else tuple((k, None if v is None else tuple(v)) for k, v in m.items()))
+                    for name, m in rows]
+    assert len({hash(r) for r in read}) <= len(read)  # every one hashes
+    assert pa.array([to_arrow_python(r, kind) for r in read], kind) == column
+
+
+def test_durations_and_times_of_day_cannot_be_stored_saying_so():
+    import datetime
+
+    for value in (datetime.timedelta(seconds=5), ("x", datetime.time(9)), (("k", datetime.timedelta(1)),)):
+        assert "a Delta table holds no duration or time of day" in storage_problem(value)
+    assert storage_problem(("x", datetime.datetime(2024, 1, 1))) is None

@@ -115,6 +115,24 @@ def test_map_keys_fail_up_front_and_map_symbols_run_as_their_pairs_run_locally(s
         assert consolidate(pairs) == local.updates
 
 
+def test_values_holding_an_interval_are_refused_before_an_arrangement_is_written(spark, tmp_path):
+    """A Delta table has no interval type: a run into a new arrangement whose values
+    would hold one is refused up front, as the local runtime rejects each timedelta
+    it cannot store; without an arrangement the run goes on."""
+    import datetime
+
+    frame = spark.createDataFrame([("a", ("x", datetime.timedelta(seconds=5)), 1)],
+                                  "key string, symbol struct<s: string, d: interval day to second>, time long")
+    with pytest.raises(InvalidArgument, match="holds an interval: a Delta table has no type for it"):
+        run_batch(Upsert(), frame, into=tmp_path / "arr")
+    assert not (tmp_path / "arr").exists()
+    assert run_batch(Upsert(), frame).updates.count() == 1
+    local = run_local(Upsert(), [("a", ("x", datetime.timedelta(seconds=5)), 1), ("b", "y", 1)],
+                      into=PersistedArrangement.create(tmp_path / "local"))
+    assert [(r.event.key, r.reason.value) for r in local.rejected] == [("a", "unserialisable_value")]
+    assert "a Delta table holds no duration" in local.rejected[0].detail and len(local.updates) == 1
+
+
 def test_timestamps_and_struct_keys_stay_typed(spark, tmp_path):
     frame = spark.sql(
         "select named_struct('region', 'eu', 'id', 7) as key, 'on' as symbol, "
