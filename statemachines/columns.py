@@ -274,6 +274,8 @@ def _widened(t: Any) -> Any:
         return pa.struct([t.field(i).with_type(_widened(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_list(t):
         return pa.list_(_widened(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(_widened(t.key_type), _widened(t.item_type))
     return t
 
 
@@ -395,16 +397,18 @@ def _holds_floats(arrow_type: Any) -> bool:
 
 
 @functools.cache
-def _holds_duration_or_clock(arrow_type: Any) -> bool:
-    """Whether values of ``arrow_type`` hold a duration, an interval or a time of day,
-    which Delta Lake has no type for."""
+def _delta_lacks(arrow_type: Any) -> str | None:
+    """What values of ``arrow_type`` hold that Delta Lake has no type for (``None``:
+    nothing), saying how to store it instead."""
     import pyarrow as pa
 
     if pa.types.is_duration(arrow_type) or pa.types.is_interval(arrow_type) or pa.types.is_time(arrow_type):
-        return True
+        return "duration or time of day (a timedelta or a time); store it as a number (of seconds, say) or as text"
+    if pa.types.is_decimal(arrow_type) and arrow_type.precision > 38:
+        return "decimal of more than 38 digits; store it as a float or as text"
     if pa.types.is_map(arrow_type):
-        return _holds_duration_or_clock(arrow_type.key_type) or _holds_duration_or_clock(arrow_type.item_type)
-    return any(_holds_duration_or_clock(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+        return _delta_lacks(arrow_type.key_type) or _delta_lacks(arrow_type.item_type)
+    return next(filter(None, (_delta_lacks(arrow_type.field(i).type) for i in range(arrow_type.num_fields))), None)
 
 
 @functools.cache
@@ -466,9 +470,9 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
         return f"the value {value!r} cannot be stored as a typed column: {exc}"
     if _holds_empty_struct(array.type):
         return f"the value {value!r} cannot be stored: Parquet holds no empty tuple (a struct without fields)"
-    if _holds_duration_or_clock(array.type):
-        return (f"the value {value!r} cannot be stored: a Delta table holds no duration or time of day "
-                f"(a timedelta or a time); store it as a number (of seconds, say) or as text")
+    lacking = _delta_lacks(array.type)
+    if lacking is not None:
+        return f"the value {value!r} cannot be stored: a Delta table holds no {lacking}"
     back = column_to_python(array)[0]
     if (back,) != (canonical_floats(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (

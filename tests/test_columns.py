@@ -105,7 +105,9 @@ def test_maps_read_as_hashable_pairs_and_write_back_as_the_maps(rows):
 
 def test_durations_and_times_of_day_cannot_be_stored_saying_so():
     import datetime
+    import decimal
 
     for value in (datetime.timedelta(seconds=5), ("x", datetime.time(9)), (("k", datetime.timedelta(1)),)):
         assert "a Delta table holds no duration or time of day" in storage_problem(value)
+    assert "a Delta table holds no decimal of more than 38 digits" in storage_problem(("x", decimal.Decimal("1e50")))
     assert storage_problem(("x", datetime.datetime(2024, 1, 1))) is None
