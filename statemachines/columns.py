@@ -31,6 +31,8 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import functools
+import math
+import struct
 from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any
@@ -44,11 +46,14 @@ __all__ = [
     "arrow_array",
     "column_to_python",
     "columns_of",
+    "fixed_type",
     "python_rows",
     "same_items",
+    "shape_of",
     "storage_problem",
     "to_arrow_python",
     "type_fixed_by",
+    "unified_shape",
     "value_check_for",
 ]
 
@@ -72,7 +77,7 @@ def _exact_type(t: Any) -> type | None:
     import pyarrow as pa
 
     types = pa.types
-    if types.is_floating(t):  # (not strings: a lone surrogate does not fit a UTF-8 column)
+    if types.is_float64(t):  # (not strings: a lone surrogate does not fit a UTF-8 column; nor 0.1 a float32 one)
         return float
     if types.is_boolean(t):
         return bool
@@ -93,12 +98,12 @@ def _fits(t: Any) -> Fits:
         low, high = _int_range(t)
         return nullable(lambda v: type(v) is not bool and isinstance(v, int) and low <= v <= high)
     if types.is_floating(t):
-        return nullable(lambda v: type(v) is not bool and isinstance(v, int | float))
+        return nullable(functools.partial(_fits_floating, t.bit_width))
     if types.is_timestamp(t):  # a zone, or none, as the column: Arrow would shift or drop it
         zoned = t.tz is not None
         return nullable(lambda v: isinstance(v, _dt.datetime) and (v.tzinfo is not None) == zoned)
-    if types.is_date(t):
-        return nullable(lambda v: isinstance(v, _dt.date))
+    if types.is_date(t):  # not a datetime, whose time of day the column would drop
+        return nullable(lambda v: isinstance(v, _dt.date) and not isinstance(v, _dt.datetime))
     if types.is_binary(t) or types.is_large_binary(t):
         return nullable(lambda v: isinstance(v, bytes | bytearray))
     if types.is_decimal(t):
@@ -111,6 +116,26 @@ def _fits(t: Any) -> Fits:
             item = _remembered(item)
         return nullable(lambda v: isinstance(v, list | tuple) and all(item(x) for x in v))
     return nullable(_converts(t))  # anything rarer: ask Arrow itself
+
+
+def _fits_floating(bits: int, value: Any) -> bool:
+    """Whether ``value`` is a number a floating column of ``bits`` holds exactly (a
+    whole number beyond 2**53 would read back as another in 64 bits, and Arrow
+    refuses it; 0.1 reads back as another in 32)."""
+    if type(value) is bool or not isinstance(value, int | float):
+        return False
+    if isinstance(value, int) and not -(2**53) <= value <= 2**53:
+        return False
+    number = float(value)
+    if number != number:  # NaN
+        return True
+    if bits == 64 or math.isinf(number):
+        return True
+    narrow = "<e" if bits == 16 else "<f"
+    try:
+        return struct.unpack(narrow, struct.pack(narrow, number))[0] == number
+    except OverflowError:  # beyond the narrow float's range
+        return False
 
 
 _fits_by_identity: dict[int, tuple[Any, Fits]] = {}  # id -> (type, check): no hashing of the type
@@ -288,10 +313,48 @@ def type_fixed_by(value: Any) -> Any:
     >>> type_fixed_by(decimal.Decimal("2"))
     Decimal128Type(decimal128(38, 18))
     """
+    return fixed_type(shape_of(value))
+
+
+def shape_of(value: Any) -> Any:
+    """The Arrow type Arrow infers for ``value``, a ``None`` field's type null."""
     import pyarrow as pa
 
-    inferred = pa.array([to_arrow_python(value)]).type
-    return _widened(inferred) if _without_nulls(inferred) == inferred else None
+    return pa.array([to_arrow_python(value)]).type
+
+
+def fixed_type(shape: Any) -> Any:
+    """The column type a shape (:func:`shape_of`) fixes, widened as
+    :func:`type_fixed_by` says, or ``None`` while it has a null field."""
+    return _widened(shape) if _without_nulls(shape) == shape else None
+
+
+def unified_shape(first: Any, second: Any) -> Any:
+    """The shape of a column holding values of both shapes (a null field takes the
+    other's type), or ``None`` if no column holds both.
+
+    >>> import pyarrow as pa
+    >>> unified_shape(pa.struct([("a", pa.null())]), pa.struct([("a", pa.int64())]))
+    StructType(struct<a: int64>)
+    >>> unified_shape(pa.struct([("a", pa.null())]), pa.int64()) is None
+    True
+    """
+    import pyarrow as pa
+
+    if first is None or pa.types.is_null(first) or first == second:
+        return second
+    if pa.types.is_null(second):
+        return first
+    if pa.types.is_struct(first) and pa.types.is_struct(second) and first.names == second.names:
+        fields = [unified_shape(first.field(i).type, second.field(i).type) for i in range(first.num_fields)]
+        return None if None in fields else pa.struct(list(zip(first.names, fields, strict=True)))
+    if pa.types.is_list(first) and pa.types.is_list(second):
+        item = unified_shape(first.value_type, second.value_type)
+        return None if item is None else pa.list_(item)
+    if pa.types.is_map(first) and pa.types.is_map(second):
+        key, item = unified_shape(first.key_type, second.key_type), unified_shape(first.item_type, second.item_type)
+        return None if key is None or item is None else pa.map_(key, item)
+    return None
 
 
 def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:

@@ -8,7 +8,6 @@ is the only place where events become updates.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 import attrs
@@ -18,7 +17,7 @@ from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.times import is_finite_time
-from statemachines.updates import Update, total_order_key
+from statemachines.updates import Update, sort_by_data
 
 __all__ = [
     "OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "call_deadline", "held_values", "run_key",
@@ -104,7 +103,6 @@ class UpdateColumns:
 
 
 _NEW = tuple.__new__
-_DATA = itemgetter(0)
 
 
 def apply_transition(
@@ -284,14 +282,12 @@ def _order_by_value(updates: list[Update], start: int) -> None:
         try:
             if updates[start + 1][0] < updates[start][0]:
                 updates[start], updates[start + 1] = updates[start + 1], updates[start]
-            return
+            if updates[start][0] <= updates[start + 1][0]:  # (not so beside a NaN)
+                return
         except TypeError:
             pass
     changes = updates[start:]
-    try:
-        changes.sort(key=_DATA)
-    except TypeError:
-        changes.sort(key=lambda u: total_order_key(u[0][1]))
+    sort_by_data(changes)
     updates[start:] = changes
 
 

@@ -32,7 +32,14 @@ from typing import Any
 from statemachines import delta
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
-from statemachines.columns import arrow_array, column_to_python, storage_problem, type_fixed_by
+from statemachines.columns import (
+    arrow_array,
+    column_to_python,
+    fixed_type,
+    shape_of,
+    storage_problem,
+    unified_shape,
+)
 from statemachines.delta import DamagedArrangement, Location, Snapshot
 from statemachines.errors import InvalidArgument
 from statemachines.stored import SMALL_BATCH, WRITE_OPTIONS, StoredBatch, merge_tables
@@ -306,6 +313,7 @@ class PersistedArrangement(Arrangement):
         self._stream: dict[str, Any] | None = None  # a streaming writer's progress
         self._pushed: set[str] = set()  # in a commit: the batches of new updates (see _push)
         self._fixed_types: dict[str, Any] = {}  # "key"/"value" -> its column's type, once an item fixed it
+        self._shapes: dict[str, Any] = {}  # "key"/"value" -> the shape of the items taken while none fixed it
         self._column_types: tuple[Any, dict[str, Any]] = (None, {})  # (schema, column -> its type)
         if _create is None:  # open what looks like an arrangement (or says what it is)
             _create = not delta.present(self.location, (delta.STATE_DIR, delta.LOG_DIR, delta.LEGACY_MANIFEST))
@@ -572,9 +580,15 @@ class PersistedArrangement(Arrangement):
                 )
             return problem
         problem = storage_problem(item)
-        if problem is None:
-            self._fixed_types[column] = type_fixed_by(item)
-        return problem
+        if problem is not None:
+            return problem
+        shape = unified_shape(self._shapes.get(column), shape_of(item))
+        if shape is None:
+            return (f"the value {item!r} cannot be stored: it does not fit the type of the earlier values, "
+                    f"{self._shapes[column]}")
+        self._shapes[column] = shape
+        self._fixed_types[column] = fixed_type(shape)  # none while a field of every value so far is None
+        return None
 
     def _column_type(self, column: str) -> Any:
         """The type of ``column`` ("key" or "value"), once the table or an item fixed

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import itertools
 import math
 import numbers
+import operator
 from collections.abc import Hashable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -35,6 +37,7 @@ __all__ = [
     "is_consolidated",
     "is_diff",
     "require_hashable",
+    "sort_by_data",
     "sort_key_runs",
     "sort_updates",
     "sorted_any",
@@ -275,8 +278,25 @@ def _order_equal_times(updates: list[Update]) -> None:
     for i in range(1, n + 1):
         if i == n or updates[i][1] != updates[start][1]:
             if i - start > 1:
-                updates[start:i] = sorted(updates[start:i], key=_DATA)
+                run = updates[start:i]
+                sort_by_data(run)
+                updates[start:i] = run
             start = i
+
+
+def sort_by_data(updates: list[Any]) -> None:
+    """Sort ``updates`` (``(data, ...)`` tuples) in place by their data: in its natural
+    order where that is a total order, else by :func:`total_order_key` (mixed types;
+    a NaN, which is neither below nor above any number; sets, which order by inclusion),
+    so that the same updates come in the same order whatever order they came in."""
+    try:
+        updates.sort(key=_DATA)
+        data = list(map(_DATA, updates))
+        if all(map(operator.le, data, itertools.islice(data, 1, None))):
+            return
+    except TypeError:
+        pass
+    updates.sort(key=lambda u: total_order_key(u[0]))
 
 
 def consolidate(updates: Iterable[tuple[Any, Any, int]]) -> list[Update]:

@@ -197,6 +197,29 @@ def test_values_no_column_can_hold_are_rejected_up_front_with_a_reason(tmp_path)
     assert [r.event.key for r in later.rejected] == ["e"]
 
 
+odd_values = st.one_of(
+    st.integers(-(2**70), 2**70), st.decimals(allow_nan=False, places=None).filter(lambda d: d.is_finite()),
+    st.timedeltas(), st.times(), st.text(max_size=3), st.binary(max_size=2), st.datetimes(), st.dates(),
+    st.floats(), st.booleans(), st.tuples(st.text(max_size=2), st.one_of(st.none(), st.integers(), st.timedeltas())),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), odd_values), min_size=1, max_size=6))
+def test_any_value_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_factory, rows):
+    """Numbers beyond 64 bits or 38 digits, durations, times of day, text no codec
+    writes, NaN: a run into a persisted arrangement never fails; every event is
+    applied (its value read back from the table) or rejected with a reason."""
+    path = tmp_path_factory.mktemp("odd")
+    events = [(key, value, t) for t, (key, value) in enumerate(rows)]
+    result = run_local(Upsert(), events, into=PersistedArrangement(path))
+    assert all(r.reason == Reason.UNSERIALISABLE_VALUE and r.detail for r in result.rejected)
+    refused = {r.event.time for r in result.rejected}  # (an event's time is its place)
+    applied = [e for e in events if e[2] not in refused]
+    assert result.updates == run_local(Upsert(), applied).updates
+    assert PersistedArrangement.open(path).updates() == result.updates
+
+
 # -- versions -----------------------------------------------------------------------------
 
 

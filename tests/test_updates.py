@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -126,3 +127,17 @@ def test_the_step_refuses_events_that_are_not_below_upto(machine, symbols, below
     last = events[-1].time
     with pytest.raises(InvalidArgument, match=re.escape(f"the last is at time {last!r}")):
         advance_key(machine, "k", frozenset(), events, last - below)
+
+
+orderless = st.one_of(st.just(math.nan), st.integers(-2, 2), st.floats(-2, 2), st.frozensets(st.integers(0, 2), max_size=2))
+
+
+@given(st.lists(st.tuples(st.tuples(st.sampled_from("ab"), orderless), st.integers(0, 2), st.integers(-2, 2)), max_size=12,
+                unique_by=lambda u: (u[0], u[1])), st.randoms())
+def test_updates_sort_the_same_whatever_their_order_with_nan_and_sets(updates, rnd):
+    """NaN is neither below nor above a number and sets order by inclusion: the
+    updates at one time still come in one order, whatever order they came in."""
+    shuffled = list(updates)
+    rnd.shuffle(shuffled)
+    assert sort_updates([Update(*u) for u in shuffled]) == sort_updates([Update(*u) for u in updates])
+    assert consolidate(shuffled) == consolidate(updates)
