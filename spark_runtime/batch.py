@@ -862,8 +862,15 @@ def resolve_value_type(machine: Machine, prepared: Any, into: str | None, value_
     state = None
     if into is not None:
         state, value_type = _arrangement_state(prepared.sparkSession, into, prepared, value_type)
-    value_type = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
-    return value_type, state
+    return _values_type(machine, prepared, value_type), state
+
+
+def _values_type(machine: Machine, prepared: Any, value_type: Any) -> Any:
+    """``value_type`` (a DDL string parsed), else the type the machine declares, else
+    the symbol column's."""
+    if isinstance(value_type, str):
+        value_type = T._parse_datatype_string(value_type)
+    return value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
 
 
 def refuse_unstorable(machine: Machine, prepared: Any, value_type: Any) -> None:
@@ -874,9 +881,7 @@ def refuse_unstorable(machine: Machine, prepared: Any, value_type: Any) -> None:
     Raises:
         InvalidArgument: naming the keys or values and their type.
     """
-    if isinstance(value_type, str):
-        value_type = T._parse_datatype_string(value_type)
-    values = value_type or _machine_value_type(machine, prepared) or prepared.schema["symbol"].dataType
+    values = _values_type(machine, prepared, value_type)
     for role, data_type in (("key", prepared.schema["key"].dataType), ("value", values)):
         if native_paths.holds_an_interval(data_type):
             raise InvalidArgument(

@@ -469,9 +469,8 @@ def _delta_lacks(arrow_type: Any) -> str | None:
         return "duration or time of day (a timedelta or a time); store it as a number (of seconds, say) or as text"
     if pa.types.is_decimal(arrow_type) and arrow_type.precision > 38:
         return "decimal of more than 38 digits; store it as a float or as text"
-    if pa.types.is_map(arrow_type):
-        return _delta_lacks(arrow_type.key_type) or _delta_lacks(arrow_type.item_type)
-    return next(filter(None, (_delta_lacks(arrow_type.field(i).type) for i in range(arrow_type.num_fields))), None)
+    inner = (_delta_lacks(arrow_type.field(i).type) for i in range(arrow_type.num_fields))  # a map's: its entries
+    return next(filter(None, inner), None)
 
 
 @functools.cache
