@@ -18,6 +18,7 @@ is rejected with reason ``late`` (never silently dropped).
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -64,6 +65,8 @@ class LocalRuntime:
     key's values are read back from it, the run starts at its ``upper`` (earlier
     events are late), and every frontier step appends one batch to it. A restarted
     run over the same arrangement continues exactly where the last step ended.
+    ``into`` may also be the path or URI of a persisted arrangement (created if
+    missing).
 
     ``progress``, if given, is called with a :class:`RunProgress` after each
     :meth:`feed`, every few thousand keys of a step, and at the end of each step.
@@ -83,7 +86,7 @@ class LocalRuntime:
         self,
         machine: Machine,
         *,
-        into: Arrangement | None = None,
+        into: Arrangement | str | os.PathLike[str] | None = None,
         value_check: ValueCheck | None = None,
         progress: Progress | None = None,
     ) -> None:
@@ -92,6 +95,7 @@ class LocalRuntime:
                 f"LocalRuntime needs a Machine instance, got {machine!r}; "
                 f"pass an instance such as Upsert(), not the class"
             )
+        into = output_arrangement(into)
         if into is not None:  # what earlier runs into it used up to its upper
             machine = resume_machine(machine, into.notes, into.upper)
         self.machine = machine
@@ -652,7 +656,7 @@ def run_local(
     events: Iterable[Any],
     *,
     frontier: Any = None,
-    into: Arrangement | None = None,
+    into: Arrangement | str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
 ) -> RunResult:
     """Run ``machine`` over ``events`` in one call.
@@ -666,7 +670,8 @@ def run_local(
             complete: everything is processed and every deadline fires (with
             ``into``: up to just past the last event time).
         into: an arrangement to read prior values from and append the output to
-            (see :class:`LocalRuntime`).
+            (see :class:`LocalRuntime`), or the path or URI of a persisted one
+            (created if missing), as ``run_batch`` takes it.
         progress: called with a :class:`RunProgress` as the run goes (after the
             events are fed, then every few thousand keys); for a progress bar,
             ``statemachines.library.progress.ProgressBar``.
@@ -681,6 +686,20 @@ def run_local(
         return runtime.finish()
     step = runtime.advance_to(frontier)
     return attrs.evolve(step, pending=runtime.pending_events())
+
+
+def output_arrangement(into: Any) -> Arrangement | None:
+    """``into`` as an arrangement: one given as it is, a path or URI opened as a
+    :class:`~statemachines.persisted.PersistedArrangement` (created if missing)."""
+    if into is None or isinstance(into, Arrangement):
+        return into
+    if isinstance(into, str | os.PathLike):
+        from statemachines.persisted import PersistedArrangement
+
+        return PersistedArrangement(into)
+    raise InvalidArgument(
+        f"into is an Arrangement or the path of a persisted one, not {type(into).__name__} {into!r:.80}"
+    )
 
 
 EVENT_COLUMNS = ("key", "symbol", "time", "order")

@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statemachines import (
@@ -17,6 +17,7 @@ from statemachines import (
     LocalRuntime,
     Machine,
     MachineError,
+    PersistedArrangement,
     Reason,
     collection_at,
     event_rank,
@@ -408,3 +409,22 @@ def test_a_deadline_that_is_no_finite_time_of_the_events_kind_stops_the_run(due,
     comparing it with the event times."""
     with pytest.raises(MachineError, match=re.escape(says)):
         run_local(_Returning(due), [("ok", "x", 1), ("bad", "y", 2), ("ok", "z", 10)])
+
+
+
+@given(events=sst.events(key=sst.text_keys, symbols=sst.text_values, max_size=20), cut=sst.times)
+@settings(max_examples=25)
+def test_into_a_path_is_the_persisted_arrangement_there_created_then_continued(tmp_path_factory, events, cut):
+    by_path, by_object = (tmp_path_factory.mktemp("into") / "arrangement" for _ in range(2))
+    for part, path in (([e for e in events if e.time < cut], str(by_path)), ([e for e in events if e.time >= cut], by_path)):
+        given_a_path = run_local(Upsert(), part, into=path)
+        given_an_object = run_local(Upsert(), part, into=PersistedArrangement(by_object))
+        assert (given_a_path.updates, given_a_path.rejected) == (given_an_object.updates, given_an_object.rejected)
+    kept = PersistedArrangement.open(by_path)
+    assert kept.updates() == PersistedArrangement.open(by_object).updates()
+    assert sorted(kept.updates()) == sorted(run_local(Upsert(), events).updates)
+
+
+def test_into_something_not_an_arrangement_is_refused_saying_what_it_takes():
+    with pytest.raises(InvalidArgument, match="into is an Arrangement or the path of a persisted one, not dict"):
+        run_local(Upsert(), [("k", 1, 0)], into={})
