@@ -166,7 +166,31 @@ def _utf8(text: str) -> bool:
 
 
 def _nullable(fits: Fits) -> Fits:
-    return lambda v: v is None or fits(v)
+    def check(v: Any) -> bool:  # numpy's scalars: as the Python values they equal
+        return v is None or fits(v) or type(v).__module__ == "numpy" and fits(_python_scalar(v))
+
+    return check
+
+
+def _python_scalar(v: Any) -> Any:
+    """A numpy scalar as the Python value it equals, as a persisted arrangement stores
+    it (``np.int64(5)`` as ``5``, a ``datetime64`` of seconds as a ``datetime``); a
+    ``datetime64`` no ``datetime`` equals (of nanoseconds, or not a time) stays as
+    it is, so that no column of Python values holds it. Anything else as it is.
+
+    >>> import numpy as np
+    >>> _python_scalar(np.int64(5)), _python_scalar(np.datetime64("2024-01-02T03:04:05"))
+    (5, datetime.datetime(2024, 1, 2, 3, 4, 5))
+    """
+    if getattr(v, "ndim", None) != 0 or not hasattr(v, "item"):
+        return v
+    item = v.item()
+    if v.dtype.kind not in "mM":
+        return item
+    if isinstance(item, int):  # a datetime64 or timedelta64 finer than Python's microseconds
+        coarse = v.astype(v.dtype.name.split("[")[0] + "[us]")
+        item = coarse.item() if coarse == v else None
+    return v if item is None else item  # not a time (NaT), or none of Python's
 
 
 REMEMBERED = 65_536
@@ -270,7 +294,7 @@ def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
     if isinstance(item, list | tuple):
         inner = arrow_type.value_type if listed else None
         return [to_arrow_python(x, inner) for x in item]
-    return item
+    return _python_scalar(item) if type(item).__module__ == "numpy" else item
 
 
 def _without_nulls(t: Any) -> Any:
@@ -375,6 +399,9 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
             pass  # dicts among tuples, say: converted one by one below, or refused saying why
     try:
         present = set(map(type, items))
+        if any(kind.__module__ == "numpy" for kind in present):  # as the Python values they equal
+            items = [_python_scalar(x) if type(x).__module__ == "numpy" else x for x in items]
+            present = set(map(type, items))
         if arrow_type is None and tuple in present and present <= {tuple, type(None)}:
             struct = _struct_array(items)
             if struct is not None:
@@ -467,6 +494,8 @@ def _delta_lacks(arrow_type: Any) -> str | None:
 
     if pa.types.is_duration(arrow_type) or pa.types.is_interval(arrow_type) or pa.types.is_time(arrow_type):
         return "duration or time of day (a timedelta or a time); store it as a number (of seconds, say) or as text"
+    if pa.types.is_timestamp(arrow_type) and arrow_type.unit == "ns":
+        return "time finer than microseconds (a numpy datetime64 of nanoseconds); store it as a number or as text"
     if pa.types.is_decimal(arrow_type) and arrow_type.precision > 38:
         return "decimal of more than 38 digits; store it as a float or as text"
     inner = (_delta_lacks(arrow_type.field(i).type) for i in range(arrow_type.num_fields))  # a map's: its entries
@@ -536,7 +565,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     if lacking is not None:
         return f"the value {value!r} cannot be stored: a Delta table holds no {lacking}"
     back = column_to_python(array)[0]
-    if (back,) != (canonical_floats(value),) or type(back) is bool and type(value) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
+    if (back,) != (canonical_floats(value),) or type(back) is bool and type(_python_scalar(value)) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"

@@ -9,12 +9,14 @@ import subprocess
 import sys
 from operator import itemgetter
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import from_dtype
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.delta import table_retention_hours
@@ -201,6 +203,9 @@ odd_values = st.one_of(
     st.integers(-(2**70), 2**70), st.decimals(allow_nan=False, places=None).filter(lambda d: d.is_finite()),
     st.timedeltas(), st.times(), st.text(max_size=3), st.binary(max_size=2), st.datetimes(), st.dates(),
     st.floats(), st.booleans(), st.tuples(st.text(max_size=2), st.one_of(st.none(), st.integers(), st.timedeltas())),
+    st.sampled_from(["int8", "uint64", "float16", "float32", "bool", "M8[D]", "M8[s]", "M8[ns]", "m8[us]"]).flatmap(
+        lambda dtype: from_dtype(np.dtype(dtype))  # numpy's scalars, from arrays and pandas
+    ),
 )
 
 
@@ -208,7 +213,7 @@ odd_values = st.one_of(
 @given(st.lists(st.tuples(st.sampled_from("abcd"), odd_values), min_size=1, max_size=6))
 def test_any_value_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_factory, rows):
     """Numbers beyond 64 bits or 38 digits, durations, times of day, text no codec
-    writes, NaN: a run into a persisted arrangement never fails; every event is
+    writes, NaN, numpy's scalars: a run into a persisted arrangement never fails; every event is
     applied (its value read back from the table) or rejected with a reason."""
     path = tmp_path_factory.mktemp("odd")
     events = [(key, value, t) for t, (key, value) in enumerate(rows)]
@@ -219,6 +224,27 @@ def test_any_value_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_fa
     assert result.updates == run_local(Upsert(), applied).updates
     assert PersistedArrangement.open(path).updates() == result.updates
 
+
+
+@pytest.mark.parametrize(
+    "values, refused",
+    [
+        ([5, np.int64(6), np.uint8(7), np.uint64(2**63)], [3]),  # beyond the int64 column
+        ([np.float32(0.1), 1.5, np.float16(2.5)], []),
+        ([True, np.bool_(False)], []),
+        ([dt.datetime(2024, 1, 1), np.datetime64("2024-01-02T03:04:05"), np.datetime64("2024-01-02T03:04:05.000000001")], [2]),
+        ([np.datetime64("2024-01-02"), dt.date(2024, 1, 3)], []),
+    ],
+    ids=["ints", "floats", "booleans", "timestamps", "dates"],
+)
+def test_numpy_scalars_are_stored_as_the_python_values_they_equal_in_one_column(tmp_path, values, refused):
+    events = [(f"k{i}", value, 0) for i, value in enumerate(values)]
+    result = run_local(Upsert(), events, into=tmp_path)
+    assert [r.event.key for r in result.rejected] == [f"k{i}" for i in refused]
+    assert all(r.reason == Reason.UNSERIALISABLE_VALUE for r in result.rejected)
+    stored = PersistedArrangement.open(tmp_path).snapshot()
+    assert stored == [((f"k{i}", v), 1) for i, v in enumerate(values) if i not in refused]  # equal: np.int64(6) == 6
+    assert all(type(value).__module__ != "numpy" for (_, value), _ in stored)  # read back as Python's
 
 # -- versions -----------------------------------------------------------------------------
 
