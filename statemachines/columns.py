@@ -38,7 +38,7 @@ from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import InvalidArgument
-from statemachines.intake import INT64_MAX, INT64_MIN
+from statemachines.intake import INT64_MAX, INT64_MIN, python_scalar
 from statemachines.records import record_type
 from statemachines.updates import canonical_floats, hashable
 
@@ -166,31 +166,13 @@ def _utf8(text: str) -> bool:
 
 
 def _nullable(fits: Fits) -> Fits:
-    def check(v: Any) -> bool:  # numpy's scalars: as the Python values they equal
-        return v is None or fits(v) or type(v).__module__ == "numpy" and fits(_python_scalar(v))
+    def check(v: Any) -> bool:
+        if v is None or fits(v):
+            return True
+        plain = python_scalar(v)  # numpy's scalars: as the Python values they equal
+        return plain is not v and fits(plain)
 
     return check
-
-
-def _python_scalar(v: Any) -> Any:
-    """A numpy scalar as the Python value it equals, as a persisted arrangement stores
-    it (``np.int64(5)`` as ``5``, a ``datetime64`` of seconds as a ``datetime``); a
-    ``datetime64`` no ``datetime`` equals (of nanoseconds, or not a time) stays as
-    it is, so that no column of Python values holds it. Anything else as it is.
-
-    >>> import numpy as np
-    >>> _python_scalar(np.int64(5)), _python_scalar(np.datetime64("2024-01-02T03:04:05"))
-    (5, datetime.datetime(2024, 1, 2, 3, 4, 5))
-    """
-    if getattr(v, "ndim", None) != 0 or not hasattr(v, "item"):
-        return v
-    item = v.item()
-    if v.dtype.kind not in "mM":
-        return item
-    if isinstance(item, int):  # a datetime64 or timedelta64 finer than Python's microseconds
-        coarse = v.astype(v.dtype.name.split("[")[0] + "[us]")
-        item = coarse.item() if coarse == v else None
-    return v if item is None else item  # not a time (NaT), or none of Python's
 
 
 REMEMBERED = 65_536
@@ -294,7 +276,7 @@ def to_arrow_python(item: Any, arrow_type: Any = None) -> Any:
     if isinstance(item, list | tuple):
         inner = arrow_type.value_type if listed else None
         return [to_arrow_python(x, inner) for x in item]
-    return _python_scalar(item) if type(item).__module__ == "numpy" else item
+    return python_scalar(item)
 
 
 def _without_nulls(t: Any) -> Any:
@@ -400,7 +382,7 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
     try:
         present = set(map(type, items))
         if any(kind.__module__ == "numpy" for kind in present):  # as the Python values they equal
-            items = [_python_scalar(x) if type(x).__module__ == "numpy" else x for x in items]
+            items = [python_scalar(x) for x in items]
             present = set(map(type, items))
         if arrow_type is None and tuple in present and present <= {tuple, type(None)}:
             struct = _struct_array(items)
@@ -565,7 +547,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     if lacking is not None:
         return f"the value {value!r} cannot be stored: a Delta table holds no {lacking}"
     back = column_to_python(array)[0]
-    if (back,) != (canonical_floats(value),) or type(back) is bool and type(_python_scalar(value)) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
+    if (back,) != (canonical_floats(value),) or type(back) is bool and type(python_scalar(value)) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"

@@ -83,11 +83,25 @@ def order_kind(order: Any) -> str | None:
     return None
 
 
-def _is_numpy_number(item: Any) -> bool:
-    """Whether ``item`` is a NumPy integer, float or bool scalar (``df["t"].to_numpy()``
-    hands them out), without importing NumPy."""
-    dtype = getattr(item, "dtype", None)
-    return dtype is not None and type(item).__module__ == "numpy" and dtype.kind in "iufb"
+def python_scalar(item: Any) -> Any:
+    """A NumPy scalar (``df["t"].to_numpy()`` hands them out) as the Python value it
+    equals: ``np.int64(5)`` as ``5``, a ``datetime64`` of seconds as a ``datetime``, of
+    days as a ``date``; a ``datetime64`` no Python value equals (of nanoseconds, or
+    ``NaT``) as it is. Anything else as it is; NumPy is not imported.
+
+    >>> import numpy as np
+    >>> python_scalar(np.int64(5)), python_scalar(np.datetime64("2024-01-02T03:04:05"))
+    (5, datetime.datetime(2024, 1, 2, 3, 4, 5))
+    """
+    if type(item).__module__ != "numpy" or getattr(item, "ndim", None) != 0:
+        return item
+    plain = item.item()
+    if item.dtype.kind not in "mM":
+        return plain
+    if isinstance(plain, int):  # a datetime64 or timedelta64 finer than Python's microseconds
+        coarse = item.astype(item.dtype.name.split("[")[0] + "[us]")
+        plain = coarse.item() if coarse == item else None
+    return item if plain is None else plain
 
 
 def _is_pandas_missing(item: Any) -> bool:
@@ -181,8 +195,8 @@ class Intake:
         if type(time) is not self._time_type or (
             zoned is not None and (getattr(time, "tzinfo", None) is not None) is not zoned
         ):
-            if _is_numpy_number(time):  # from a NumPy array: as Python's
-                time = time.item()
+            if type(time).__module__ == "numpy":  # from a NumPy array: as Python's
+                time = python_scalar(time)
                 event = _NEW(Event, (event[0], event[1], time, event[3]))
             problem = self._time_problem(event)
             if problem is not None:
@@ -203,8 +217,8 @@ class Intake:
             )
         order = event[3]
         if order is not None and (type(order) is not self._order_type or isinstance(order, float | tuple)):  # a record too
-            if _is_numpy_number(order):  # from a NumPy array: as Python's
-                event = _NEW(Event, (event[0], event[1], event[2], order.item()))
+            if type(order).__module__ == "numpy":  # from a NumPy array: as Python's
+                event = _NEW(Event, (event[0], event[1], event[2], python_scalar(order)))
             elif _is_pandas_missing(order):
                 event = _NEW(Event, (event[0], event[1], event[2], None))
             problem = None if event[3] is None else self._order_problem(event)

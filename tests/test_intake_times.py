@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -101,28 +102,37 @@ def test_spark_batch_rejects_the_greatest_time_as_the_local_runtime_does(spark, 
     assert result.published and result.upper is not None
 
 
-@given(
-    rows=st.lists(
-        st.tuples(
-            st.sampled_from(["a", "b"]),
-            st.sampled_from([1.5, 2.0, math.nan]),
-            st.integers(0, 6),
-            st.integers(0, 2),
-        ),
-        max_size=15,
+NUMPY_TIMES = {  # a NumPy time kind: the NumPy and the Python time of a whole number
+    "int64": (lambda t: np.int64(t), lambda t: t),
+    "float64": (lambda t: np.float64(t), float),
+    "datetime64[s]": (
+        lambda t: np.datetime64("2024-01-01T00:00:00") + np.timedelta64(t, "s"),
+        lambda t: dt.datetime(2024, 1, 1) + dt.timedelta(seconds=t),
     ),
-    float_times=st.booleans(),
-)
-def test_numpy_numbers_run_as_the_python_numbers_they_hold(rows, float_times, tmp_path_factory):
-    """Events from NumPy arrays (``zip(*(df[c].to_numpy() for c in ...))``) hold NumPy
-    scalars: int64 or float64 times and orders, float64 readings (NaN among them). They
-    run as the Python numbers they hold, in memory and into a persisted arrangement,
-    whose state must record its upper as a plain number."""
-    import numpy as np
+    "datetime64[D]": (lambda t: np.datetime64("2024-01-01") + np.timedelta64(t, "D"), lambda t: dt.date(2024, 1, 1) + dt.timedelta(t)),
+}
+NUMPY_VALUES = {  # a NumPy value kind: each of three readings as NumPy and as Python
+    "float64": (np.float64, [1.5, 2.0, math.nan]),
+    "int64": (np.int64, [1, 2, -3]),
+    "bool": (np.bool_, [True, False, True]),
+    "datetime64[s]": (np.datetime64, ["2024-01-01T00:00:00", "2024-01-02T03:04:05", "1970-01-01T00:00:00"]),
+}
 
-    time_type = np.float64 if float_times else np.int64
-    numpy_rows = [(k, np.float64(v), time_type(t), np.int64(o)) for k, v, t, o in rows]
-    python_rows = [(k, v, float(t) if float_times else t, o) for k, v, t, o in rows]
+
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), st.integers(0, 6), st.integers(0, 2)), max_size=15),
+    time_kind=st.sampled_from(sorted(NUMPY_TIMES)),
+    value_kind=st.sampled_from(sorted(NUMPY_VALUES)),
+)
+def test_numpy_scalars_run_as_the_python_values_they_hold(rows, time_kind, value_kind, tmp_path_factory):
+    """Events from NumPy arrays (``zip(*(df[c].to_numpy() for c in ...))``) hold NumPy
+    scalars: int64, float64 or datetime64 times, int64 orders, readings of several
+    kinds (NaN among them). They run as the Python values they hold, in memory and
+    into a persisted arrangement, whose state must record its upper as a plain time."""
+    numpy_time, python_time = NUMPY_TIMES[time_kind]
+    numpy_value, readings = NUMPY_VALUES[value_kind]
+    numpy_rows = [(k, numpy_value(readings[v]), numpy_time(t), np.int64(o)) for k, v, t, o in rows]
+    python_rows = [(k, numpy_value(readings[v]).item(), python_time(t), o) for k, v, t, o in rows]
     assert run_local(Upsert(), numpy_rows).updates == run_local(Upsert(), python_rows).updates
     stored = {}
     for name, events in (("numpy", numpy_rows), ("python", python_rows)):
