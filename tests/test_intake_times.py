@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statemachines import Arrangement, PersistedArrangement, consolidate, run_local
+from statemachines import Arrangement, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.library import Upsert
 from tests.machines import Tags
 
@@ -100,6 +100,24 @@ def test_spark_batch_rejects_the_greatest_time_as_the_local_runtime_does(spark, 
         (r.event.key, r.reason.value, r.detail) for r in local.rejected
     )
     assert result.published and result.upper is not None
+
+
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from("xyz"), st.integers(0, 4), st.integers(0, 2)), max_size=12))
+def test_pandas_times_finer_than_a_microsecond_are_rejected_on_every_output(rows, tmp_path_factory):
+    """A persisted arrangement, as Spark and Delta, keeps times to the microsecond:
+    two pandas Timestamps a nanosecond apart would be one time there. Such a time is
+    rejected as bad_time, in memory as into an arrangement; the other events run as if alone."""
+    import pandas as pd
+
+    events = [(k, v, pd.Timestamp("2024-01-01") + pd.Timedelta(microseconds=us, nanoseconds=ns)) for k, v, us, ns in rows]
+    kept = [e for e, row in zip(events, rows, strict=True) if row[3] == 0]
+    alone = run_local(Upsert(), kept).updates
+    target = PersistedArrangement(tmp_path_factory.mktemp("ns"))
+    for result in (run_local(Upsert(), events), run_local(Upsert(), events, into=target)):
+        assert [tuple(r.event)[:3] for r in result.rejected] == [e for e in events if e not in kept]
+        assert all(r.reason == Reason.BAD_TIME and "microsecond" in r.detail for r in result.rejected)
+        assert result.updates == alone
+    assert PersistedArrangement.open(target.path).updates() == alone
 
 
 NUMPY_TIMES = {  # a NumPy time kind: the NumPy and the Python time of a whole number
