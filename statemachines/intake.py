@@ -211,7 +211,7 @@ class Intake:
                 return Rejected(event, Reason.BAD_TIME, f"time {time!r} is not a finite number")
         elif isinstance(time, _dt.date) and time.year == _dt.MAXYEAR and is_greatest(time):
             return Rejected(event, Reason.BAD_TIME, greatest_detail(time))
-        elif type(time) is not _dt.datetime and getattr(time, "nanosecond", 0):  # pandas' Timestamp
+        elif type(time) is not _dt.datetime and getattr(time, "nanosecond", None):  # pandas' Timestamp
             return Rejected(
                 event, Reason.BAD_TIME, f"time {time!r} is finer than a microsecond: times are kept to the "
                 f"microsecond, as Spark's timestamps and Delta tables hold them (round it, or use a number)"
