@@ -107,7 +107,7 @@ def _fits(t: Any) -> Fits:
     if types.is_binary(t) or types.is_large_binary(t):
         return nullable(lambda v: isinstance(v, bytes | bytearray))
     if types.is_decimal(t):
-        return nullable(lambda v: type(v) is not bool and isinstance(v, decimal.Decimal | int))
+        return nullable(functools.partial(_fits_decimal, t.precision, t.scale))
     if types.is_struct(t):
         return nullable(_struct_fits(t))
     if types.is_list(t) or types.is_large_list(t):
@@ -136,6 +136,22 @@ def _fits_floating(bits: int, value: Any) -> bool:
         return struct.unpack(narrow, struct.pack(narrow, number))[0] == number
     except OverflowError:  # beyond the narrow float's range
         return False
+
+
+def _fits_decimal(precision: int, scale: int, value: Any) -> bool:
+    """Whether ``value`` is a number a ``decimal(precision, scale)`` column holds
+    exactly: no more digits after the point than ``scale`` (but zeros), nor before
+    it than ``precision - scale`` (``10`` does not fit ``decimal(38, 37)``)."""
+    if type(value) is bool or not isinstance(value, decimal.Decimal | int):
+        return False
+    number = decimal.Decimal(value)
+    if not number.is_finite():
+        return False
+    try:
+        held = number.quantize(decimal.Decimal(1).scaleb(-scale), context=decimal.Context(prec=precision))
+    except decimal.InvalidOperation:  # more digits than the column's precision
+        return False
+    return held == number
 
 
 _fits_by_identity: dict[int, tuple[Any, Fits]] = {}  # id -> (type, check): no hashing of the type
@@ -546,8 +562,12 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     lacking = _delta_lacks(array.type)
     if lacking is not None:
         return f"the value {value!r} cannot be stored: a Delta table holds no {lacking}"
-    back = column_to_python(array)[0]
-    if (back,) != (canonical_floats(value),) or type(back) is bool and type(python_scalar(value)) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
+    try:
+        back = column_to_python(array)[0]
+    except (OverflowError, ValueError) as exc:  # a numpy date of the year 0, say
+        return f"the value {value!r} would read back as no Python value ({exc}); store it as a number or as text"
+    plain = python_scalar(value)  # (numpy's do not compare with every Python number: np.int8(0) == Decimal(0) raises)
+    if (back,) != (canonical_floats(plain),) or type(back) is bool and type(plain) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"

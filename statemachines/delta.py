@@ -26,6 +26,7 @@ on S3 with the same settings (:func:`location`).
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import json
 import os
 import time as _time
@@ -664,8 +665,11 @@ def _min_max(metadata: Any) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    """A statistic as the log's JSON holds it; ``TypeError`` for one it records none
+    of: bytes (as delta-rs), decimals (a float near the bound would mislead a reader
+    skipping files by it)."""
+    if isinstance(value, bytes | decimal.Decimal):
+        raise TypeError(f"no statistics of {type(value).__name__} columns")
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value

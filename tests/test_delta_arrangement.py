@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 import math
 import subprocess
@@ -14,13 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import from_dtype
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.delta import table_retention_hours
 from statemachines.events import Event, Rejected
+from statemachines.intake import python_scalar
 from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check, rejected_table
 from statemachines.stored import merge_tables
@@ -211,6 +213,8 @@ odd_values = st.one_of(
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from("abcd"), odd_values), min_size=1, max_size=6))
+@example([("a", decimal.Decimal("9.99E-19")), ("a", 10)])  # decimal(38, 37) has one digit before the point
+@example([("a", np.datetime64("0000-12-31"))])  # a date of no Python date
 def test_any_value_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_factory, rows):
     """Numbers beyond 64 bits or 38 digits, durations, times of day, text no codec
     writes, NaN, numpy's scalars: a run into a persisted arrangement never fails; every event is
@@ -222,7 +226,36 @@ def test_any_value_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_fa
     refused = {r.event.time for r in result.rejected}  # (an event's time is its place)
     applied = [e for e in events if e[2] not in refused]
     assert result.updates == run_local(Upsert(), applied).updates
-    assert PersistedArrangement.open(path).updates() == result.updates
+    assert PersistedArrangement.open(path).updates() == python_updates(result.updates)
+
+
+def python_updates(updates):
+    """The updates, numpy's scalars in them as the Python values they equal (a numpy
+    integer and a Decimal do not compare: ``np.int8(0) == Decimal(0)`` raises)."""
+    return [((python_scalar(k), python_scalar(v)), t, d) for (k, v), t, d in updates]
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=40, deadline=None)
+@given(st.lists(st.tuples(odd_values, st.sampled_from("vw")), min_size=1, max_size=6))
+@example([(decimal.Decimal("1.5"), "v")])  # no file statistics of a decimal key
+@example([(decimal.Decimal("1"), "v"), (np.int8(0), "v")])  # which compare only as Python's
+def test_any_key_is_stored_and_read_back_or_rejected_with_a_reason(tmp_path_factory, rows):
+    """As values, so keys: every event is applied or rejected with a reason, its key
+    read back and looked up; delta-rs reads the table and its file statistics."""
+    path = tmp_path_factory.mktemp("odd")
+    events = [(key, value, t) for t, (key, value) in enumerate(rows)]
+    result = run_local(Upsert(), events, into=PersistedArrangement(path))
+    assert all(r.reason == Reason.BAD_KEY and r.detail for r in result.rejected)
+    refused = {r.event.time for r in result.rejected}
+    applied = [e for e in events if e[2] not in refused]
+    assert result.updates == run_local(Upsert(), applied).updates
+    stored = PersistedArrangement.open(path)
+    assert stored.updates() == python_updates(result.updates)
+    assert all(stored.values(key) == {value} for (key, value), _ in stored.snapshot())
+    if result.updates:  # (a run that takes no event commits nothing)
+        table = DeltaTable(str(path))
+        assert table.to_pyarrow_table().num_rows == len(result.updates)
+        assert table.get_add_actions(flatten=True).num_rows >= 1
 
 
 
