@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import json
+import math
 import os
 import time as _time
 import uuid
@@ -625,7 +626,7 @@ def data_file(loc: Location, relative: str, data_change: bool = True) -> Any:
     metadata = pq.ParquetFile(loc.path(relative), filesystem=loc.filesystem).metadata
     stats = {"numRecords": metadata.num_rows, **_min_max(metadata)}
     return AddAction(
-        relative, info.size, {}, int((info.mtime_ns or _time.time_ns()) // 1_000_000), data_change, json.dumps(stats)
+        relative, info.size, {}, int((info.mtime_ns or _time.time_ns()) // 1_000_000), data_change, json.dumps(stats, allow_nan=False)
     )
 
 
@@ -667,9 +668,9 @@ def _min_max(metadata: Any) -> dict[str, Any]:
 def _jsonable(value: Any) -> Any:
     """A statistic as the log's JSON holds it; ``TypeError`` for one it records none
     of: bytes (as delta-rs), decimals (a float near the bound would mislead a reader
-    skipping files by it)."""
-    if isinstance(value, bytes | decimal.Decimal):
-        raise TypeError(f"no statistics of {type(value).__name__} columns")
+    skipping files by it), an infinity (JSON has none: ``Infinity`` is not JSON)."""
+    if isinstance(value, bytes | decimal.Decimal) or isinstance(value, float) and not math.isfinite(value):
+        raise TypeError(f"no statistics of {value!r}")
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
