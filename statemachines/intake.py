@@ -195,8 +195,9 @@ class Intake:
         if type(time) is not self._time_type or (
             zoned is not None and (getattr(time, "tzinfo", None) is not None) is not zoned
         ):
-            if type(time).__module__ == "numpy":  # from a NumPy array: as Python's
-                time = python_scalar(time)
+            plain = python_scalar(time)  # from a NumPy array: as Python's
+            if plain is not time:
+                time = plain
                 event = _NEW(Event, (event[0], event[1], time, event[3]))
             problem = self._time_problem(event)
             if problem is not None:
@@ -222,8 +223,9 @@ class Intake:
             )
         order = event[3]
         if order is not None and (type(order) is not self._order_type or isinstance(order, float | tuple)):  # a record too
-            if type(order).__module__ == "numpy":  # from a NumPy array: as Python's
-                event = _NEW(Event, (event[0], event[1], event[2], python_scalar(order)))
+            plain = python_scalar(order)  # from a NumPy array: as Python's
+            if plain is not order:
+                event = _NEW(Event, (event[0], event[1], event[2], plain))
             elif _is_pandas_missing(order):
                 event = _NEW(Event, (event[0], event[1], event[2], None))
             problem = None if event[3] is None else self._order_problem(event)
