@@ -144,14 +144,14 @@ def _fits_decimal(precision: int, scale: int, value: Any) -> bool:
     it than ``precision - scale`` (``10`` does not fit ``decimal(38, 37)``)."""
     if type(value) is bool or not isinstance(value, decimal.Decimal | int):
         return False
-    number = decimal.Decimal(value)
-    if not number.is_finite():
+    if isinstance(value, int):
+        return abs(value) < 10 ** (precision - scale)
+    if not value.is_finite():
         return False
-    try:
-        held = number.quantize(decimal.Decimal(1).scaleb(-scale), context=decimal.Context(prec=precision))
-    except decimal.InvalidOperation:  # more digits than the column's precision
-        return False
-    return held == number
+    if value.is_zero():
+        return True
+    _, denominator = value.as_integer_ratio()  # 2**a * 5**b: it has no more than max(a, b) places
+    return value.adjusted() < precision - scale and 10**scale % denominator == 0
 
 
 _fits_by_identity: dict[int, tuple[Any, Fits]] = {}  # id -> (type, check): no hashing of the type

@@ -3,6 +3,8 @@ converted one by one, and both read back as they were."""
 
 from __future__ import annotations
 
+import decimal
+
 import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
@@ -72,6 +74,22 @@ def test_a_value_is_storable_exactly_when_arrow_stores_it_and_reads_it_back_equa
         one_by_one = pa.array([to_arrow_python(v, found_type) for v in storable], found_type)
         assert repr(built.to_pylist()) == repr(one_by_one.to_pylist())  # as text: Arrow's equality takes NaN as unequal
         assert column_to_python(arrow_array(storable, found_type)) == [canonical_floats(v) for v in storable]
+
+
+decimal_numbers = st.one_of(
+    st.integers(-(10**40), 10**40),
+    st.decimals(allow_nan=True, places=None),
+    st.tuples(st.integers(-(10**45), 10**45), st.integers(-50, 5)).map(lambda ce: decimal.Decimal(ce[0]).scaleb(ce[1])),
+)
+
+
+@given(st.integers(1, 38).flatmap(lambda p: st.tuples(st.just(p), st.integers(0, p))), st.lists(decimal_numbers, max_size=8))
+def test_a_number_fits_a_decimal_column_exactly_when_arrow_stores_it_and_reads_it_back_equal(precision_scale, numbers):
+    """Digits beyond the scale (not zeros) or before the point beyond precision - scale
+    do not fit: 10 fits no decimal(38, 37) column, 1.50 any of scale 1 or more."""
+    column = pa.decimal128(*precision_scale)
+    for number in numbers:
+        assert (storage_problem(number, column) is None) == _stores(number, column), number
 
 
 @given(st.lists(st.one_of(st.none(), st.lists(st.tuples(st.text(max_size=2), st.integers(-3, 3)), max_size=3)), min_size=1),
