@@ -578,28 +578,35 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
 _PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)
 
 
+@functools.cache
+def _is_named_tuple(kind: Any) -> bool:
+    """Whether ``kind`` is a NamedTuple class (a record), no other tuple subclass."""
+    return issubclass(kind, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make")
+
+
 _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity (see _remembered)
 
 
 def _plain(value: Any) -> bool:
     """A value that surely reads back equal: a plain scalar (an integer within 64
-    bits), or a non-empty tuple of them (a NaN reads back as ``math.nan``, a -0.0 as
-    0.0, equal under :func:`canonical_floats`)."""
-    if type(value) is tuple:
+    bits), or a non-empty tuple or NamedTuple of them (a NaN reads back as
+    ``math.nan``, a -0.0 as 0.0, equal under :func:`canonical_floats`; a NamedTuple
+    as a record of its fields)."""
+    if type(value) is tuple or _is_named_tuple(type(value)):
         if _plain_seen.get(id(value)) is value:
             return True
         if not value:
             return False
         for item in value:  # one call per tuple, not per item
             kind = type(item)
-            if kind is tuple:
-                if not _plain(item):
-                    return False
-            elif kind is int:
+            if kind is int:
                 if not INT64_MIN <= item <= INT64_MAX:
                     return False
             elif kind is str:
                 if not item.isascii() and not _utf8(item):
+                    return False
+            elif kind is tuple or _is_named_tuple(kind):
+                if not _plain(item):
                     return False
             elif item is not None and kind not in _PLAIN:
                 return False

@@ -138,7 +138,7 @@ def canonical_floats(item: Any) -> Any:
         return _canonical_float(item)
     if kind is str or kind is int or item is None:
         return item
-    if isinstance(item, float):  # a float of another type: NumPy's float64
+    if isinstance(item, float) or _numpy_float(item):  # NumPy's float64 (a float), float32, float16
         return _canonical_float(item)
     if not isinstance(item, tuple) or not _holds_odd_float(item):
         return item
@@ -174,9 +174,14 @@ def _holds_odd_float(items: tuple[Any, ...]) -> bool:
         elif kind is decimal.Decimal:
             if item.is_nan():
                 return True
-        elif isinstance(item, float) and _odd_float(item):  # a float of another type: NumPy's
+        elif (isinstance(item, float) or _numpy_float(item)) and _odd_float(item):  # NumPy's
             return True
     return False
+
+
+def _numpy_float(item: Any) -> bool:
+    """Whether ``item`` is a NumPy float that is no Python float (float32, float16)."""
+    return type(item).__module__ == "numpy" and getattr(item, "dtype", None) is not None and item.dtype.kind == "f"
 
 
 def holds_decimal_nan(item: Any) -> bool:

@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 from operator import itemgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -201,10 +202,26 @@ def test_values_no_column_can_hold_are_rejected_up_front_with_a_reason(tmp_path)
     assert [r.event.key for r in later.rejected] == ["e"]
 
 
+class Reading(NamedTuple):
+    name: str
+    amount: Any
+
+
+class Tagged(NamedTuple):
+    reading: Reading | None
+    tags: tuple
+
+
+odd_scalars = st.one_of(
+    st.none(), st.integers(-(2**70), 2**70), st.floats(), st.booleans(), st.timedeltas(), st.text(max_size=2),
+    st.datetimes(timezones=st.none() | st.just(dt.UTC)),
+)
+readings = st.builds(Reading, st.text(max_size=2), odd_scalars)
 odd_values = st.one_of(
     st.integers(-(2**70), 2**70), st.decimals(allow_nan=False, places=None).filter(lambda d: d.is_finite()),
     st.timedeltas(), st.times(), st.text(max_size=3), st.binary(max_size=2), st.datetimes(), st.dates(),
     st.floats(), st.booleans(), st.tuples(st.text(max_size=2), st.one_of(st.none(), st.integers(), st.timedeltas())),
+    readings, st.builds(Tagged, st.none() | readings, st.tuples(odd_scalars)),  # records, as CDC rows are
     st.sampled_from(["int8", "uint64", "float16", "float32", "bool", "M8[D]", "M8[s]", "M8[ns]", "m8[us]"]).flatmap(
         lambda dtype: from_dtype(np.dtype(dtype))  # numpy's scalars, from arrays and pandas
     ),

@@ -2,7 +2,7 @@
 
 A key's NaN reading repeated is no change, a NaN key is one key, and NaN values
 store and read back, wherever the NaN came from (each event here makes its own
-``float("nan")`` object). Checked against a model: the same run with NaN replaced by
+``float("nan")`` object, or NumPy's). Checked against a model: the same run with NaN replaced by
 a stand-in float no event uses, which is one value by construction.
 """
 
@@ -12,6 +12,7 @@ import math
 import pickle
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
@@ -30,7 +31,7 @@ STAND_IN = math.inf  # no event below uses it; like NaN, it ranks after every nu
 
 def nan_as(item, stand_in):
     """``item`` with every NaN in it (at any depth of tuples) replaced by ``stand_in``."""
-    if isinstance(item, float) and math.isnan(item):
+    if isinstance(item, float | np.floating) and math.isnan(item):
         return stand_in
     if isinstance(item, tuple):
         parts = [nan_as(part, stand_in) for part in item]
@@ -57,7 +58,9 @@ def as_text(updates):
     return sorted(repr(tuple(u)) for u in updates)
 
 
-fresh_nan = st.builds(float, st.just("nan"))  # a NaN object of its own per draw
+fresh_nan = st.sampled_from([float, np.float32, np.float16]).flatmap(  # a NaN object of its own per draw,
+    lambda kind: st.builds(kind, st.just("nan"))  # of Python's or NumPy's (from to_numpy() arrays)
+)
 readings = st.sampled_from([1.0, 2.0]) | fresh_nan
 keys = st.sampled_from([1.5, 2.5]) | fresh_nan
 upserts = st.lists(st.tuples(keys, readings, st.integers(0, 6)), max_size=25)
