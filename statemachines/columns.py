@@ -578,10 +578,15 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
 _PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)
 
 
-@functools.cache
-def _is_named_tuple(kind: Any) -> bool:
+_named_tuples: dict[type, bool] = {}  # a class -> whether it is a NamedTuple
+
+
+def _is_named_tuple(kind: type) -> bool:
     """Whether ``kind`` is a NamedTuple class (a record), no other tuple subclass."""
-    return issubclass(kind, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make")
+    found = _named_tuples.get(kind)
+    if found is None:
+        found = _named_tuples[kind] = issubclass(kind, tuple) and hasattr(kind, "_fields") and hasattr(kind, "_make")
+    return found
 
 
 _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity (see _remembered)
