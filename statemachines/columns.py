@@ -551,7 +551,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     """
     if arrow_type is not None and not _fits_of(arrow_type)(value):
         return f"the value {value!r} cannot be stored: it does not fit the column type {arrow_type}"
-    if _plain(value):
+    if _plain(value, _PLAIN if arrow_type is None else _FITTED, _plain_seen if arrow_type is None else _fitted_seen):
         return None
     try:
         array = arrow_array([value], arrow_type)
@@ -576,6 +576,9 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
 
 
 _PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)
+_FITTED = (*_PLAIN, decimal.Decimal, bool)
+"""Plain once a value fits a column's type: a decimal that fits its precision and
+scale, a boolean its boolean column (never an integer one), read back equal."""
 
 
 _named_tuples: dict[type, bool] = {}  # a class -> whether it is a NamedTuple
@@ -590,15 +593,16 @@ def _is_named_tuple(kind: type) -> bool:
 
 
 _plain_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain, by identity (see _remembered)
+_fitted_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain once they fit a column
 
 
-def _plain(value: Any) -> bool:
+def _plain(value: Any, kinds: tuple[type, ...] = _PLAIN, seen: dict[int, Any] = _plain_seen) -> bool:
     """A value that surely reads back equal: a plain scalar (an integer within 64
-    bits), or a non-empty tuple or NamedTuple of them (a NaN reads back as
-    ``math.nan``, a -0.0 as 0.0, equal under :func:`canonical_floats`; a NamedTuple
-    as a record of its fields)."""
+    bits; one of ``kinds``), or a non-empty tuple or NamedTuple of them (a NaN reads
+    back as ``math.nan``, a -0.0 as 0.0, equal under :func:`canonical_floats`; a
+    NamedTuple as a record of its fields). Tuples found plain are kept in ``seen``."""
     if type(value) is tuple or _is_named_tuple(type(value)):
-        if _plain_seen.get(id(value)) is value:
+        if seen.get(id(value)) is value:
             return True
         if not value:
             return False
@@ -611,16 +615,16 @@ def _plain(value: Any) -> bool:
                 if not item.isascii() and not _utf8(item):
                     return False
             elif kind is tuple or _is_named_tuple(kind):
-                if not _plain(item):
+                if not _plain(item, kinds, seen):
                     return False
-            elif item is not None and kind not in _PLAIN:
+            elif item is not None and kind not in kinds:
                 return False
-        if len(_plain_seen) >= REMEMBERED:
-            _plain_seen.clear()
-        _plain_seen[id(value)] = value  # plain items only: immutable all through
+        if len(seen) >= REMEMBERED:
+            seen.clear()
+        seen[id(value)] = value  # plain items only: immutable all through
         return True
     if type(value) is int:
         return INT64_MIN <= value <= INT64_MAX
     if type(value) is str:
         return value.isascii() or _utf8(value)
-    return value is None or type(value) in _PLAIN
+    return value is None or type(value) in kinds
