@@ -38,9 +38,9 @@ from operator import itemgetter
 from typing import Any
 
 from statemachines.errors import InvalidArgument
-from statemachines.intake import INT64_MAX, INT64_MIN, python_scalar
+from statemachines.intake import INT64_MAX, INT64_MIN
 from statemachines.records import record_type
-from statemachines.updates import canonical_floats, hashable
+from statemachines.updates import canonical_floats, hashable, python_scalar
 
 __all__ = [
     "arrow_array",

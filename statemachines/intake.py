@@ -37,7 +37,7 @@ from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.updates import canonical_floats, holds_decimal_nan
+from statemachines.updates import canonical_floats, holds_decimal_nan, python_scalar
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
@@ -81,27 +81,6 @@ def order_kind(order: Any) -> str | None:
             return None
         return f"tuple({','.join(kinds)})"  # type: ignore[arg-type]
     return None
-
-
-def python_scalar(item: Any) -> Any:
-    """A NumPy scalar (``df["t"].to_numpy()`` hands them out) as the Python value it
-    equals: ``np.int64(5)`` as ``5``, a ``datetime64`` of seconds as a ``datetime``, of
-    days as a ``date``; a ``datetime64`` no Python value equals (of nanoseconds, of
-    the year 0, or ``NaT``) as it is. Anything else as it is; NumPy is not imported.
-
-    >>> import numpy as np
-    >>> python_scalar(np.int64(5)), python_scalar(np.datetime64("2024-01-02T03:04:05"))
-    (5, datetime.datetime(2024, 1, 2, 3, 4, 5))
-    """
-    if type(item).__module__ != "numpy" or getattr(item, "ndim", None) != 0:
-        return item
-    plain = item.item()
-    if item.dtype.kind not in "mM":
-        return plain
-    if isinstance(plain, int):  # a datetime64 or timedelta64 finer than Python's microseconds
-        coarse = item.astype(item.dtype.name.split("[")[0] + "[us]")
-        plain = coarse.item() if coarse == item else None
-    return item if plain is None or isinstance(plain, int) else plain  # NaT, finer, or beyond Python's years
 
 
 def _is_pandas_missing(item: Any) -> bool:

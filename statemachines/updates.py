@@ -36,6 +36,7 @@ __all__ = [
     "holds_decimal_nan",
     "is_consolidated",
     "is_diff",
+    "python_scalar",
     "require_hashable",
     "sort_by_data",
     "sort_key_runs",
@@ -144,6 +145,27 @@ def canonical_floats(item: Any) -> Any:
         return item
     items = [canonical_floats(part) for part in item]
     return item._make(items) if hasattr(item, "_make") else tuple(items)
+
+
+def python_scalar(item: Any) -> Any:
+    """A NumPy scalar (``df["t"].to_numpy()`` hands them out) as the Python value it
+    equals: ``np.int64(5)`` as ``5``, a ``datetime64`` of seconds as a ``datetime``, of
+    days as a ``date``; a ``datetime64`` no Python value equals (of nanoseconds, of
+    the year 0, or ``NaT``) as it is. Anything else as it is; NumPy is not imported.
+
+    >>> import numpy as np
+    >>> python_scalar(np.int64(5)), python_scalar(np.datetime64("2024-01-02T03:04:05"))
+    (5, datetime.datetime(2024, 1, 2, 3, 4, 5))
+    """
+    if type(item).__module__ != "numpy" or getattr(item, "ndim", None) != 0:
+        return item
+    plain = item.item()
+    if item.dtype.kind not in "mM":
+        return plain
+    if isinstance(plain, int):  # a datetime64 or timedelta64 finer than Python's microseconds
+        coarse = item.astype(item.dtype.name.split("[")[0] + "[us]")
+        plain = coarse.item() if coarse == item else None
+    return item if plain is None or isinstance(plain, int) else plain  # NaT, finer, or beyond Python's years
 
 
 def _canonical_float(item: Any) -> Any:

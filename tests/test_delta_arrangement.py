@@ -23,10 +23,10 @@ from hypothesis.extra.numpy import from_dtype
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.delta import table_retention_hours
 from statemachines.events import Event, Rejected
-from statemachines.intake import python_scalar
 from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import DamagedArrangement, check, rejected_table
 from statemachines.stored import merge_tables
+from statemachines.updates import python_scalar
 from tests import strategies as sst
 from tests.delta_reader import (
     commit_times,
