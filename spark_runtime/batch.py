@@ -268,7 +268,7 @@ def refuse_unmet_subtypes(machine: Machine, prepared: Any) -> None:
 
 def prepare_events(events: Any, columns: EventColumns) -> Any:
     """Select and rename the event columns to ``key, symbol, time, order``, every
-    ``-0.0`` in a key or symbol made ``0.0`` (:func:`~statemachines.updates.canonical_floats`).
+    ``-0.0`` in a key or symbol made ``0.0`` (:func:`~statemachines.updates.canonical`).
 
     Raises:
         InvalidArgument: a named column is missing, or the time column's type is

@@ -234,7 +234,7 @@ _FLOATS = (T.FloatType, T.DoubleType)
 
 def canonical_zeros(column: Any, data_type: Any) -> Any:
     """``column`` with every ``-0.0`` in it, at any depth of structs and arrays, made
-    ``0.0``, as :func:`~statemachines.updates.canonical_floats` makes a key or symbol
+    ``0.0``, as :func:`~statemachines.updates.canonical` makes a key or symbol
     (Spark groups the two as one, Arrow does not); ``column`` itself if its values
     hold no float."""
     if isinstance(data_type, _FLOATS):

@@ -42,7 +42,7 @@ from statemachines._gc import gc_paused
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, show_time
 from statemachines.errors import InvalidArgument
 from statemachines.times import is_time, time_kind
-from statemachines.updates import Update, canonical_floats, is_diff, sort_updates, total_order_key
+from statemachines.updates import Update, canonical, is_diff, sort_updates, total_order_key
 
 __all__ = ["REPLAY_WINDOW", "Arrangement", "Batch", "HistoryRow", "ReadHandle"]
 
@@ -521,10 +521,10 @@ class Arrangement:
 
     def get(self, key: Any, as_of: Any = None) -> dict[Any, int]:
         """``key``'s values with their multiplicities as of ``as_of`` (default: latest).
-        A NaN in ``key`` is any NaN (:func:`~statemachines.updates.canonical_floats`)."""
+        A NaN in ``key`` is any NaN (:func:`~statemachines.updates.canonical`)."""
         self._check_readable(as_of, "read")
         counts = {}
-        for value, times in self._entries(canonical_floats(key)).items():
+        for value, times in self._entries(canonical(key)).items():
             n = sum(d for t, d in times if as_of is None or t <= as_of)
             if n:
                 counts[value] = n

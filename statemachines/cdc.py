@@ -38,7 +38,7 @@ from statemachines.textfiles import open_text
 from statemachines.times import decode_time, encode_time, is_finite_time, time_kind
 from statemachines.updates import (
     Update,
-    canonical_floats,
+    canonical,
     consolidate,
     hashable,
     is_diff,
@@ -320,7 +320,7 @@ class CdcReader:
     def _receive(self, data: Any, time: Any, diff: int) -> None:
         if self._released(time):
             return  # a repeat of something already released
-        data = canonical_floats(data)  # a repeat's NaN is a NaN of its own (decoded, unpickled): NaN is one value
+        data = canonical(data)  # a repeat's NaN is a NaN of its own (decoded, unpickled): NaN is one value
         by_data = self._received.get(time)
         if by_data is None:
             if self._covered(time) and time not in self._counts:

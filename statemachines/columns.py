@@ -40,7 +40,7 @@ from typing import Any
 from statemachines.errors import InvalidArgument
 from statemachines.intake import INT64_MAX, INT64_MIN
 from statemachines.records import record_type
-from statemachines.updates import canonical_floats, hashable, python_scalar
+from statemachines.updates import canonical, hashable, python_scalar
 
 __all__ = [
     "arrow_array",
@@ -311,9 +311,13 @@ def _without_nulls(t: Any) -> Any:
 def _widened(t: Any) -> Any:
     """``t`` with every decimal leaf made Spark's default decimal, ``decimal(38, 18)``
     (more digits after the point if it has them): a column's first decimals, ``2``
-    say, must not fix it to ``decimal(1, 0)`` and refuse a later ``1.5``."""
+    say, must not fix it to ``decimal(1, 0)`` and refuse a later ``1.5``. A
+    timestamp of a zone other than UTC is one in UTC, Delta's one zone: the same
+    instants (it reads back in UTC, equal)."""
     import pyarrow as pa
 
+    if pa.types.is_timestamp(t) and t.tz is not None and t.tz != "UTC":
+        return pa.timestamp(t.unit, "UTC")
     if pa.types.is_decimal(t):
         scale = max(t.scale, 18)
         return pa.decimal128(38, scale) if t.precision - t.scale <= 38 - scale else t
@@ -460,9 +464,9 @@ def column_to_python(column: Any) -> list[Any]:
     items = column.to_pylist()
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):  # a map: its (key, value) pairs
         items = [hashable(x) if x else None if x is None else () for x in items]
-        return [canonical_floats(x) for x in items] if _holds_floats(kind) else items
+        return [canonical(x) for x in items] if _holds_floats(kind) else items
     if pa.types.is_floating(kind) and len(column) > column.null_count and _holds_odd_floats(column):
-        return [canonical_floats(x) for x in items]  # NaN is one value, math.nan; -0.0 is 0.0
+        return [canonical(x) for x in items]  # NaN is one value, math.nan; -0.0 is 0.0
     return items
 
 
@@ -567,7 +571,7 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     except (OverflowError, ValueError) as exc:  # a numpy date of the year 0, say
         return f"the value {value!r} would read back as no Python value ({exc}); store it as a number or as text"
     plain = python_scalar(value)  # (numpy's do not compare with every Python number: np.int8(0) == Decimal(0) raises)
-    if (back,) != (canonical_floats(plain),) or type(back) is bool and type(plain) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
+    if (back,) != (canonical(plain),) or type(back) is bool and type(plain) is not bool:  # a NaN reads back as math.nan, -0.0 as 0.0
         return (
             f"the value {value!r} would read back as {back!r}; store a tuple, NamedTuple "
             f"or a plain value instead"
@@ -599,7 +603,7 @@ _fitted_seen: dict[int, tuple[Any, ...]] = {}  # tuples found plain once they fi
 def _plain(value: Any, kinds: tuple[type, ...] = _PLAIN, seen: dict[int, Any] = _plain_seen) -> bool:
     """A value that surely reads back equal: a plain scalar (an integer within 64
     bits; one of ``kinds``), or a non-empty tuple or NamedTuple of them (a NaN reads
-    back as ``math.nan``, a -0.0 as 0.0, equal under :func:`canonical_floats`; a
+    back as ``math.nan``, a -0.0 as 0.0, equal under :func:`canonical`; a
     NamedTuple as a record of its fields). Tuples found plain are kept in ``seen``."""
     if type(value) is tuple or _is_named_tuple(type(value)):
         if seen.get(id(value)) is value:

@@ -12,7 +12,7 @@ greatest datetime or date (no time comes after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
 the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
-and a ``-0.0`` becomes ``0.0`` (:func:`~statemachines.updates.canonical_floats`: NaN is
+and a ``-0.0`` becomes ``0.0`` (:func:`~statemachines.updates.canonical`: NaN is
 one value, and so is zero); a decimal NaN there is
 refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
 NumPy numbers (events zipped from arrays) are taken as the Python numbers they hold.
@@ -37,7 +37,7 @@ from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.updates import canonical_floats, holds_decimal_nan, python_scalar
+from statemachines.updates import canonical, holds_decimal_nan, python_scalar
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
@@ -181,6 +181,9 @@ class Intake:
             problem = self._time_problem(event)
             if problem is not None:
                 return problem
+        if self._zoned and time.tzinfo is not _dt.UTC:  # a zone's wall clock repeats and skips hours:
+            time = time.astimezone(_dt.UTC)  # windows and deadlines count elapsed time in UTC
+            event = _NEW(Event, (event[0], event[1], time, event[3]))
         if type(time) is int:
             if not INT64_MIN <= time < INT64_MAX:
                 return Rejected(
@@ -214,7 +217,7 @@ class Intake:
         if type(symbol) not in _NO_NAN or not plain_key:  # NaN is one value, so is zero
             if _is_pandas_missing(symbol):
                 symbol = None
-            same_key, same_symbol = canonical_floats(key), canonical_floats(symbol)  # themselves unless NaN or -0.0
+            same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN or -0.0
             if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)
@@ -334,7 +337,7 @@ def _plain_integer(arrow_type: Any) -> bool:
 
 def _plain(arrow_type: Any) -> bool:
     """Whether values of ``arrow_type`` read as Python values that never hold a NaN
-    (no float, no decimal at any depth), so a symbol of it is its own ``canonical_floats``."""
+    (no float, no decimal at any depth), so a symbol of it is its own ``canonical``."""
     import pyarrow as pa
 
     if pa.types.is_struct(arrow_type):

@@ -38,7 +38,7 @@ from statemachines.machine import Machine, resume_machine, settings_note
 from statemachines.pending import PendingEvents
 from statemachines.results import RunProgress, RunResult, event_cells
 from statemachines.times import is_time, time_after, time_kind
-from statemachines.updates import Update, canonical_floats, hashable, sort_key_runs
+from statemachines.updates import Update, canonical, hashable, sort_key_runs
 from statemachines.waterline import (
     NOTE,
     Mark,
@@ -286,7 +286,7 @@ class LocalRuntime:
         """A runtime continuing from a :meth:`checkpoint` of one running ``machine``.
 
         A NaN in a key, value or buffered symbol (unpickled, a NaN of its own) is made
-        ``math.nan`` again: NaN is one value (:func:`~statemachines.updates.canonical_floats`).
+        ``math.nan`` again: NaN is one value (:func:`~statemachines.updates.canonical`).
 
         Raises:
             InvalidArgument: the checkpoint has a format this version does not read.
@@ -300,9 +300,9 @@ class LocalRuntime:
                 f"continues from the arrangement's values)"
             )
         runtime = cls(machine, value_check=value_check)
-        runtime._values = {canonical_floats(key): frozenset(map(canonical_floats, values)) for key, values in state["values"].items()}
+        runtime._values = {canonical(key): frozenset(map(canonical, values)) for key, values in state["values"].items()}
         runtime._pending.by_key = {
-            canonical_floats(key): {time: _canonical_events(slot) for time, slot in by_time.items()}
+            canonical(key): {time: _canonical_events(slot) for time, slot in by_time.items()}
             for key, by_time in state["pending"].items()
         }
         runtime._rejected = state["rejected"]
@@ -740,7 +740,7 @@ def _canonical_events(slot: Event | list[Event]) -> Event | list[Event]:
 
 
 def _canonical_event(event: Event) -> Event:
-    return event._replace(key=canonical_floats(event.key), symbol=canonical_floats(event.symbol))
+    return event._replace(key=canonical(event.key), symbol=canonical(event.symbol))
 
 
 class _Symbols(Sequence[Any]):

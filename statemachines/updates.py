@@ -29,7 +29,7 @@ from statemachines.records import record
 
 __all__ = [
     "Update",
-    "canonical_floats",
+    "canonical",
     "collection_at",
     "consolidate",
     "hashable",
@@ -110,28 +110,32 @@ def require_hashable(symbol: Any) -> None:
 _NAN_RANK = (1, math.inf, 1)  # after every number, infinity included
 
 
-def canonical_floats(item: Any) -> Any:
-    """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``
-    and every ``-0.0`` made ``0.0``.
+def canonical(item: Any) -> Any:
+    """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``,
+    every ``-0.0`` made ``0.0`` and every zoned datetime made the same instant in UTC.
 
     NaN is one value, equal to itself, and so is zero, as in Spark SQL (which groups
     and joins them so): a key or value holding NaN equals another holding NaN in the
     same place. Python compares containers by identity first, so values holding the
     one ``math.nan`` compare and hash alike; ``-0.0`` already equals ``0.0``, but
-    Arrow groups them apart, so the one that is stored is ``0.0``. Every runtime
-    passes keys and symbols, and every value it reads back, through here. ``item``
-    itself is returned when it holds no other NaN and no ``-0.0``.
+    Arrow groups them apart, so the one that is stored is ``0.0``. A zoned datetime
+    is its instant, as Spark's timestamps and Delta's: Python compares two of one
+    zone by their wall clocks, so the two 02:30 of a night that repeats that hour
+    would be one value. Every runtime passes keys and symbols, and every value it
+    reads back, through here. ``item`` itself is returned when it holds no other NaN,
+    no ``-0.0`` and no datetime zoned other than ``datetime.UTC``.
 
-    ==========================  ==========================================
-    item                        canonical_floats(item)
-    ==========================  ==========================================
-    ``float("nan")``            ``math.nan``
-    ``(1, float("nan"))``       ``(1, math.nan)`` (a NamedTuple stays one)
-    ``-0.0``, ``("a", -0.0)``   ``0.0``, ``("a", 0.0)``
-    ``"a"``, ``(1, 2.5)``       itself
-    ==========================  ==========================================
+    ==============================  ==========================================
+    item                            canonical(item)
+    ==============================  ==========================================
+    ``float("nan")``                ``math.nan``
+    ``(1, float("nan"))``           ``(1, math.nan)`` (a NamedTuple stays one)
+    ``-0.0``, ``("a", -0.0)``       ``0.0``, ``("a", 0.0)``
+    02:30 in Paris (summer time)    00:30 in UTC
+    ``"a"``, ``(1, 2.5)``           itself
+    ==============================  ==========================================
 
-    >>> canonical_floats((1, float("nan"))) == (1, float("nan")), canonical_floats((1, float("nan"))) == (1, math.nan)
+    >>> canonical((1, float("nan"))) == (1, float("nan")), canonical((1, float("nan"))) == (1, math.nan)
     (False, True)
     """
     kind = type(item)
@@ -141,9 +145,11 @@ def canonical_floats(item: Any) -> Any:
         return item
     if isinstance(item, float) or _numpy_float(item):  # NumPy's float64 (a float), float32, float16
         return _canonical_float(item)
-    if not isinstance(item, tuple) or not _holds_odd_float(item):
+    if isinstance(item, _dt.datetime):
+        return _in_utc(item)
+    if not isinstance(item, tuple) or not _holds_odd(item):
         return item
-    items = [canonical_floats(part) for part in item]
+    items = [canonical(part) for part in item]
     return item._make(items) if hasattr(item, "_make") else tuple(items)
 
 
@@ -168,6 +174,12 @@ def python_scalar(item: Any) -> Any:
     return item if plain is None or isinstance(plain, int) else plain  # NaT, finer, or beyond Python's years
 
 
+def _in_utc(moment: _dt.datetime) -> _dt.datetime:
+    """A zoned datetime as the same instant in ``datetime.UTC``; a naive one as it is."""
+    zone = moment.tzinfo
+    return moment if zone is None or zone is _dt.UTC else moment.astimezone(_dt.UTC)
+
+
 def _canonical_float(item: Any) -> Any:
     if item != item:  # noqa: PLR0124 - NaN
         return math.nan
@@ -179,8 +191,9 @@ def _odd_float(item: float) -> bool:
     return item != item or (item == 0.0 and math.copysign(1.0, item) < 0)  # noqa: PLR0124 - NaN
 
 
-def _holds_odd_float(items: tuple[Any, ...]) -> bool:
-    """Whether a NaN float (or decimal) or a ``-0.0`` is among ``items``, at any depth
+def _holds_odd(items: tuple[Any, ...]) -> bool:
+    """Whether a NaN float (or decimal), a ``-0.0`` or a datetime zoned other than
+    ``datetime.UTC`` is among ``items``, at any depth
     of tuples (a loop that makes nothing: 0.1 us for a pair, where rebuilding it would
     take 1 us)."""
     for item in items:
@@ -191,10 +204,13 @@ def _holds_odd_float(items: tuple[Any, ...]) -> bool:
         elif kind is str or kind is int or item is None:
             continue
         elif isinstance(item, tuple):
-            if _holds_odd_float(item):
+            if _holds_odd(item):
                 return True
         elif kind is decimal.Decimal:
             if item.is_nan():
+                return True
+        elif isinstance(item, _dt.datetime):
+            if _in_utc(item) is not item:
                 return True
         elif (isinstance(item, float) or _numpy_float(item)) and _odd_float(item):  # NumPy's
             return True

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from statemachines.columns import arrow_array, column_to_python, storage_problem, to_arrow_python
-from statemachines.updates import canonical_floats
+from statemachines.updates import canonical
 
 pairs = st.tuples(st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.integers(-5, 5)))
 nested = st.tuples(st.text(max_size=2), st.one_of(st.none(), st.tuples(st.integers(0, 3), st.text(max_size=2))))
@@ -50,12 +50,12 @@ found = st.tuples(st.sampled_from(["partial", "match"]), st.one_of(st.none(), st
 
 def _stores(value, arrow_type):
     """What storage_problem must say, asked of Arrow itself: the value converts one
-    by one into the column and reads back equal (NaN being one value: ``canonical_floats``)."""
+    by one into the column and reads back equal (NaN being one value: ``canonical``)."""
     try:
         array = pa.array([to_arrow_python(value, arrow_type)], arrow_type)
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return False
-    return column_to_python(array)[0] == canonical_floats(value)
+    return column_to_python(array)[0] == canonical(value)
 
 
 @given(st.lists(found, min_size=1, max_size=6), st.data())
@@ -73,7 +73,7 @@ def test_a_value_is_storable_exactly_when_arrow_stores_it_and_reads_it_back_equa
         built = arrow_array(storable, found_type)
         one_by_one = pa.array([to_arrow_python(v, found_type) for v in storable], found_type)
         assert repr(built.to_pylist()) == repr(one_by_one.to_pylist())  # as text: Arrow's equality takes NaN as unequal
-        assert column_to_python(arrow_array(storable, found_type)) == [canonical_floats(v) for v in storable]
+        assert column_to_python(arrow_array(storable, found_type)) == [canonical(v) for v in storable]
 
 
 decimal_numbers = st.one_of(

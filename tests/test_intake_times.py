@@ -120,6 +120,60 @@ def test_pandas_times_finer_than_a_microsecond_are_rejected_on_every_output(rows
     assert PersistedArrangement.open(target.path).updates() == alone
 
 
+ZONES = ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata"]
+
+
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3), st.integers(0, 5), st.sampled_from(ZONES)), max_size=12),
+    value_zone=st.sampled_from(ZONES),
+)
+def test_times_and_values_of_any_zone_store_as_the_same_instants(rows, value_zone, tmp_path_factory):
+    """Delta holds timestamps in UTC alone: times, keys and values zoned elsewhere
+    (hours apart across a change of daylight saving time) are stored as the same
+    instants and read back equal, where a run into an arrangement had failed."""
+    from zoneinfo import ZoneInfo
+
+    start = dt.datetime(2024, 10, 27, 0, 30, tzinfo=dt.UTC)  # Paris leaves summer time at 01:00 UTC
+    events = [
+        (key, (start + dt.timedelta(hours=v)).astimezone(ZoneInfo(value_zone)), (start + dt.timedelta(minutes=30 * t)).astimezone(ZoneInfo(zone)))
+        for key, v, t, zone in rows
+    ]
+    target = PersistedArrangement(tmp_path_factory.mktemp("zones"))
+    result = run_local(Upsert(), events, into=target)
+    assert not result.rejected and in_utc(result.updates) == in_utc(run_local(Upsert(), events).updates)
+    reopened = PersistedArrangement.open(target.path)
+    assert in_utc(reopened.updates()) == in_utc(result.updates) and reopened.upper == target.upper
+
+
+def in_utc(updates):
+    """The updates, their zoned datetimes in UTC: Python finds a time in a repeated
+    hour (02:30 in Paris as summer time ends) equal to no time of another zone."""
+    def utc(moment):
+        return moment.astimezone(dt.UTC)
+
+    return [((k, utc(v)), utc(t), d) for (k, v), t, d in updates]
+
+
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(["k", "j"]), st.sampled_from("ab"), st.integers(0, 16), st.sampled_from(ZONES)), max_size=14),
+)
+def test_a_window_counts_elapsed_time_whatever_zone_its_times_are_given_in(rows):
+    """A pattern within an hour, over events a quarter of an hour apart around the
+    night Paris and New York repeat an hour: given in any zones, the events find
+    what they find given in UTC (a window had counted wall-clock time, an hour short
+    or long across the change, and the repeated hour's times had compared equal)."""
+    from zoneinfo import ZoneInfo
+
+    from statemachines.library import Detector, Pattern
+
+    pattern = Pattern.begin("a").where(lambda s: s == "a").followed_by("b").where(lambda s: s == "b").within(dt.timedelta(hours=1))
+    start = dt.datetime(2024, 10, 27, 0, 0, tzinfo=dt.UTC)
+    moments = {(q, zone): (start + dt.timedelta(minutes=15 * q)).astimezone(ZoneInfo(zone)) for _, _, q, zone in rows}
+    given_in_utc = [(key, symbol, start + dt.timedelta(minutes=15 * q)) for key, symbol, q, _ in rows]
+    given_zoned = [(key, symbol, moments[q, zone]) for key, symbol, q, zone in rows]
+    assert run_local(Detector(pattern), given_zoned).updates == run_local(Detector(pattern), given_in_utc).updates
+
+
 NUMPY_TIMES = {  # a NumPy time kind: the NumPy and the Python time of a whole number
     "int64": (lambda t: np.int64(t), lambda t: t),
     "float64": (lambda t: np.float64(t), float),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
 from statemachines.library import Upsert
 from statemachines.spark.tabulated import _last_key_start
-from statemachines.updates import canonical_floats
+from statemachines.updates import canonical
 from tests.delta_reader import delta_rs_rows
 from tests.machines import TabulatedTags, Tags
 
@@ -131,12 +131,12 @@ def test_a_change_feed_of_nan_values_survives_duplication_and_reordering(tmp_pat
     assert as_text(released) == as_text(arrangement.updates()) == model(Upsert(), events)
 
 
-def test_canonical_floats_keeps_what_holds_no_nan_and_no_negative_zero_and_makes_every_nan_math_nan():
+def test_canonical_keeps_what_holds_no_nan_and_no_negative_zero_and_makes_every_nan_math_nan():
     plain = ("a", (1, 2.5, 0.0))
-    assert canonical_floats(plain) is plain
-    zero = canonical_floats(("a", (1, -0.0)))
+    assert canonical(plain) is plain
+    zero = canonical(("a", (1, -0.0)))
     assert zero == ("a", (1, 0.0)) and math.copysign(1.0, zero[1][1]) > 0
-    made = canonical_floats(("a", (1, float("nan"))))
+    made = canonical(("a", (1, float("nan"))))
     assert made[1][1] is math.nan
     assert made == ("a", (1, math.nan)) and hash(made) == hash(("a", (1, math.nan)))
 
@@ -187,7 +187,7 @@ SPARK_EVENTS = {
 
 def collected(frame):
     return consolidate(
-        ((canonical_floats(r.key), canonical_floats(tuple(r.value) if isinstance(r.value, tuple) else r.value)), r.time, r.diff)
+        ((canonical(r.key), canonical(tuple(r.value) if isinstance(r.value, tuple) else r.value)), r.time, r.diff)
         for r in frame.collect()
     )
 
