@@ -435,6 +435,7 @@ class LocalRuntime:
         """
         if self._finished:
             raise InvalidArgument("the run is finished; start a new LocalRuntime")
+        frontier = canonical(frontier)  # a zoned one: its instant in UTC, as the events' times
         kind = time_kind(frontier)
         if not is_time(frontier, self._intake.kind):
             raise InvalidArgument(
