@@ -52,7 +52,7 @@ from statemachines import Machine, Reason, Refused
 from statemachines.diagram import Diagram, Edge, Node
 from statemachines.errors import InvalidArgument
 from statemachines.times import is_duration, is_finite_time, is_time
-from statemachines.updates import require_hashable
+from statemachines.updates import canonical, require_hashable
 from statemachines.waterline import Mark, Waterline
 
 __all__ = ["Late", "UpsertWithLateness"]
@@ -129,9 +129,9 @@ class UpsertWithLateness(Machine):
 
     def insert_marks(self, key: Any, value: Any) -> Mark:
         """``(value_time(value), key_time(key))``, ``None`` for a rule not in use."""
-        return (
-            None if self.value_time is None else self.value_time(value),
-            None if self.key_time is None else self.key_time(key),
+        return (  # a zoned time as its instant in UTC: the waterline subtracts lateness from it
+            None if self.value_time is None else canonical(self.value_time(value)),
+            None if self.key_time is None else canonical(self.key_time(key)),
         )
 
     def guess_marks(self, key: Any, symbol: Any) -> Mark | None:
@@ -234,4 +234,4 @@ def _time_of(fn: Callable[[Any], Any], item: Any) -> Any:
         return f"returned {time!r}, which is not a time (a number, datetime or date)"
     if not is_finite_time(time):  # would hold the waterline at infinity for good
         return f"returned {time!r}, which is not a finite time"
-    return time
+    return canonical(time)

@@ -329,3 +329,22 @@ def test_spark_settles_from_any_first_guess_to_the_reference(spark, events, late
     rejected = [((r.key, r.symbol and tuple(r.symbol), r.time, r.order), r.reason) for r in result.rejected.collect()]
     assert sorted(rejected, key=repr) == sorted(((tuple(e), why) for e, why in expected_rejected), key=repr)
 
+
+
+@given(sst.events(timed_values, max_size=40), latenesses, st.sampled_from(["Europe/Paris", "America/New_York", "UTC"]))
+def test_value_times_of_any_zone_are_instants(events, lateness, zone):
+    """A value's time in minutes after midnight UTC of the night Paris and New York
+    repeat an hour, read by ``value_time`` as a datetime of ``zone``: the run is the
+    one over the same instants in UTC (the waterline had subtracted the lateness
+    from a wall clock, an hour short across the change)."""
+    from zoneinfo import ZoneInfo
+
+    start = datetime.datetime(2024, 10, 27, tzinfo=datetime.UTC)
+
+    def moment(value, tz):
+        return (start + datetime.timedelta(minutes=15 * value[0])).astimezone(tz)
+
+    lateness = datetime.timedelta(minutes=15 * lateness)
+    in_zone = run_local(UpsertWithLateness(lateness, value_time=lambda v: moment(v, ZoneInfo(zone))), events)
+    in_utc = run_local(UpsertWithLateness(lateness, value_time=lambda v: moment(v, datetime.UTC)), events)
+    assert (in_zone.updates, [r.event for r in in_zone.rejected]) == (in_utc.updates, [r.event for r in in_utc.rejected])
