@@ -11,11 +11,12 @@ float (NaN and infinities are ``bad_time``), within the 64-bit range if an integ
 greatest datetime or date (no time comes after it); the time not
 below the frontier already processed (late); an order that compares with the run's
 other orders (the first order fixes its kind; NaN never compares: ``bad_order``);
-the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``
-and a ``-0.0`` becomes ``0.0`` (:func:`~statemachines.updates.canonical`: NaN is
-one value, and so is zero); a decimal NaN there is
+the machine's ``validate_symbol``. A NaN in the key or symbol becomes ``math.nan``,
+a ``-0.0`` becomes ``0.0`` and a zoned datetime its instant in UTC
+(:func:`~statemachines.updates.canonical`: NaN is one value, and so is zero); a
+zoned time is its instant in UTC too; a decimal NaN there is
 refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
-NumPy numbers (events zipped from arrays) are taken as the Python numbers they hold.
+NumPy scalars (events zipped from arrays) are taken as the Python values they equal.
 Typed columns can be checked in bulk (:meth:`Intake.sound_in_bulk`): a Spark task
 checks each Arrow batch so, and asks only ``validate_symbol`` per event of a batch that passes.
 An input already refused (a :class:`Rejected`, e.g. a change-feed row that cannot be
@@ -217,7 +218,7 @@ class Intake:
         if type(symbol) not in _NO_NAN or not plain_key:  # NaN is one value, so is zero
             if _is_pandas_missing(symbol):
                 symbol = None
-            same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN or -0.0
+            same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN, -0.0 or zoned
             if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)
