@@ -725,12 +725,24 @@ def table_events(events: Any) -> Iterable[Any]:
         columns = [events.column(name).to_pylist() for name in read]
         nested = [events.schema.field(name).type.num_fields > 0 for name in read]
     else:
-        columns = [events[name].tolist() for name in read]
+        columns = [_pandas_cells(events[name]) for name in read]
         nested = [events[name].dtype == object for name in read]
     for i, name in enumerate(read):  # structs (dicts) as records and lists as tuples, as from Spark
         if nested[i] and name != "time":
             columns[i] = [hashable(cell) for cell in columns[i]]
     return zip(*columns, strict=True)
+
+
+def _pandas_cells(column: Any) -> list[Any]:
+    """A pandas column's cells; in a column of objects or categories, where a
+    missing cell is NaN (``read_csv``'s empty text), ``None``, as Arrow and Spark
+    read it. A float column's NaN is a reading, kept."""
+    cells = column.tolist()
+    if column.dtype == object or str(column.dtype) == "category":
+        missing = column.isna().tolist()
+        if any(missing):
+            cells = [None if gone else cell for cell, gone in zip(cells, missing, strict=True)]
+    return cells
 
 
 def _canonical_events(slot: Event | list[Event]) -> Event | list[Event]:

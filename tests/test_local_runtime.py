@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 import pickle
 import re
 from collections import defaultdict
@@ -340,6 +341,34 @@ def test_a_table_of_events_runs_as_its_rows(rows, with_order):
     for given_as in (table, table.to_batches()[0] if rows else table, table.to_pandas()):
         got = run_local(Upsert(), given_as)
         assert (got.updates, [r.reason for r in got.rejected]) == (expected.updates, [r.reason for r in expected.rejected])
+
+
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["x", "y", None, math.nan]),  # a missing text cell is NaN in pandas (read_csv's)
+            st.sampled_from([1.5, math.nan]),
+            st.integers(0, 4),
+        ),
+        max_size=12,
+    ),
+    categories=st.booleans(),
+)
+def test_a_dataframe_runs_as_arrow_and_spark_read_it(rows, categories):
+    """A DataFrame with missing text cells (NaN in a column of objects or
+    categories) runs as its Arrow table: the cell is None, a delete for an upsert.
+    A float column's NaN is a reading, as in the tuples the frame was made of."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = pd.DataFrame(rows, columns=["key", "symbol", "reading", "time"])
+    frame["symbol"] = frame["symbol"].astype("category" if categories else object)  # (all NaN: float64)
+    texts = frame[["key", "symbol", "time"]]
+    as_arrow = run_local(Upsert(), pa.Table.from_pandas(texts, preserve_index=False))
+    assert run_local(Upsert(), texts).updates == as_arrow.updates
+    readings = frame[["key", "reading", "time"]].rename(columns={"reading": "symbol"})
+    assert run_local(Upsert(), readings).updates == run_local(Upsert(), [(k, r, t) for k, _, r, t in rows]).updates
 
 
 def test_a_table_without_the_event_columns_is_refused():
