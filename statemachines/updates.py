@@ -112,7 +112,8 @@ _NAN_RANK = (1, math.inf, 1)  # after every number, infinity included
 
 def canonical(item: Any) -> Any:
     """``item`` with every NaN float in it, at any depth of tuples, made ``math.nan``,
-    every ``-0.0`` made ``0.0`` and every zoned datetime made the same instant in UTC.
+    every ``-0.0`` made ``0.0``, every zoned datetime made the same instant in UTC and
+    every NumPy scalar the Python value it equals.
 
     NaN is one value, equal to itself, and so is zero, as in Spark SQL (which groups
     and joins them so): a key or value holding NaN equals another holding NaN in the
@@ -123,7 +124,7 @@ def canonical(item: Any) -> Any:
     zone by their wall clocks, so the two 02:30 of a night that repeats that hour
     would be one value. Every runtime passes keys and symbols, and every value it
     reads back, through here. ``item`` itself is returned when it holds no other NaN,
-    no ``-0.0`` and no datetime zoned other than ``datetime.UTC``.
+    no ``-0.0``, no datetime zoned other than ``datetime.UTC`` and no NumPy scalar.
 
     ==============================  ==========================================
     item                            canonical(item)
@@ -132,6 +133,7 @@ def canonical(item: Any) -> Any:
     ``(1, float("nan"))``           ``(1, math.nan)`` (a NamedTuple stays one)
     ``-0.0``, ``("a", -0.0)``       ``0.0``, ``("a", 0.0)``
     02:30 in Paris (summer time)    00:30 in UTC
+    ``np.float32(1.5)``             ``1.5`` (NumPy's, as :func:`python_scalar`)
     ``"a"``, ``(1, 2.5)``           itself
     ==============================  ==========================================
 
@@ -143,7 +145,10 @@ def canonical(item: Any) -> Any:
         return _canonical_float(item)
     if kind is str or kind is int or item is None:
         return item
-    if isinstance(item, float) or _numpy_float(item):  # NumPy's float64 (a float), float32, float16
+    if kind.__module__ == "numpy":  # NumPy's scalars: the Python values they equal
+        plain = python_scalar(item)
+        return item if plain is item else canonical(plain)
+    if isinstance(item, float):
         return _canonical_float(item)
     if isinstance(item, _dt.datetime):
         return _in_utc(item)
@@ -212,14 +217,9 @@ def _holds_odd(items: tuple[Any, ...]) -> bool:
         elif isinstance(item, _dt.datetime):
             if _in_utc(item) is not item:
                 return True
-        elif (isinstance(item, float) or _numpy_float(item)) and _odd_float(item):  # NumPy's
+        elif kind.__module__ == "numpy" or isinstance(item, float) and _odd_float(item):  # NumPy's: made Python's
             return True
     return False
-
-
-def _numpy_float(item: Any) -> bool:
-    """Whether ``item`` is a NumPy float that is no Python float (float32, float16)."""
-    return type(item).__module__ == "numpy" and getattr(item, "dtype", None) is not None and item.dtype.kind == "f"
 
 
 def holds_decimal_nan(item: Any) -> bool:

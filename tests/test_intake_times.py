@@ -205,7 +205,9 @@ def test_numpy_scalars_run_as_the_python_values_they_hold(rows, time_kind, value
     numpy_value, readings = NUMPY_VALUES[value_kind]
     numpy_rows = [(k, numpy_value(readings[v]), numpy_time(t), np.int64(o)) for k, v, t, o in rows]
     python_rows = [(k, numpy_value(readings[v]).item(), python_time(t), o) for k, v, t, o in rows]
-    assert run_local(Upsert(), numpy_rows).updates == run_local(Upsert(), python_rows).updates
+    from_numpy = run_local(Upsert(), numpy_rows).updates
+    assert from_numpy == run_local(Upsert(), python_rows).updates
+    assert not [x for u in from_numpy for x in (*u.data, u.time) if type(x).__module__ == "numpy"]  # a machine sees Python's
     stored = {}
     for name, events in (("numpy", numpy_rows), ("python", python_rows)):
         target = PersistedArrangement(tmp_path_factory.mktemp(name))
