@@ -555,7 +555,8 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     """
     if arrow_type is not None and not _fits_of(arrow_type)(value):
         return f"the value {value!r} cannot be stored: it does not fit the column type {arrow_type}"
-    if _plain(value, _PLAIN if arrow_type is None else _FITTED, _plain_seen if arrow_type is None else _fitted_seen):
+    kinds, seen = (_PLAIN, _plain_seen) if arrow_type is None else (_FITTED, _fitted_seen)
+    if _plain(value, kinds, seen):
         return None
     try:
         array = arrow_array([value], arrow_type)

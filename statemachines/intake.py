@@ -183,7 +183,7 @@ class Intake:
             if problem is not None:
                 return problem
         if self._zoned and time.tzinfo is not _dt.UTC:  # a zone's wall clock repeats and skips hours:
-            time = time.astimezone(_dt.UTC)  # windows and deadlines count elapsed time in UTC
+            time = canonical(time)  # windows and deadlines count elapsed time in UTC
             event = _NEW(Event, (event[0], event[1], time, event[3]))
         if type(time) is int:
             if not INT64_MIN <= time < INT64_MAX:
