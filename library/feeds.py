@@ -339,9 +339,10 @@ def _cell(cell: Any) -> Any:
 
 
 def _payload(row: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A Kafka Connect JSON message's envelope: its ``payload`` when it has a schema."""
+    """A Kafka Connect JSON message's envelope: its ``payload``, with or without the
+    ``schema`` beside it, when the row has no ``op`` of its own (as on Spark)."""
     payload = row.get("payload")
-    return payload if isinstance(payload, Mapping) and "schema" in row else row
+    return payload if isinstance(payload, Mapping) and "op" not in row else row
 
 
 def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:

@@ -81,8 +81,17 @@ def flat_feed(seed: int, n: int = 60, keys: int = 6, bad: bool = True) -> list[d
     return rows
 
 
-def debezium(row: dict, wrapped: bool = False) -> dict:
-    """A flat row as the Debezium envelope Kafka Connect's JSON converter writes."""
+def wrap(envelope: dict | None, wrapped: bool | str) -> dict | None:
+    """``envelope`` as written: bare (``False``), in Kafka Connect's schema wrapper
+    (``True``), or in a wrapper whose schema a consumer dropped (``"payload only"``)."""
+    if wrapped == "payload only":
+        return {"payload": envelope}
+    return {"schema": {"type": "struct", "optional": envelope is None}, "payload": envelope} if wrapped else envelope
+
+
+def debezium(row: dict, wrapped: bool | str = False) -> dict | None:
+    """A flat row as the Debezium envelope Kafka Connect's JSON converter writes
+    (``wrapped`` as :func:`wrap` takes it)."""
     image = {"id": row["id"], "name": row["name"], "city": row["city"]}
     envelope = {
         "before": {"id": row["id"], "name": None, "city": None} if row["op"] == "d" else None,
@@ -91,7 +100,7 @@ def debezium(row: dict, wrapped: bool = False) -> dict:
         "source": {"connector": "postgresql", "lsn": row["lsn"]},
         "ts_ms": 1_700_000_000_000 + (row["lsn"] or 0),
     }
-    return {"schema": {"type": "struct", "optional": False}, "payload": envelope} if wrapped else envelope
+    return wrap(envelope, wrapped)
 
 
 def debezium_envelope(op: str, lsn: int, before: dict | None, after: dict | None) -> dict:
@@ -99,11 +108,11 @@ def debezium_envelope(op: str, lsn: int, before: dict | None, after: dict | None
     return {"op": op, "before": before, "after": after, "source": {"lsn": lsn}}
 
 
-def with_tombstones(rows: list[dict], envelopes: list[dict], wrapped: bool = False) -> list[dict | None]:
+def with_tombstones(rows: list[dict], envelopes: list[dict], wrapped: bool | str = False) -> list[dict | None]:
     """``envelopes`` with a Kafka tombstone after each delete, and one first, as a
     topic read into JSON holds them: ``None`` (a null message), or a null payload
-    when ``wrapped`` in Kafka Connect's schema."""
-    tombstone = {"schema": {"type": "struct", "optional": True}, "payload": None} if wrapped else None
+    when ``wrapped`` (as :func:`wrap` takes it)."""
+    tombstone = wrap(None, wrapped)
     out: list[dict | None] = [tombstone]
     for row, envelope in zip(rows, envelopes, strict=True):
         out.append(envelope)

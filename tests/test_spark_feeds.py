@@ -85,7 +85,7 @@ def test_rows_refused_on_spark_are_the_rows_refused_locally(spark):
     assert found == sorted(expected, key=repr)
 
 
-@pytest.mark.parametrize("wrapped", [False, True])
+@pytest.mark.parametrize("wrapped", [False, True, "payload only"])
 def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     rows = flat_feed(11)
     path = tmp_path / "feed.jsonl"
