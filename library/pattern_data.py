@@ -27,6 +27,13 @@ negation, is its ``within(d, "previous_and_current")``, written as ``within``;
 [steps...], "contiguity", "min", "max", "optional", "inner", "guards"}``: its steps
 as above, its quantifier as a step's. Reading builds the pattern with the fluent methods, so a
 document describing a pattern they would refuse is refused with their message.
+
+A key whose value is ``null`` may be left out: absent and ``null`` read the same
+(``where``, ``until``, ``max``, ``within``, ``skip_step``, and the optional
+``within_previous`` and ``raise_on_miss``). So a document comes back from the forms
+Spark gives it: a struct column's ``to_json`` leaves its null fields out, and a
+struct column read from a file of several documents holds every key any of them
+has, ``null`` where one lacks it (a step's ``group``, a group's ``name``).
 """
 
 from __future__ import annotations
@@ -43,10 +50,11 @@ from statemachines.library.pattern import Contiguity, Group, Negation, Pattern, 
 __all__ = ["FORMAT", "pattern_from_json", "pattern_to_json"]
 
 FORMAT = "statemachines.pattern/1"
-_STEP_KEYS = {"name", "contiguity", "where", "min", "max", "optional", "inner", "greedy", "until", "guards"}
-_GROUP_KEYS = {"group", "contiguity", "min", "max", "optional", "inner", "guards"}
-_NEGATION_KEYS = {"name", "kind", "where"}
-_TOP_KEYS = {"format", "steps", "trailing", "within", "skip", "skip_step"}
+# each kind of object's keys: those it must have, and those that may be null (or left out)
+_STEP_KEYS = {"name", "contiguity", "min", "optional", "inner", "greedy", "guards"}, {"where", "max", "until", "within_previous"}
+_GROUP_KEYS = {"group", "contiguity", "min", "optional", "inner", "guards"}, {"max"}
+_NEGATION_KEYS = {"name", "kind"}, {"where", "within_previous"}
+_TOP_KEYS = {"format", "steps", "trailing", "skip"}, {"within", "skip_step", "raise_on_miss"}
 
 
 def pattern_to_json(pattern: Pattern) -> str:
@@ -70,7 +78,7 @@ def pattern_from_json(text: str | bytes) -> Pattern:
         document = json.loads(text)
     except ValueError as error:
         raise DefinitionError(f"a pattern document must be JSON: {error}") from None
-    _keys(document, _TOP_KEYS, "the pattern document", optional={"raise_on_miss"})
+    document = _keys(document, _TOP_KEYS, "the pattern document")
     if document["format"] != FORMAT:
         raise DefinitionError(f"unknown pattern format {document['format']!r}; this version reads {FORMAT!r}")
     raise_on_miss = document.get("raise_on_miss", False)
@@ -78,12 +86,12 @@ def pattern_from_json(text: str | bytes) -> Pattern:
         raise DefinitionError(f"raise_on_miss is true or false, got {raise_on_miss!r}")
 
     def begin(first: str | Pattern) -> Pattern:
-        return Pattern.begin(first, document["skip"], document["skip_step"], raise_on_miss=raise_on_miss)
+        return Pattern.begin(first, document["skip"], document.get("skip_step"), raise_on_miss=raise_on_miss)
 
     pattern = _sequence(document["steps"], begin)
     for guard in document["trailing"]:
         pattern = _negated(pattern, guard)
-    if document["within"] is not None:
+    if document.get("within") is not None:
         pattern = pattern.within(_duration(document["within"]))
     return pattern.compiled()
 
@@ -152,13 +160,18 @@ def _window(window: Any) -> Any:
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _keys(item: Any, wanted: set[str], what: str, optional: set[str] | None = None) -> None:
+def _keys(item: Any, keys: tuple[set[str], set[str]], what: str) -> dict[str, Any]:
+    """``item`` without its null keys, checked to have the ``keys`` it must have
+    and no others."""
     if not isinstance(item, dict):
         raise DefinitionError(f"{what} must be a JSON object, got {item!r}")
-    missing, unknown = wanted - item.keys(), item.keys() - wanted - (optional or set())
+    required, nullable = keys
+    item = {key: value for key, value in item.items() if value is not None}
+    missing, unknown = required - item.keys(), item.keys() - required - nullable
     if missing or unknown:
+        named = f" {item['name']!r}" if "name" in item else ""
         raise DefinitionError(
-            f"{what} {item.get('name', '')!r}: "
+            f"{what}{named}: "
             + "; ".join(
                 part for part in (
                     f"missing {', '.join(sorted(missing))}" if missing else "",
@@ -166,15 +179,14 @@ def _keys(item: Any, wanted: set[str], what: str, optional: set[str] | None = No
                 ) if part
             )
         )
+    return item
 
 
 def _sequence(steps: Any, begin: Callable[[str | Pattern], Pattern]) -> Pattern:
     """The pattern of a document's list of steps (and groups), begun with ``begin``."""
     if not isinstance(steps, list) or not steps:
         raise DefinitionError("a pattern document needs a non-empty list of steps (a group too)")
-    for step in steps:
-        group = isinstance(step, dict) and "group" in step
-        _keys(step, _GROUP_KEYS if group else _STEP_KEYS, "a step", optional=None if group else {"within_previous"})
+    steps = [_keys(step, _GROUP_KEYS if _is_group(step) else _STEP_KEYS, "a step") for step in steps]
     first = steps[0]
     if first["guards"]:
         raise DefinitionError(f"the first step {_label(first)!r} cannot have negations before it")
@@ -189,9 +201,13 @@ def _sequence(steps: Any, begin: Callable[[str | Pattern], Pattern]) -> Pattern:
     return pattern
 
 
+def _is_group(element: Any) -> bool:
+    return isinstance(element, dict) and element.get("group") is not None
+
+
 def _target(step: dict[str, Any]) -> str | Pattern:
     """A step's name, or a group's pattern."""
-    return _sequence(step["group"], Pattern.begin) if "group" in step else step["name"]
+    return _sequence(step["group"], Pattern.begin) if _is_group(step) else step["name"]
 
 
 def _label(step: dict[str, Any]) -> str:
@@ -203,7 +219,7 @@ def _shaped(pattern: Pattern, step: dict[str, Any]) -> Pattern:
     name = _label(step)
     if step.get("where") is not None:
         pattern = pattern.where(_text(step["where"], name))
-    low, high = step["min"], step["max"]
+    low, high = step["min"], step.get("max")
     if low == 0:  # times(0, m) is optional: the document says that with "optional"
         raise DefinitionError(f"step {name!r}: min must be 1 or more; optional says whether it may take no event")
     if (low, high) != (1, 1):
@@ -230,12 +246,12 @@ def _gapped(pattern: Pattern, item: dict[str, Any]) -> Pattern:
 
 
 def _negated(pattern: Pattern, guard: Any) -> Pattern:
-    _keys(guard, _NEGATION_KEYS, "a negation", optional={"within_previous"})
+    guard = _keys(guard, _NEGATION_KEYS, "a negation")
     kinds = {"not_next": pattern.not_next, "not_followed_by": pattern.not_followed_by}
     if guard["kind"] not in kinds:
         raise DefinitionError(f"negation {guard['name']!r}: kind must be one of {', '.join(kinds)}")
     pattern = kinds[guard["kind"]](guard["name"])
-    pattern = pattern if guard["where"] is None else pattern.where(_text(guard["where"], guard["name"]))
+    pattern = pattern if guard.get("where") is None else pattern.where(_text(guard["where"], guard["name"]))
     return _gapped(pattern, guard)
 
 

@@ -352,9 +352,12 @@ def _as_text(row: tuple[str, Pattern | None, Any]) -> tuple[str, str | None, Any
 
 
 def _document_text(document: Any) -> str | bytes:
-    """A pattern document as text: text as it is, a parsed document (a mapping) as JSON."""
+    """A pattern document as text: text as it is, a parsed document (a mapping, or a
+    Spark ``Row`` of a struct column) as JSON."""
     if isinstance(document, str | bytes):
         return document
+    if hasattr(document, "asDict"):
+        document = document.asDict(recursive=True)
     if isinstance(document, Mapping):
         return json.dumps(document)
     raise DefinitionError(f"pattern_json must be a JSON document (text or a mapping), not {document!r}")

@@ -217,3 +217,60 @@ def test_a_batch_run_continuing_an_arrangement_runs_the_rules_earlier_runs_used(
     published = PersistedArrangement(tmp_path / "arr").updates()
     assert consolidate(((k, plain(v)), t, d) for (k, v), t, d in published) == alone
     assert ("retired", 70) in {(f.reason, f.time) for f in ended(alone)}
+
+
+GROUPED = (
+    Pattern.begin("first").where("kind = 'fail'")
+    .followed_by(Pattern.begin("g1").where("kind = 'fail'").next("g2").where("kind = 'ok'"))
+    .within(20)
+)
+GAPPED = (
+    Pattern.begin("big", "skip_to_first", "big").where("amount > 40")
+    .followed_by("fail").where("kind = 'fail'").within(5, "previous_and_current")
+    .not_followed_by("ok").where("kind = 'ok'").within(10)
+)
+UNCONDITIONED = (  # a step without a condition, a loop without a bound
+    Pattern.begin("any").one_or_more().until("kind = 'ok'").followed_by("ok").where("kind = 'ok'").within(8)
+)
+
+
+def test_rules_written_as_json_objects_read_by_spark_as_structs_are_the_rules_of_their_text(spark, tmp_path):
+    """A file of rule rows whose ``pattern_json`` is a JSON object: ``spark.read.json``
+    makes it a struct holding every key of every document, null where one lacks it,
+    and a rules stream reads that struct through ``to_json``, which leaves the null
+    keys out. Both are the book of the same rows with the documents as text."""
+    import json
+
+    from pyspark.sql import types as T
+
+    from statemachines.spark import read_rejected, run_stream
+    from tests.test_contract import FLUSH_KEY, FLUSH_TIME, file_stream
+
+    rows = [
+        ("fraud", fraud(3, 10), 0), ("grouped", GROUPED.to_json(), 0), ("gapped", GAPPED.to_json(), 0),
+        ("loose", UNCONDITIONED.to_json(), 0), ("fraud", None, 60),
+    ]
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "rules.json").write_text("".join(
+        json.dumps({"rule_id": r, "pattern_json": None if text is None else json.loads(text), "valid_from": t}) + "\n"
+        for r, text, t in rows
+    ))
+    table = spark.read.json(str(folder))
+    assert isinstance(table.schema["pattern_json"].dataType, T.StructType)
+    book = RuleBook.from_rows(table.collect())
+    assert book == RuleBook.from_rows(rows) and book.rejected == ()
+
+    rnd = random.Random(3)
+    events = [(f"u{rnd.randrange(3)}", Login(rnd.choice(KINDS[:3]), rnd.choice([None, 5, 50])), t // 2, t % 2) for t in range(200)]
+    files = [events[:100], events[100:], [(FLUSH_KEY, None, FLUSH_TIME, None)]]
+    query = run_stream(
+        RuleDetector([]), file_stream(spark, files, SCHEMA, tmp_path / "in"), into=tmp_path / "arr",
+        checkpoint=tmp_path / "ckpt", order="order", trigger={"availableNow": True}, progress=None,
+        rules=spark.readStream.schema(table.schema).json(str(folder)),
+    )
+    query.awaitTermination()
+    found = run_local(RuleDetector(rows), events).updates
+    assert {m.rule for m in matches(found)} >= {"fraud", "grouped", "loose"}
+    assert PersistedArrangement(tmp_path / "arr").updates() == found
+    assert read_rejected(spark, tmp_path / "arr") is None
