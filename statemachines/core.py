@@ -17,7 +17,7 @@ from statemachines.events import Event, Reason, Refused, Rejected, event_rank
 from statemachines.intake import Intake
 from statemachines.machine import Emit, Machine
 from statemachines.times import is_finite_time
-from statemachines.updates import Update, sort_by_data
+from statemachines.updates import Update, canonical, sort_by_data
 
 __all__ = [
     "OwnTypeCheck", "UpdateColumns", "ValueCheck", "advance_key", "apply_transition", "call_deadline", "held_values", "run_key",
@@ -138,6 +138,10 @@ def apply_transition(
         return Rejected(event, Reason.TRANSITION_FAILED, f"{type(exc).__name__}: {exc}")
     if check is not None:
         new = after - values
+        if not spec.values_fit_own_type:  # checked as they will be stored
+            canonical_after, found = _canonical_values(after, new), _canonical_values(found)
+            if canonical_after is not after:
+                after, new = canonical_after, canonical_after - values
         if (new or found) and not (type(check) is OwnTypeCheck and check.stores(event)):
             for value in (*new, *found):
                 problem = check(value)
@@ -159,6 +163,26 @@ def _outcome(machine: Machine, result: Any, hook: str) -> tuple[frozenset[Any], 
     if result is None:
         raise TypeError(f"{hook} returned None; it must return the key's next set of values")
     return frozenset(result), ()
+
+
+_PLAIN = frozenset({str, int, bool, type(None)})  # canonical whatever their value
+
+
+def _canonical_values(values: Any, new: Any = None) -> Any:
+    """``values`` (a frozenset or a tuple) with every value :func:`canonical`, or
+    ``values`` itself if each already is; ``new``, if given, the only ones that may not
+    be (those not held before). A NaN a machine computes is then the one NaN a key
+    holds, as a NaN symbol is, and a NumPy scalar the Python value it equals::
+
+        held      the machine's next values       _canonical_values
+        {nan}     {float("nan")} (a new object)   {nan}: no change
+        {}        {float("nan"), float("nan")}    {nan}: one value
+        {}        {np.int64(5)}                   {5}
+    """
+    for value in values if new is None else new:
+        if type(value) not in _PLAIN and canonical(value) is not value:
+            return type(values)(map(canonical, values))
+    return values
 
 
 def held_values(machine: Machine, values: frozenset[Any]) -> frozenset[Any]:
@@ -249,16 +273,21 @@ def advance_key(
                     found.extend(new)
                 position += 1
             i += 1
+        arrived = after - values if after is not values else ()
+        if not spec.values_fit_own_type:  # the values held and reported are canonical
+            canonical_after, found = _canonical_values(after, arrived), _canonical_values(found)
+            if canonical_after is not after:  # a NaN the key holds, made anew, is no change
+                after, arrived = canonical_after, canonical_after - values
         if columns is not None:
-            if after != values or found:
-                columns.add(now, values - after, (*(after - values), *found))
+            if arrived or found or after != values:
+                columns.add(now, values - after, (*arrived, *found))
                 values = after
         else:
             start = len(updates)
-            if after != values:
+            if arrived or after != values:
                 for v in values - after:
                     updates.append(_NEW(Update, ((key, v), now, -1)))
-                for v in after - values:
+                for v in arrived:
                     updates.append(_NEW(Update, ((key, v), now, 1)))
                 values = after
             for v in found:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statemachines import Arrangement, PersistedArrangement, Reason, consolidate, run_local
+from statemachines import Arrangement, Machine, PersistedArrangement, Reason, consolidate, run_local
 from statemachines.library import Upsert
 from tests.machines import Tags
 
@@ -189,6 +189,39 @@ NUMPY_VALUES = {  # a NumPy value kind: each of three readings as NumPy and as P
     "bool": (np.bool_, [True, False, True]),
     "datetime64[s]": (np.datetime64, ["2024-01-01T00:00:00", "2024-01-02T03:04:05", "1970-01-01T00:00:00"]),
 }
+
+
+class Reading(Machine):
+    """A key's value: the reading its symbol (0, 1 or 2) names, made a NumPy scalar
+    by ``kind`` (with ``kind`` ``None``, the reading as it is)."""
+
+    def __init__(self, kind, readings):
+        self.kind, self.readings = kind, readings
+
+    def transition(self, key, values, symbol, time):
+        reading = self.readings[symbol]
+        return {reading if self.kind is None else self.kind(reading)}
+
+
+@given(
+    rows=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2), st.integers(0, 6)), max_size=15),
+    value_kind=st.sampled_from(sorted(NUMPY_VALUES)),
+)
+def test_values_a_machine_computes_with_numpy_are_the_python_values_they_hold(rows, value_kind, tmp_path_factory):
+    numpy_value, readings = NUMPY_VALUES[value_kind]
+    computed = {
+        "numpy": Reading(numpy_value, readings),
+        "python": Reading(None, [numpy_value(r).item() for r in readings]),
+    }
+    found = {name: run_local(machine, rows).updates for name, machine in computed.items()}
+    assert found["numpy"] == found["python"]
+    assert not [u for u in found["numpy"] if type(u.data[1]).__module__ == "numpy"]
+    stored = {}
+    for name, machine in computed.items():
+        target = PersistedArrangement(tmp_path_factory.mktemp(name))
+        assert not run_local(machine, rows, into=target).rejected
+        stored[name] = repr(PersistedArrangement.open(target.path).updates())
+    assert stored["numpy"] == stored["python"]
 
 
 @given(

@@ -19,7 +19,7 @@ from deltalake import DeltaTable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from statemachines import LocalRuntime, PersistedArrangement, consolidate, run_local
+from statemachines import LocalRuntime, Machine, PersistedArrangement, consolidate, run_local
 from statemachines.library import Upsert
 from statemachines.spark.tabulated import _last_key_start
 from statemachines.updates import canonical
@@ -356,3 +356,38 @@ def test_a_pattern_on_spark_writes_the_negative_zero_of_its_events_as_zero(spark
     assert written and not [u for u in written if holds_negative_zero(u[0])]
     expected = run_local(detector, [zero_as_zero(e) for e in events]).updates
     assert consolidate(written) == expected
+
+
+class Computed(Machine):
+    """A key's values computed from its symbol, a small number: its reading (NaN for
+    0 and 3, ``-0.0`` for 1) alone and in a tuple with the symbol's parity, then NaN
+    alone from a deadline at 100; with ``fresh``, each NaN and ``-0.0`` a new object,
+    as arithmetic makes them, else the one ``math.nan`` and ``0.0`` (the model)."""
+
+    def __init__(self, fresh):
+        self.fresh = fresh
+
+    def reading(self, n):
+        if n % 3 == 0:
+            return float("inf") - float("inf") if self.fresh else math.nan
+        if n == 1:
+            return -1.0 * 0.0 if self.fresh else 0.0
+        return float(n)
+
+    def transition(self, key, values, symbol, time):
+        return [self.reading(symbol), (symbol % 2, self.reading(symbol + 1)), self.reading(symbol + 3)]
+
+    def deadline(self, key, values):  # at 100, after every event, the key's values become NaN alone
+        return None if values == {math.nan} else 100
+
+    def on_deadline(self, key, values, time):
+        return [self.reading(0), self.reading(3)]
+
+
+@given(st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 3), st.integers(0, 5)), max_size=20))
+def test_values_a_machine_computes_take_nan_as_one_value_and_negative_zero_as_zero(events):
+    """A NaN a transition makes is the one NaN a key holds, as a NaN symbol is: a new
+    NaN object for the NaN the key holds is no change, and two are one value."""
+    expected = as_text(run_local(Computed(fresh=False), events).updates)
+    assert as_text(run_local(Computed(fresh=True), events).updates) == expected
+
