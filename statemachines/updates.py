@@ -123,8 +123,9 @@ def canonical(item: Any) -> Any:
     is its instant, as Spark's timestamps and Delta's: Python compares two of one
     zone by their wall clocks, so the two 02:30 of a night that repeats that hour
     would be one value. Every runtime passes keys and symbols, the values machines
-    compute, and every value it reads back, through here. ``item`` itself is returned when it holds no other NaN,
-    no ``-0.0``, no datetime zoned other than ``datetime.UTC`` and no NumPy scalar.
+    compute, and every value it reads back, through here. ``item`` itself is
+    returned when it holds no other NaN, no ``-0.0``, no datetime zoned other than
+    ``datetime.UTC`` and no NumPy scalar.
 
     ==============================  ==========================================
     item                            canonical(item)
