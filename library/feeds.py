@@ -29,7 +29,8 @@ columns are paths in the envelope (``source.lsn``, ``ts_ms``)::
     c, u, r   after       upsert of after's values; a ``u`` whose ``before``
                           holds another key also deletes that key
     d         before      delete of before's key
-    t, other  -           rejected bad_operation
+    t         -           rejected bad_operation (a TRUNCATE names no key)
+    other     -           rejected bad_operation
 
 A value Debezium did not send (PostgreSQL's unchanged TOASTed columns, without
 ``REPLICA IDENTITY FULL``) arrives as its placeholder, ``__debezium_unavailable_value``
@@ -82,8 +83,10 @@ from statemachines.updates import hashable
 
 __all__ = [
     "DEBEZIUM_DELETE",
+    "DEBEZIUM_TRUNCATE",
     "DEBEZIUM_UPSERTS",
     "TOMBSTONE",
+    "TRUNCATE",
     "UNAVAILABLE",
     "UNAVAILABLE_FORMS",
     "DELTA_CHANGES",
@@ -99,6 +102,11 @@ __all__ = [
 
 DEBEZIUM_UPSERTS = ("c", "u", "r")  # create, update, read (a snapshot row)
 DEBEZIUM_DELETE = "d"
+DEBEZIUM_TRUNCATE = "t"
+TRUNCATE = (
+    "op 't' is a TRUNCATE, which deletes every row of the table: it is not applied, as it names no "
+    "key (delete the keys with a run of deletes; Debezium skips truncates unless skipped.operations leaves t out)"
+)
 # Debezium's unavailable.value.placeholder default, and its base64 form (a bytes column in JSON)
 UNAVAILABLE = "__debezium_unavailable_value"
 UNAVAILABLE_FORMS = (UNAVAILABLE, "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")
@@ -355,6 +363,8 @@ def _debezium_refusal(envelope: Mapping[str, Any]) -> tuple[Reason, str] | None:
         image = "before"
     elif op in DEBEZIUM_UPSERTS:
         image = "after"
+    elif op == DEBEZIUM_TRUNCATE:
+        return Reason.BAD_OPERATION, TRUNCATE
     else:
         return Reason.BAD_OPERATION, f"op {op!r} is not applied (c, u, r upsert; d deletes)"
     if not isinstance(envelope.get(image), Mapping):

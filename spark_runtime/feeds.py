@@ -21,10 +21,12 @@ from statemachines import InvalidArgument, Reason
 from statemachines.library import Upsert
 from statemachines.library.feeds import (
     DEBEZIUM_DELETE,
+    DEBEZIUM_TRUNCATE,
     DEBEZIUM_UPSERTS,
     DELTA_CHANGES,
     DELTA_DELETES,
     TOMBSTONE,
+    TRUNCATE,
     UNAVAILABLE_FORMS,
     ChangeFeed,
     FeedColumns,
@@ -79,6 +81,7 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         rules = [
             (op.isNull() & F.col("before").isNull() & F.col("after").isNull(), refusal(Reason.MISSING_FIELD, TOMBSTONE)),
             (op.isNull(), refusal(Reason.MISSING_FIELD, "the envelope has no op")),
+            (op == DEBEZIUM_TRUNCATE, refusal(Reason.BAD_OPERATION, TRUNCATE)),
             (
                 ~op.isin(*DEBEZIUM_UPSERTS, DEBEZIUM_DELETE),
                 refusal(Reason.BAD_OPERATION, F.format_string("op '%s' is not applied (c, u, r upsert; d deletes)", op)),

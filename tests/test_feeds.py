@@ -260,7 +260,8 @@ def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row
 @pytest.mark.parametrize(
     ("envelope", "reason", "detail"),
     [
-        ({"op": "t", "before": None, "after": None, "source": {"lsn": 3}}, "bad_operation", "op 't' is not applied"),
+        ({"op": "t", "before": None, "after": None, "source": {"lsn": 3}}, "bad_operation", "op 't' is a TRUNCATE"),
+        ({"op": "m", "before": None, "after": None, "source": {"lsn": 3}}, "bad_operation", "op 'm' is not applied"),
         ({"op": "u", "before": None, "after": None, "source": {"lsn": 3}}, "missing_field", "op 'u' without after"),
         ({"op": "d", "before": None, "after": None, "source": {"lsn": 3}}, "missing_field", "op 'd' without before"),
         ({"before": None, "after": {"id": 1}, "source": {"lsn": 3}}, "missing_field", "no op"),

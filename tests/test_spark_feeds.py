@@ -18,6 +18,7 @@ from tests.feed_models import (
     last_write_wins,
     scd2,
     with_tombstones,
+    wrap,
 )
 
 pytest.importorskip("pyspark")
@@ -90,6 +91,7 @@ def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     rows = flat_feed(11)
     path = tmp_path / "feed.jsonl"
     lines = with_tombstones(rows, [debezium(r, wrapped) for r in rows], wrapped)
+    lines += [wrap({"op": op, "source": {"lsn": 5000 + i}, "ts_ms": 1}, wrapped) for i, op in enumerate("tm")]  # a TRUNCATE, a message
     path.write_text("".join(json.dumps(line if line is not None else {}) + "\n" for line in lines))
     feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name", "city"], envelope="debezium")
     frame = spark.read.json(str(path))
