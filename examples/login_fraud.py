@@ -62,11 +62,7 @@ def main() -> None:
     frame = spark.createDataFrame(login_events(args.users), schema)
     result = run_batch(Detector(fraud_pattern()), frame, key="user", symbol="login", time="at")
 
-    def plain(v):
-        return tuple(plain(x) for x in v) if isinstance(v, list | tuple) else v
-
-    rows = [((r.key, plain(r.value)), r.time, r.diff) for r in result.updates.where("value.kind != 'partial'").collect()]
-    found = matches(rows)
+    found = matches(result.updates)  # read from the output DataFrame
     print(f"{frame.count():,} login events, {args.users} users: {len(found)} suspicious successes")
     print(f"{'user':<10} {'success at':<20} {'ips':<14} failures at")
     for match in found:
@@ -74,7 +70,7 @@ def main() -> None:
         failures = [e[1].strftime("%H:%M:%S") for e in match.events if e[0] == "failed"]
         ips = ",".join(sorted({ip for _, ip in steps["success"]}))
         print(f"{match.key:<10} {match.time:%Y-%m-%d %H:%M:%S}  {ips:<14} {' '.join(failures)}")
-    print(f"{len(timeouts(rows))} partial matches timed out (failures without a success in time)")
+    print(f"{len(timeouts(result.updates))} partial matches timed out (failures without a success in time)")
     print(result.summary())
 
 

@@ -490,27 +490,45 @@ class Found:
         return matched_of(self.events)
 
 
-def found_in(updates: Iterable[tuple[Any, Any, int]], kinds: tuple[str, ...]) -> list[Found]:
-    """The findings of the given kinds in a detector's updates, by time."""
+def found_in(updates: Any, kinds: tuple[str, ...]) -> list[Found]:
+    """The findings of the given kinds in a detector's updates, by time.
+
+    ``updates`` are a local run's (``((key, value), time, diff)``), or a Spark run's:
+    its rows ``key, value, time, diff`` (collected), or the DataFrame itself, whose
+    rows of those kinds are collected here. A Spark row's symbols stay ``Row``
+    objects, which read by field name and position as a local run's records do.
+    """
+    if hasattr(updates, "collect") and hasattr(updates, "where"):  # a Spark DataFrame
+        updates = updates.where(f"value.kind IN ({', '.join(repr(kind) for kind in kinds)})").collect()
     rows = [
         Found(
             key, time, tuple(tuple(e) for e in value[2]), value[1],
             value[3] if len(value) > 3 else None, value[0] if value[0] not in (MATCH, TIMEOUT) else None,
         )
-        for (key, value), time, diff in updates
+        for (key, value), time, diff in map(_triple, updates)
         for _ in range(diff)
         if value[0] in kinds
     ]
     return sorted(rows, key=lambda f: (f.time, repr(f.key), f.rule or "", [(e[1], e[2], e[0]) for e in f.events]))
 
 
-def matches(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
-    """The matches in a detector's updates, by completion time."""
+def _triple(update: Any) -> tuple[Any, Any, int]:
+    """An update as ``((key, value), time, diff)``, from itself or from a Spark row
+    ``(key, value, time, diff)``."""
+    if len(update) == 4:
+        key, value, time, diff = update
+        return (key, value), time, diff
+    return update
+
+
+def matches(updates: Any) -> list[Found]:
+    """The matches in a detector's updates (as :func:`found_in` takes them), by completion time."""
     return found_in(updates, (MATCH,))
 
 
-def timeouts(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
-    """The partial matches whose window closed, by expiry time."""
+def timeouts(updates: Any) -> list[Found]:
+    """The partial matches whose window closed (in updates as :func:`found_in` takes
+    them), by expiry time."""
     return found_in(updates, (TIMEOUT,))
 
 

@@ -696,7 +696,8 @@ def _start(group: list[Any]) -> Any:
     return min(v[2][0][1] for v in group)
 
 
-def ended(updates: Iterable[tuple[Any, Any, int]]) -> list[Found]:
-    """The partial matches ended because their rule was replaced or retired, by time;
+def ended(updates: Any) -> list[Found]:
+    """The partial matches ended because their rule was replaced or retired (in
+    updates as :func:`~statemachines.library.cep.found_in` takes them), by time;
     each :class:`Found`'s ``reason`` says which."""
     return found_in(updates, (REPLACED, RETIRED))

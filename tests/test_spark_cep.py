@@ -63,6 +63,9 @@ def test_batch_and_streaming_find_what_the_local_runtime_finds(spark, tmp_path):
     batch_updates = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
     assert batch_updates == local
     assert batch.rejected.count() == 0
+    # the findings read straight from Spark's output: the DataFrame, or its rows
+    assert matches(batch.updates) == matches(local) == matches(batch.updates.collect())
+    assert timeouts(batch.updates) == timeouts(local)
 
     streamed, rejected = stream_runner(Case("fraud", detector, events, []), tmp_path, spark)
     assert matches(streamed) == matches(local)

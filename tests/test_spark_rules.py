@@ -54,6 +54,7 @@ def test_rules_added_replaced_and_retired_mid_stream_find_on_spark_what_they_fin
     batch = run_batch(detector, spark.createDataFrame(events, SCHEMA), order="order")
     assert consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect()) == local
     assert batch.rejected.count() == 0
+    assert ended(batch.updates) == ended(local) and matches(batch.updates) == matches(local)  # read from Spark's output
 
     case = Case("rules", detector, events, [], schema=SCHEMA)
     streamed, rejected = stream_runner(case, tmp_path, spark, batches=4)
