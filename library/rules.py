@@ -652,7 +652,10 @@ class RuleDetector(Machine):
             return None
         parts: dict[Version, tuple[set[Any], list[Any]]] = {}
         for rule, group in _by_rule(v for v in values if not self.is_finding(v)).items():
-            version = book.version_at(rule, _start(group))
+            start = _start(group)
+            if type(start) is not book.time_type:  # held values of events as above
+                return None
+            version = book.version_at(rule, start)
             if version is None:
                 return None
             parts[version] = (set(group), [])

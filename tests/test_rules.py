@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from statemachines import DefinitionError, InvalidArgument, run_local
+from statemachines.events import Event
 from statemachines.library import Detector, Pattern, RuleBook, RuleDetector, ended, matches
 from statemachines.library.pattern import Skip
 from statemachines.library.rules import RuleWhy, Version
@@ -116,6 +117,17 @@ def test_a_rule_book_steps_many_keys_at_once_as_each_key_steps_event_by_event(bo
     if floats and seed % 4:  # float times (else int rules' times, where keys run whole)
         book = book.with_times(float)
     both_ways(RuleDetector(book), by_key, 12.5 if cut else None)
+
+
+def test_a_key_holding_matches_of_times_of_another_type_than_the_rules_runs_whole():
+    """Rules of whole-number times over events at float times: after the cut at 7.5
+    the key has no events but holds partial matches begun at 5.0. At 15 the window
+    of one (5.0 + 10) and the other's rule (retired at 15) end together; the key runs
+    whole, so the updates at that time have one time, as event by event."""
+    pattern = Pattern.begin("a").where("kind = 'fail'").followed_by("b").where("kind = 'ok'")
+    book = RuleDetector([("windowed", pattern.within(10).to_json(), 0), ("retired", pattern.to_json(), 0), ("retired", None, 15)])
+    assert book.rules.time_type is int
+    both_ways(book, {"u0": [Event("u0", Login("fail", 1), 5.0)]}, 7.5)
 
 
 @st.composite
