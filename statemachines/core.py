@@ -139,9 +139,7 @@ def apply_transition(
     if check is not None:
         new = after - values
         if not spec.values_fit_own_type:  # checked as they will be stored
-            canonical_after, found = _canonical_values(after, new), _canonical_values(found)
-            if canonical_after is not after:
-                after, new = canonical_after, canonical_after - values
+            after, found, new = _canonical_outcome(after, found, values, new)
         if (new or found) and not (type(check) is OwnTypeCheck and check.stores(event)):
             for value in (*new, *found):
                 problem = check(value)
@@ -183,6 +181,16 @@ def _canonical_values(values: Any, new: Any = None) -> Any:
         if type(value) not in _PLAIN and canonical(value) is not value:
             return type(values)(map(canonical, values))
     return values
+
+
+def _canonical_outcome(after: frozenset[Any], found: Any, values: frozenset[Any], new: Any) -> tuple[Any, Any, Any]:
+    """A step's next values ``after``, findings ``found`` and new values ``new``
+    (``after - values``) with every value canonical (:func:`_canonical_values`): a
+    NaN the key holds, made anew, is then no new value."""
+    canonical_after = _canonical_values(after, new)
+    if canonical_after is not after:
+        after, new = canonical_after, canonical_after - values
+    return after, _canonical_values(found), new
 
 
 def held_values(machine: Machine, values: frozenset[Any]) -> frozenset[Any]:
@@ -275,9 +283,7 @@ def advance_key(
             i += 1
         arrived = after - values if after is not values else ()
         if not spec.values_fit_own_type:  # the values held and reported are canonical
-            canonical_after, found = _canonical_values(after, arrived), _canonical_values(found)
-            if canonical_after is not after:  # a NaN the key holds, made anew, is no change
-                after, arrived = canonical_after, canonical_after - values
+            after, found, arrived = _canonical_outcome(after, found, values, arrived)
         if columns is not None:
             if arrived or found or after != values:
                 columns.add(now, values - after, (*arrived, *found))
