@@ -17,14 +17,22 @@ them run last (``conftest.py``), so the jobs have the rest of the run to finish:
 A job is plain Python with subprocesses: it must not touch the tests' Spark session,
 which the foreground tests use meanwhile. A job no collected test named (a test run
 alone with ``-k``) runs in the foreground when its result is asked for.
+
+Under pytest-xdist every worker collects the same tests, and the first to start the
+jobs runs them all (its claim is a file in a folder the run's workers share); it
+writes each job's outcome there, pickled, where the other workers read it, and waits
+for every job before it ends. The run's controller removes the folder.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import subprocess
 import tempfile
+import time
+import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +43,8 @@ _started: dict[str, Future] = {}
 _executor: ThreadPoolExecutor | None = None
 _root: Path | None = None
 _environment: dict[str, str] | None = None  # os.environ when the jobs started
+_elsewhere: set[str] = set()  # jobs another xdist worker runs
+_OUTCOME_WAIT = 3600  # seconds a worker waits for another's job before giving up
 
 
 def job(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
@@ -55,9 +65,72 @@ def _directory(name: str) -> Path:
     return work
 
 
+def shared(run: str | None = None) -> Path | None:
+    """The folder an xdist run's workers share (``run``: the run's id; by default
+    this worker's), or ``None`` outside xdist."""
+    run = run or os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path(tempfile.gettempdir()) / f"statemachines-background-{run}" if run else None
+
+
+def _claimed(folder: Path) -> bool:
+    """Whether this worker is the first to claim the run's jobs."""
+    folder.mkdir(exist_ok=True)
+    try:
+        os.close(os.open(folder / "host", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _published(name: str, folder: Path) -> Callable[[Path], Any]:
+    """The job ``name``, writing its outcome to ``folder`` for the other workers."""
+    def run(work: Path) -> Any:
+        try:
+            value = _JOBS[name](work)
+        except BaseException as exc:
+            _write(folder / f"{name}.pickle", (False, exc))
+            raise
+        _write(folder / f"{name}.pickle", (True, value))
+        return value
+
+    return run
+
+
+def _write(path: Path, outcome: tuple[bool, Any]) -> None:
+    """Write a job's ``(succeeded, value or exception)`` at once (readers poll for it)."""
+    try:
+        data = pickle.dumps(outcome)
+    except Exception:  # noqa: BLE001 - what pickle cannot hold, as text
+        text = repr(outcome[1]) if outcome[0] else "".join(traceback.format_exception(outcome[1]))
+        data = pickle.dumps((False, RuntimeError(f"{path.stem}'s outcome does not pickle: {text}")))
+    partial = path.with_suffix(f".{os.getpid()}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def _outcome(name: str, folder: Path) -> Any:
+    """What the job ``name`` that another worker runs returned (waiting for it)."""
+    path = folder / f"{name}.pickle"
+    deadline = time.monotonic() + _OUTCOME_WAIT
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the worker running the background jobs wrote no outcome of {name} in {path.parent}")
+        time.sleep(0.5)
+    succeeded, value = pickle.loads(path.read_bytes())
+    if not succeeded:
+        raise value
+    return value
+
+
 def start(names: Iterable[str]) -> None:
-    """Run the jobs ``names``, in this order, one at a time in a background thread."""
+    """Run the jobs ``names``, in this order, one at a time in a background thread
+    (under xdist: unless another worker claimed them first)."""
     global _executor, _environment
+    names = list(names)
+    folder = shared()
+    if names and folder is not None and not _claimed(folder):
+        _elsewhere.update(names)
+        return
     if _environment is None:
         _environment = dict(os.environ)
     for name in names:
@@ -70,7 +143,8 @@ def start(names: Iterable[str]) -> None:
             # ("[Errno 14] Bad address"). fork() gives the child its own copy.
             subprocess._USE_VFORK = False  # type: ignore[misc]  # CPython's off switch for vfork
             _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="background-job")
-        _started[name] = _executor.submit(_JOBS[name], _directory(name))
+        job = _JOBS[name] if folder is None else _published(name, folder)
+        _started[name] = _executor.submit(job, _directory(name))
 
 
 def environment() -> dict[str, str]:
@@ -82,6 +156,9 @@ def environment() -> dict[str, str]:
 
 def result(name: str) -> Any:
     """What the job ``name`` returned (waiting for it); raises what it raised."""
+    folder = shared()
+    if name in _elsewhere and folder is not None:
+        return _outcome(name, folder)
     if name not in _started:
         future: Future = Future()
         try:
@@ -93,8 +170,9 @@ def result(name: str) -> Any:
 
 
 def stop() -> None:
-    """Drop the jobs not begun, wait for the running one, remove their directories."""
+    """Drop the jobs not begun (under xdist, where other workers may wait for them:
+    run them all), wait for the running one, remove their directories."""
     if _executor is not None:
-        _executor.shutdown(wait=True, cancel_futures=True)
+        _executor.shutdown(wait=True, cancel_futures=shared() is None)
     if _root is not None:
         shutil.rmtree(_root, ignore_errors=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import compileall
 import os
+import shutil
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -38,11 +40,16 @@ def spark():
 
 
 def pytest_configure(config):
-    """Compile the project's sources once where the environment says not to write
+    """Name the run for its xdist workers (the folder they share for the background
+    jobs' outcomes is named after it, see tests/background.py).
+
+    Compile the project's sources once where the environment says not to write
     bytecode (``PYTHONDONTWRITEBYTECODE``): the processes the tests start (the
     command line's, Spark's Python workers, the examples and benchmarks) would each
     compile them anew, about 0.35 s of CPU apiece. Python still reads bytecode that
     exists; nothing but the project's own ``__pycache__`` folders is written."""
+    if _xdist_controller(config) and config.getoption("testrunuid") is None:
+        config.option.testrunuid = uuid.uuid4().hex
     if sys.dont_write_bytecode:
         root = Path(__file__).resolve().parent.parent
         for folder in ("statemachines", "library", "spark_runtime", "tests", "benchmarks", "examples"):
@@ -66,8 +73,23 @@ def pytest_collection_finish(session):
     background.start(dict.fromkeys(names))
 
 
+def pytest_itemcollected(item):
+    """Under xdist (``--dist loadgroup``), the tests that use Spark run in one worker,
+    one after another as without xdist: one JVM, while the other worker runs the
+    rest (two workers each with a JVM of its own were slower than one process)."""
+    if _starts_spark(item):
+        item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 def pytest_sessionfinish(session):
     background.stop()
+    if _xdist_controller(session.config):
+        shutil.rmtree(background.shared(session.config.getoption("testrunuid")), ignore_errors=True)
+
+
+def _xdist_controller(config) -> bool:
+    """Whether this process hands the tests out to xdist workers."""
+    return not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
 
 
 def _starts_spark(item) -> bool:

@@ -13,6 +13,7 @@ in its own process group and stopped by its pid (the group) in :func:`stop`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -84,17 +85,19 @@ def jvm_options(cache: Path) -> str:
         f"{pyspark.__version__} {SPARK_HOME} {java} {os.stat(java).st_mtime} {JVM_OPTIONS}".encode()
     ).hexdigest()
     archive = cache / f"spark-classes-{made[:16]}.jsa"
-    if not archive.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        partial = archive.with_suffix(f".{os.getpid()}.partial")
-        env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off")
-        try:
-            subprocess.run([sys.executable, "-c", _TRAINING], env=env, capture_output=True, timeout=600, check=True)
-            os.replace(partial, archive)
-        except (OSError, subprocess.SubprocessError):
-            with contextlib.suppress(OSError):
-                partial.unlink()
-            return JVM_OPTIONS
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(archive.with_suffix(".lock"), "w") as lock:  # one maker at a time (xdist's workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not archive.exists():
+            partial = archive.with_suffix(f".{os.getpid()}.partial")
+            env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off")
+            try:
+                subprocess.run([sys.executable, "-c", _TRAINING], env=env, capture_output=True, timeout=600, check=True)
+                os.replace(partial, archive)
+            except (OSError, subprocess.SubprocessError):
+                with contextlib.suppress(OSError):
+                    partial.unlink()
+                return JVM_OPTIONS
     return f"{JVM_OPTIONS} -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
