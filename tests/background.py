@@ -19,10 +19,9 @@ which the foreground tests use meanwhile. A job no collected test named (a test 
 alone with ``-k``) runs in the foreground when its result is asked for.
 
 Under pytest-xdist every worker collects the same tests, and the first to start the
-jobs runs them all (its claim is a file in the folder the run shares, see
-:mod:`tests.workers`); it
-writes each job's outcome there, pickled, where the other workers read it, and waits
-for every job before it ends. The run's controller removes the folder.
+jobs runs them all (its claim is a file in the folder the run shares, which the
+controller names and removes); it writes each job's outcome there, pickled, where the
+other workers read it, and waits for every job before it ends.
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-from tests.workers import shared
 
 _JOBS: dict[str, Callable[[Path], Any]] = {}
 _started: dict[str, Future] = {}
@@ -66,6 +63,13 @@ def _directory(name: str) -> Path:
     work = _root / name
     work.mkdir()
     return work
+
+
+def shared(run: str | None = None) -> Path | None:
+    """The folder an xdist run's controller and workers share (``run``: the run's
+    id; by default this worker's), or ``None`` outside xdist."""
+    run = run or os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path(tempfile.gettempdir()) / f"statemachines-test-run-{run}" if run else None
 
 
 def _claimed(folder: Path) -> bool:

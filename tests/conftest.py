@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests import background, workers
+from tests import background
 from tests.servers import JVM_OPTIONS, jvm_options
 
 # every Spark driver the tests start (see tests/servers.py); the class archive is
@@ -40,8 +40,8 @@ def spark():
 
 
 def pytest_configure(config):
-    """Name the run for its xdist workers (the folder they share is named after
-    it, see tests/workers.py).
+    """Name the run for its xdist workers (the folder they share for the background
+    jobs is named after it, see tests/background.py).
 
     Compile the project's sources once where the environment says not to write
     bytecode (``PYTHONDONTWRITEBYTECODE``): the processes the tests start (the
@@ -58,11 +58,9 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items):
-    """The modules whose tests wait for background jobs run last, in their order.
-    Under xdist, tell the controller which tests use Spark (tests/workers.py)."""
+    """The modules whose tests wait for background jobs run last, in their order."""
     waiting = {item.path for item in items if item.get_closest_marker("background")}
     items.sort(key=lambda item: item.path in waiting)
-    workers.write_spark_tests([item.nodeid for item in items if _starts_spark(item)])
 
 
 def pytest_collection_finish(session):
@@ -75,16 +73,10 @@ def pytest_collection_finish(session):
     background.start(dict.fromkeys(names))
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """The tests that use Spark in one xdist worker, the others anywhere (tests/workers.py)."""
-    return workers.SparkTestsTogether(config, log)
-
-
 def pytest_sessionfinish(session):
     background.stop()
     if _xdist_controller(session.config):
-        shutil.rmtree(workers.shared(session.config.getoption("testrunuid")), ignore_errors=True)
+        shutil.rmtree(background.shared(session.config.getoption("testrunuid")), ignore_errors=True)
 
 
 def _xdist_controller(config) -> bool:
