@@ -77,6 +77,7 @@ from statemachines.spark.output import (
 )
 from statemachines.spark.relay import MicroBatchReport, ReportRelay
 from statemachines.spark.rule_stream import check_rules, kept_settings, taken_rules
+from statemachines.spark.session import scoped_conf
 from statemachines.spark.shipping import is_connect, self_contained, ship_code
 from statemachines.times import decode_time, encode_time, is_duration
 
@@ -561,7 +562,8 @@ def run_stream(
     relay = None
     if in_sink is None and progress is not None:
         relay = ReportRelay(into, progress)  # before the query publishes anything
-    query = writer.start()
+    with scoped_conf(spark, checkpoint_files(spark, checkpoint)):  # read once, as the query starts
+        query = writer.start()
     if relay is not None:
         relay.start(query)
         _RELAYS[str(query.id)] = relay
@@ -582,6 +584,37 @@ def flush_progress(query: Any) -> None:
 
 
 _RELAYS: dict[str, Any] = {}  # query id -> its ReportRelay, with Spark Connect
+
+
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def checkpoint_files(spark: Any, checkpoint: str) -> dict[str, str]:
+    """The Spark setting a query on ``checkpoint`` starts with: on the local file
+    system, Spark's checkpoint file manager that writes through Hadoop's
+    ``FileSystem`` rather than its ``FileContext`` (unless the session names one).
+
+    Without Hadoop's native library (a pip install of pyspark has none) the local
+    ``FileContext`` starts a ``readlink`` process for each path a rename checks:
+    about 18 a micro-batch, most of a fifth of the JVM's CPU in a small stream (both
+    also start a ``chmod`` for each file they create). On a local disk the two are
+    alike otherwise: a rename that must not overwrite checks the destination first in
+    both, as ``rename(2)`` cannot refuse to overwrite. The class moved package in
+    Spark 4.1.
+
+    ===============================  ==========================================
+    checkpoint                       setting
+    ===============================  ==========================================
+    ``/path``, ``file:/path``        ``FileSystemBasedCheckpointFileManager``
+    ``s3a://...``, ``hdfs://...``    none: Spark's default
+    either, the session naming one   none: the session's
+    ===============================  ==========================================
+    """
+    if ("://" in checkpoint and not checkpoint.startswith("file:")) or spark.conf.get(CHECKPOINT_FILE_MANAGER, None):
+        return {}
+    major, minor = (int(part) for part in spark.version.split(".")[:2])
+    package = "checkpointing." if (major, minor) >= (4, 1) else ""
+    return {CHECKPOINT_FILE_MANAGER: f"org.apache.spark.sql.execution.streaming.{package}FileSystemBasedCheckpointFileManager"}
 
 
 def absolute(path: str | os.PathLike[str]) -> str:

@@ -24,6 +24,8 @@ from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
 from statemachines.spark.output import UPDATE
+from statemachines.spark.session import scoped_conf
+from statemachines.spark.streaming import CHECKPOINT_FILE_MANAGER, checkpoint_files
 from tests import background
 from tests.delta_reader import delta_rs_change_feed, delta_rs_updates
 from tests.machines import Session, SubclassedUpsert
@@ -115,6 +117,7 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert published(spark, tmp_path / "arr") == local_reference(files)
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
     assert_change_feed_is_the_updates(tmp_path / "arr")
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None  # the query's setting, not the session's
     # each micro-batch merged the spine the one before it published, all but the last batch
     counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
     assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1], strict=True))
@@ -122,6 +125,19 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert not list((tmp_path / "arr").rglob(f"kind={UPDATE}"))
     last = PersistedArrangement(tmp_path / "arr").batches[-1]
     assert last.count and all("/" not in name for name in last.files)
+
+
+def test_a_local_checkpoint_is_written_through_a_file_manager_this_spark_has(spark, tmp_path):
+    """Local checkpoints get Spark's FileSystem-based checkpoint file manager, by the
+    class name of the running Spark's version; other stores and a session's own
+    choice keep Spark's."""
+    settings = checkpoint_files(spark, str(tmp_path / "checkpoint"))
+    (name,) = settings.values()
+    spark._jvm.java.lang.Class.forName(name)  # raises if this Spark has no such class
+    assert checkpoint_files(spark, f"file://{tmp_path}/checkpoint") == settings
+    assert checkpoint_files(spark, "s3a://bucket/checkpoint") == {}
+    with scoped_conf(spark, {CHECKPOINT_FILE_MANAGER: name.replace("FileSystem", "FileContext")}):
+        assert checkpoint_files(spark, str(tmp_path / "checkpoint")) == {}
 
 
 def write_files(directory, files, schema=SCHEMA):
