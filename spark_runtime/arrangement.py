@@ -22,11 +22,28 @@ from statemachines.delta import VersionSpec
 from statemachines.errors import InvalidArgument
 from statemachines.persisted import PersistedArrangement
 from statemachines.spark.output import ROW_GROUP_BYTES, count_rows
+from statemachines.spark.session import scoped_conf
 from statemachines.times import decode_time
 
-__all__ = ["compact", "read_history", "read_snapshot", "read_updates"]
+__all__ = ["compact", "read_files", "read_history", "read_snapshot", "read_updates"]
 
 UPDATE_COLUMNS = ("key", "value", "time", "diff")
+LISTED_IN_A_JOB = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def read_files(spark, paths: list[str], schema: Any = None) -> Any:
+    """Parquet files as one DataFrame (of ``schema`` if given, else of the first
+    file's), planned now: Spark Connect looks for the files only when asked.
+
+    Local files are looked up by the driver however many: past 32 paths Spark would
+    run a job to do it (:data:`LISTED_IN_A_JOB`), which made the read of an
+    arrangement of 40 files take 0.5 s to plan instead of 0.14.
+    """
+    local = all("://" not in path or path.startswith("file:") for path in paths)
+    with scoped_conf(spark, {LISTED_IN_A_JOB: str(max(32, len(paths)))} if local else {}):
+        frame = (spark.read if schema is None else spark.read.schema(schema)).parquet(*paths)
+        frame.schema  # noqa: B018 - the files are looked for now, under this setting
+    return frame
 
 
 def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None) -> tuple[Any, Any]:
@@ -42,8 +59,7 @@ def _published(spark, path: str | os.PathLike[str], version: VersionSpec | None)
     if not names:
         raise InvalidArgument(f"the arrangement at {path} holds no updates yet")
     try:
-        frame = spark.read.parquet(*(loc.uri_of(name) for name in names))
-        frame.schema  # noqa: B018 - Spark Connect plans a read (and looks for its files) only when asked
+        frame = read_files(spark, [loc.uri_of(name) for name in names])
     except AnalysisException as exc:  # Spark looks for the files as it plans the read
         found = delta.present(loc, names)
         gone = [name for name in names if name not in found]
@@ -142,7 +158,7 @@ def compact(spark, path: str | os.PathLike[str], since: Any = None) -> Any:
     if since is not None and arrangement.upper is not None:
         reached = min(since, arrangement.upper)
         target = reached if target is None or reached > target else target
-    updates = spark.read.parquet(*files).select(*UPDATE_COLUMNS)
+    updates = read_files(spark, files).select(*UPDATE_COLUMNS)
     if target is not None:
         updates = updates.withColumn("time", F.greatest(F.col("time"), F.lit(target).cast(updates.schema["time"].dataType)))
     consolidated = (

@@ -58,7 +58,7 @@ from statemachines.persisted import (
 )
 from statemachines.records import record_type
 from statemachines.spark import native as native_paths
-from statemachines.spark.arrangement import read_snapshot
+from statemachines.spark.arrangement import read_files, read_snapshot
 from statemachines.spark.lockstep import lockstep_runner, runs_in_rounds
 from statemachines.spark.output import (
     EVENT_ROW,
@@ -701,7 +701,7 @@ def _read_files(output: Any, root: str, relative: list[str], columns: tuple[str,
     schema = T.StructType([output.schema[c] for c in columns])
     if not relative:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*(os.path.join(root, r) for r in relative)).select(*columns)
+    return read_files(spark, [os.path.join(root, r) for r in relative], schema).select(*columns)
 
 
 @functools.cache

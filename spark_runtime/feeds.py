@@ -35,6 +35,7 @@ from statemachines.library.feeds import (
     unavailable_detail,
 )
 from statemachines.scd import END_AT, START_AT, ScdTable
+from statemachines.spark.arrangement import read_files
 from statemachines.spark.batch import refusal, require_frame, run_batch
 from statemachines.spark.streaming import run_stream
 
@@ -260,4 +261,4 @@ def read_scd(spark: Any, table: ScdTable, version: int | None = None) -> Any:
     files = DeltaTable(table.path, version=version, storage_options=table.storage_options).file_uris()
     if not files:
         return spark.createDataFrame(table.read(version))
-    return spark.read.parquet(*files).select(*table.columns)
+    return read_files(spark, files).select(*table.columns)

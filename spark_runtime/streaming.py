@@ -48,6 +48,7 @@ from statemachines.persisted import (
     rejected_files,
     same_query,
 )
+from statemachines.spark.arrangement import read_files
 from statemachines.spark.batch import (
     EventColumns,
     for_event_times,
@@ -637,5 +638,5 @@ def read_rejected(spark: Any, path: str | os.PathLike[str]) -> Any:
     names = rejected_files(state.get("notes"), state.get("stream"))
     if not names:
         return None
-    frame = spark.read.parquet(*(os.path.join(os.fspath(path), n) for n in names))
+    frame = read_files(spark, [os.path.join(os.fspath(path), n) for n in names])
     return frame.select(*REJECTED_COLUMNS)

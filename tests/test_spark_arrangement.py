@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
@@ -11,6 +13,7 @@ from statemachines import InvalidArgument, PersistedArrangement, consolidate, ru
 from statemachines.library import Upsert
 from statemachines.persisted import DamagedArrangement, check
 from statemachines.spark import read_history, read_snapshot, read_updates
+from statemachines.spark.arrangement import LISTED_IN_A_JOB, read_files
 from tests.contract import Case
 from tests.delta_reader import commit_times, delta_rs_change_feed, statistics_problems
 from tests.machines import Tags
@@ -34,6 +37,25 @@ def customers(tmp_path):
 
 def rows(frame, *columns):
     return sorted(tuple(r[c] for c in columns) for r in frame.collect())
+
+
+def test_many_local_files_are_read_whole_without_a_job_to_look_them_up(spark, tmp_path):
+    """Past Spark's threshold (32 paths) a read would run a job to look its files up."""
+    paths = []
+    for i in range(40):
+        paths.append(str(tmp_path / f"part-{i}.parquet"))
+        pq.write_table(pa.table({"key": [f"k{i}"], "time": [i]}), paths[-1])
+    threshold = spark.conf.get(LISTED_IN_A_JOB)
+    group = f"read-{tmp_path.name}"
+    spark.sparkContext.setJobGroup(group, "reading files")
+    try:
+        frame = read_files(spark, paths, "key string, time long")  # the schema given: no job reads a footer
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert jobs == []
+    assert spark.conf.get(LISTED_IN_A_JOB) == threshold
+    assert sorted(frame.collect()) == sorted((f"k{i}", i) for i in range(40))
 
 
 def test_spark_reads_the_same_updates_snapshots_and_history(spark, customers):
