@@ -597,8 +597,8 @@ def checkpoint_files(spark: Any, checkpoint: str) -> dict[str, str]:
 
     Without Hadoop's native library (a pip install of pyspark has none) the local
     ``FileContext`` starts a ``readlink`` process for each path a rename checks:
-    about 18 a micro-batch, most of a fifth of the JVM's CPU in a small stream (both
-    also start a ``chmod`` for each file they create). On a local disk the two are
+    about 18 a micro-batch, a quarter of the JVM's CPU in a small stream
+    (``benchmarks/checkpoints.py``; both also start a ``chmod`` for each file they create). On a local disk the two are
     alike otherwise: a rename that must not overwrite checks the destination first in
     both, as ``rename(2)`` cannot refuse to overwrite. The class moved package in
     Spark 4.1.
