@@ -39,7 +39,7 @@ def read_files(spark, paths: list[str], schema: Any = None) -> Any:
     run a job to do it (:data:`LISTED_IN_A_JOB`), which made the read of an
     arrangement of 40 files take 0.5 s to plan instead of 0.14.
     """
-    local = all("://" not in path or path.startswith("file:") for path in paths)
+    local = all(delta.on_local_disk(path) for path in paths)
     with scoped_conf(spark, {LISTED_IN_A_JOB: str(max(32, len(paths)))} if local else {}):
         frame = (spark.read if schema is None else spark.read.schema(schema)).parquet(*paths)
         frame.schema  # noqa: B018 - the files are looked for now, under this setting

@@ -38,6 +38,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from statemachines import InvalidArgument, Machine
+from statemachines.delta import on_local_disk
 from statemachines.machine import resume_machine, settings_note
 from statemachines.persisted import (
     REJECTED_COLUMNS,
@@ -611,7 +612,7 @@ def checkpoint_files(spark: Any, checkpoint: str) -> dict[str, str]:
     either, the session naming one   none: the session's
     ===============================  ==========================================
     """
-    if ("://" in checkpoint and not checkpoint.startswith("file:")) or spark.conf.get(CHECKPOINT_FILE_MANAGER, None):
+    if not on_local_disk(checkpoint) or spark.conf.get(CHECKPOINT_FILE_MANAGER, None):
         return {}
     major, minor = (int(part) for part in spark.version.split(".")[:2])
     package = "checkpointing." if (major, minor) >= (4, 1) else ""

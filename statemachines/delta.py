@@ -53,6 +53,7 @@ __all__ = [
     "location",
     "missing_data_file",
     "missing_data_files",
+    "on_local_disk",
     "read_snapshot",
     "s3_filesystem",
     "table_retention_hours",
@@ -120,6 +121,12 @@ class Location:
     def uri_of(self, relative: str) -> str:
         """A path inside the table as a URI (what Spark and other engines open)."""
         return f"{self.uri.rstrip('/')}/{relative}"
+
+
+def on_local_disk(path: str) -> bool:
+    """Whether ``path`` is on the local file system: a plain path or a ``file:`` URI
+    (``s3a://``, ``hdfs://``... are not)."""
+    return "://" not in path or path.startswith("file:")
 
 
 def location(path: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> Location:
