@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from run import jvm_pid  # noqa: E402
+from run import cpu_ticks, jvm_pid  # noqa: E402
 
 from statemachines import PersistedArrangement, run_local  # noqa: E402
 from statemachines.library import Upsert  # noqa: E402
@@ -62,9 +62,7 @@ def upserts(files: int, rows: int, seed: int = 5) -> list[list[tuple[str, str, i
 
 def jvm_cpu_seconds(pid: int) -> float:
     """User and system CPU of process ``pid`` and of the children it reaped."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid, reaped=True) / os.sysconf("SC_CLK_TCK")
 
 
 def stream_once(spark, work: str, lists) -> tuple[float, float]:

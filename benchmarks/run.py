@@ -501,12 +501,13 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def cpu_ticks(pid: int) -> int | None:
-    """User + system CPU time a process has used, in clock ticks (None: it is gone)."""
+def cpu_ticks(pid: int, reaped: bool = False) -> int | None:
+    """User + system CPU time a process has used, in clock ticks (None: it is gone);
+    with ``reaped``, that of the children it waited for too."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
+        return sum(int(x) for x in fields[11 : 15 if reaped else 13])
     except (OSError, IndexError, ValueError):
         return None
 
