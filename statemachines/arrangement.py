@@ -696,4 +696,6 @@ def _check_batch(batch: Batch, since: Any) -> None:
                     assert in_range, (batch, time)
                 else:
                     assert time >= batch.since and (in_range or time == batch.since), (batch, time)
-    assert batch.count == count
+    # a batch of files another engine rewrote counts their rows, which may hold an
+    # update twice (two batches' times advanced to one since): consolidated, fewer
+    assert batch.count == count or (getattr(batch, "rewritten", False) and batch.count > count)

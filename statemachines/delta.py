@@ -45,6 +45,7 @@ __all__ = [
     "STATE_DIR",
     "DamagedArrangement",
     "Location",
+    "OptimizedMeanwhile",
     "Snapshot",
     "VersionSpec",
     "batch_files",
@@ -88,6 +89,12 @@ class DamagedArrangement(InvalidArgument):
     def __init__(self, message: str, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class OptimizedMeanwhile(InvalidArgument):
+    """A commit lost to another engine's ``OPTIMIZE`` (and nothing else) committed since
+    its version was read: it changed nothing, and made again on the table as the
+    ``OPTIMIZE`` left it (which changed no row), it does what it would have done."""
 
 
 def deltalake() -> Any:
@@ -433,8 +440,10 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
     Before the first commit the state is ``state-0``, which the first commit then
     marks (``"table": true``): from then on, a missing log is damage, not an empty
     arrangement. The data files the log names must be those the state's batches
-    name: another writer's commit (a Delta ``DELETE``, ``OPTIMIZE`` or append) that
+    name: another writer's commit (a Delta ``DELETE``, ``UPDATE`` or append) that
     changed them is refused by name, unless ``foreign`` (then the caller compares).
+    A ``RESTORE`` to one of the arrangement's versions, and ``OPTIMIZE`` commits, are
+    read through (:func:`_restored_state`, :func:`_optimized_state`).
 
     Raises:
         InvalidArgument: ``loc`` holds no arrangement, or a format-1 one.
@@ -489,6 +498,9 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
         restored = _restored_state(loc, history, table.version(), logged)
         if restored is not None:
             return attrs.evolve(snapshot, state=restored)
+        optimized = _optimized_state(history, table, state, logged)
+        if optimized is not None:
+            return attrs.evolve(snapshot, state=optimized)
         if not foreign:
             raise DamagedArrangement(_foreign_writes(loc, history), loc.uri)
     return snapshot
@@ -568,6 +580,78 @@ def _restored_state(loc: Location, history: list[dict[str, Any]], version: int, 
         return None
     state = _read_state(loc, state_name(sequence, older.transaction_version(ATTEMPT_ID)))
     return state if set(batch_files(state)) == logged else None
+
+
+OPTIMIZE = "OPTIMIZE"
+"""The operation of a Delta commit that rewrites files without changing the rows
+(``OPTIMIZE``, with or without ``ZORDER BY``; its adds and removes say
+``dataChange: false``), as delta-rs and Spark name it."""
+
+
+def _optimized_state(history: list[dict[str, Any]], table: Any, state: dict[str, Any], logged: set[str]) -> dict[str, Any] | None:
+    """The arrangement's state read through the ``OPTIMIZE`` commits another engine
+    made since its last commit (every foreign commit since then one), or ``None``.
+
+    An ``OPTIMIZE`` rewrites small files into larger ones and changes no row, so the
+    arrangement is the same: the batches whose files it replaced, and those between
+    them (a batch covers the times from its lower to its upper, one after another),
+    become one batch of the files that now hold their rows, marked ``rewritten``
+    (their rows in another order: read as such). Its rows are checked against the
+    batches' counts, from the log's statistics where it has them.
+
+        batches (files)          OPTIMIZE                  batches read
+        [0, 2) a   [2, 5) b      a, b -> ab                [0, 5) ab  [5, 9) c
+        [5, 9) c
+    """
+    newest, foreign = table.version(), []
+    for commit in history:  # newest first
+        if commit["version"] > newest:
+            continue
+        if APP_ID in commit:
+            break
+        foreign.append(commit.get("operation"))
+    if not foreign or set(foreign) != {OPTIMIZE}:
+        return None
+    batches = state["batches"]
+    named = set(batch_files(state))
+    touched = [i for i, batch in enumerate(batches) if not set(batch["files"]) <= logged]
+    if not touched:
+        return None
+    first, last = touched[0], touched[-1]
+    run = batches[first : last + 1]
+    files = [name for batch in run for name in batch["files"] if name in logged] + sorted(logged - named)
+    count = sum(batch["count"] for batch in run)
+    rows = _rows_logged(table, files)
+    if rows is not None and rows != count:
+        return None
+    sinces = [batch["since"] for batch in run if batch["since"] is not None]
+    merged = {
+        "id": uuid.uuid4().hex,
+        "files": files,
+        "lower": run[0]["lower"],
+        "upper": run[-1]["upper"],
+        "since": sinces[-1] if sinces else None,
+        "count": count,
+        "rewritten": True,
+    }
+    return {**state, "batches": [*batches[:first], merged, *batches[last + 1 :]]}
+
+
+def _rows_logged(table: Any, files: list[str]) -> int | None:
+    """The rows of ``files`` by the Delta log's statistics, or ``None`` where it has none."""
+    from urllib.parse import unquote
+
+    actions = table.get_add_actions(flatten=True)
+    if "num_records" not in actions.schema.names:
+        return None
+    wanted = set(files)
+    rows = 0
+    for path, records in zip(actions.column("path").to_pylist(), actions.column("num_records").to_pylist(), strict=True):
+        if unquote(path) in wanted:
+            if records is None:
+                return None
+            rows += records
+    return rows
 
 
 def batch_files(state: dict[str, Any]) -> list[str]:
@@ -732,7 +816,7 @@ def commit(
     properties = CommitProperties(
         custom_metadata={"statemachines": {"operation": operation, "sequence": sequence}},
         app_transactions=[Transaction(APP_ID, sequence), Transaction(ATTEMPT_ID, attempt)],
-        max_commit_retries=1,
+        max_commit_retries=0,
     )
     try:
         if base.version is None:
@@ -750,9 +834,14 @@ def commit(
             )
             table.update_incremental()
     except dl.exceptions.CommitFailedError as exc:
+        if base.version is not None and _optimized_since(loc, base.version):
+            raise OptimizedMeanwhile(
+                f"another engine optimised {loc.uri} (OPTIMIZE) since version {base.version} was read; "
+                f"nothing was committed: open the arrangement again to continue"
+            ) from exc
         raise InvalidArgument(
             f"another writer committed to {loc.uri} since version {base.version} was read; "
-            f"an arrangement has one writer ({exc})"
+            f"an arrangement has one writer ({first_line(exc)})"
         ) from exc
     except dl.exceptions.DeltaError as exc:
         if base.version is None and "exists" in str(exc).lower():
@@ -764,6 +853,13 @@ def commit(
     if table is None or table.version() != base.version + 1:
         table = None  # another writer's commit came in between: reopen when needed
     return Snapshot(state, base.version + 1, schema, table)
+
+
+def _optimized_since(loc: Location, version: int) -> bool:
+    """Whether every commit after ``version`` is another engine's ``OPTIMIZE``."""
+    latest = _open_table(loc, None)
+    later = [c for c in latest.history(limit=max(1, latest.version() - version)) if c["version"] > version]
+    return bool(later) and all(APP_ID not in c and c.get("operation") == OPTIMIZE for c in later)
 
 
 def vacuum(

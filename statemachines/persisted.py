@@ -456,11 +456,13 @@ class PersistedArrangement(Arrangement):
         return files, schema
 
     def _stored(
-        self, files: list[str], lower: Any, upper: Any, since: Any, count: int, id: str | None = None
+        self, files: list[str], lower: Any, upper: Any, since: Any, count: int, id: str | None = None,
+        rewritten: bool = False,
     ) -> StoredBatch:
-        """A batch of this arrangement held in ``files``, read when needed."""
+        """A batch of this arrangement held in ``files``, read when needed (``rewritten``:
+        files another engine's ``OPTIMIZE`` wrote, :func:`delta.read_snapshot`)."""
         return StoredBatch(
-            self._read_file, self._open_file, files, lower, upper, since, id or uuid.uuid4().hex, count
+            self._read_file, self._open_file, files, lower, upper, since, id or uuid.uuid4().hex, count, rewritten
         )
 
     # -- rejected events ------------------------------------------------------------
@@ -520,19 +522,31 @@ class PersistedArrangement(Arrangement):
     ) -> Any:
         """Apply ``change`` to a staged copy, commit it, and only then adopt it.
 
+        A commit that lost to another engine's ``OPTIMIZE`` (which changed no row) is
+        made again, once, on the table as that left it.
+
         ``schema``: the columns of files another writer made (see :meth:`publish_files`).
         """
-        staged = copy.copy(self)
-        staged._pushed = set()
-        staged._batches = list(self._batches)
-        staged._boundaries = list(self._boundaries)
-        with gc_paused():
-            result = change(staged)
-            changed = (staged._batches, staged._since, staged._notes, staged._stream) != (
-                self._batches, self._since, self._notes, self._stream,
-            )
-            if changed:
-                self._publish(staged, operation, schema)
+        for attempt in (1, 2):
+            staged = copy.copy(self)
+            staged._pushed = set()
+            staged._batches = list(self._batches)
+            staged._boundaries = list(self._boundaries)
+            with gc_paused():
+                result = change(staged)
+                changed = (staged._batches, staged._since, staged._notes, staged._stream) != (
+                    self._batches, self._since, self._notes, self._stream,
+                )
+                if changed:
+                    try:
+                        self._publish(staged, operation, schema)
+                    except delta.OptimizedMeanwhile:
+                        if attempt == 2:
+                            raise
+                        self._batches, self._files = [], {}
+                        self._load(delta.read_snapshot(self.location))
+                        continue
+            break
         if changed:
             self._batches, self._boundaries = staged._batches, staged._boundaries
             self._upper, self._since, self._first = staged._upper, staged._since, staged._first
@@ -637,6 +651,7 @@ class PersistedArrangement(Arrangement):
             # a spine's batches cover disjoint intervals; unless since moves some of their
             # times, their union is already consolidated
             disjoint = self._since is None or (batches[0].lower is not None and not batches[0].lower < self._since)
+            disjoint = disjoint and not any(b.rewritten for b in batches)  # type: ignore[attr-defined]
             merged = merge_tables(tables, self._since, disjoint=disjoint) if tables else None
             if merged is not None:
                 name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
@@ -679,6 +694,7 @@ class PersistedArrangement(Arrangement):
                     "upper": encode_time(batch.upper),
                     "since": encode_time(batch.since),
                     "count": batch.count,
+                    **({"rewritten": True} if getattr(batch, "rewritten", False) else {}),
                 }
                 for batch in staged._batches
             ],
@@ -745,7 +761,7 @@ class PersistedArrangement(Arrangement):
             self._batches.append(
                 self._stored(
                     entry["files"], decode_time(entry["lower"]), decode_time(entry["upper"]),
-                    decode_time(entry["since"]), entry["count"], entry["id"],
+                    decode_time(entry["since"]), entry["count"], entry["id"], entry.get("rewritten", False),
                 )
             )
             self._files[entry["id"]] = list(entry["files"])

@@ -103,9 +103,11 @@ class StoredBatch(Batch):
         since: Any,
         id: str,
         count: int,
+        rewritten: bool = False,
     ) -> None:
         # no Batch.__init__: that builds a batch from data in memory
         self.lower, self.upper, self.since, self.id, self.count = lower, upper, since, id, count
+        self.rewritten = rewritten  # files another engine rewrote: rows in any order
         self.files = list(files)
         self._read_file = read_file  # name, into-dict -> None: loads a whole file
         self._open_file = open_file  # name -> pyarrow.parquet.ParquetFile
@@ -127,6 +129,8 @@ class StoredBatch(Batch):
                     data: dict[Any, Entries] = {}
                     for name in self.files:
                         self._read_file(name, data)
+                    if self.rewritten:
+                        _order_times(data)
                     self._groups.clear()
                     self._data = data
         return self._data
@@ -185,6 +189,24 @@ class StoredBatch(Batch):
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else f"in {len(self.files)} file(s)"
         return f"StoredBatch([{self.lower!r}, {self.upper!r}), since={self.since!r}, {self.count} updates, {state})"
+
+
+def _order_times(data: dict[Any, Entries]) -> None:
+    """Each value's times in ``data`` in order, one entry per time (diffs summed,
+    zeros dropped), as a batch of this project's own files holds them."""
+    for key in list(data):
+        entries = data[key]
+        for value in list(entries):
+            summed: dict[Any, int] = {}
+            for time, diff in entries[value]:
+                summed[time] = summed.get(time, 0) + diff
+            times = sorted((t, d) for t, d in summed.items() if d)
+            if times:
+                entries[value] = times
+            else:
+                del entries[value]
+        if not entries:
+            del data[key]
 
 
 def merge_tables(tables: list[Any], since: Any, *, disjoint: bool = False) -> Any:

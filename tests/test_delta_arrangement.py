@@ -505,6 +505,83 @@ def test_a_table_another_writer_changed_is_refused_naming_the_commit_and_restori
     assert delta_rs_updates(tmp_path) == consolidate(PersistedArrangement(tmp_path).updates())
 
 
+OPTIMIZES = {
+    "compact": lambda table: table.optimize.compact(),
+    "z-order by key": lambda table: table.optimize.z_order(["key"]),
+    "z-order by time": lambda table: table.optimize.z_order(["time"]),
+    "compact a part": lambda table: table.optimize.compact(target_size=1),  # nothing to bin: no commit
+}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from("xyz"), st.sampled_from([-1, 1, 2])), min_size=1, max_size=6),
+            st.just("compact"),
+        ),
+        min_size=1, max_size=7,
+    ).map(lambda steps: [[("a", "x", 1)], *steps]),  # a table from the first commit on
+    optimize=st.sampled_from(sorted(OPTIMIZES)),
+    optimizes=st.integers(1, 2),
+    after=st.lists(st.tuples(st.sampled_from("abe"), st.sampled_from("xw"), st.sampled_from([-1, 1])), min_size=1, max_size=4),
+)
+def test_an_optimize_by_another_engine_is_read_through_and_the_arrangement_continues(tmp_path_factory, steps, optimize, optimizes, after):
+    """Delta's ``OPTIMIZE`` (delta-rs's compaction or Z-order, as a platform's table
+    maintenance runs it) rewrites files and changes no row: the arrangement reads as
+    before, every version included, ``check`` finds nothing, and it continues (an
+    append, a compaction) to what an arrangement never optimised holds."""
+    path, model = tmp_path_factory.mktemp("optimized"), tmp_path_factory.mktemp("model")
+    time = 0
+    for step in steps:
+        for where in (path, model):
+            arr = PersistedArrangement(where)
+            if step == "compact":
+                arr.compact(time)
+            else:
+                arr.append([((k, v), time, d) for k, v, d in step], time or None, time + 1)
+        time += step != "compact"
+    ours = PersistedArrangement(path)
+    versions = {v: PersistedArrangement.open(path, version=v).updates() for v in range(ours.version + 1)}
+    for _ in range(optimizes):
+        OPTIMIZES[optimize](DeltaTable(str(path)))
+    arr = PersistedArrangement(path)
+    assert arr.updates() == ours.updates() and arr.upper == ours.upper and check(path) == []
+    assert all(PersistedArrangement.open(path, version=v).updates() == versions[v] for v in versions)
+    assert all(arr.values(k) == ours.values(k) for k in "abcd")  # point reads, through the rewritten files
+    arr._check()  # loaded, the rewritten batch is consolidated, each value's times in order
+    for continued in (arr, PersistedArrangement(model)):  # arr's batches loaded by its reads: merged in Python
+        continued.append([((k, v), time, d) for k, v, d in after], time or None, time + 1)
+        continued.compact(time)
+    assert PersistedArrangement(path).updates() == PersistedArrangement(model).updates()
+    assert delta_rs_updates(path) == consolidate(PersistedArrangement(model).updates()) and check(path) == []
+
+
+@pytest.mark.parametrize("merges", [False, True])
+def test_a_writer_that_read_the_table_before_an_optimize_commits_as_if_after_it(tmp_path, merges):
+    """A writer whose version another engine's ``OPTIMIZE`` followed loses its commit
+    (its merges would remove files the optimisation already removed) and makes it
+    again on the optimised table, once: the same updates as without the ``OPTIMIZE``.
+    Another writer's append in between is still refused."""
+    arr = PersistedArrangement(tmp_path)
+    for t in range(4):
+        arr.append([((f"k{t % 2}", f"v{t}"), t, 1)], t or None, t + 1)
+    before = arr.updates()
+    DeltaTable(str(tmp_path)).optimize.compact()
+    optimized = DeltaTable(str(tmp_path)).version()
+    new = [((f"k{t}", "n"), 4, 1) for t in range(8 if merges else 1)]  # eight updates merge the spine
+    arr.append(new, 4, 5)
+    assert arr.version == optimized + 1 and arr.updates() == consolidate([*before, *new])
+    assert PersistedArrangement(tmp_path).updates() == arr.updates() == delta_rs_updates(tmp_path)
+    assert check(tmp_path) == []
+    stale = PersistedArrangement(tmp_path)
+    arr.append([(("k9", "w"), 5, 1)], 5, 6)
+    DeltaTable(str(tmp_path)).optimize.compact()
+    with pytest.raises(InvalidArgument, match="another writer committed"):
+        stale.append([(("k9", "z"), 5, 1)], 5, 6)
+    assert PersistedArrangement(tmp_path).updates() == arr.updates()
+
+
 def own_history(path):
     """An arrangement of appends (merging along the spine), a compaction and more
     appends, 60 ms apart: each version's updates and upper."""

@@ -127,6 +127,47 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert last.count and all("/" not in name for name in last.files)
 
 
+def test_a_stream_runs_on_while_another_engine_optimises_its_arrangement(spark, tmp_path):
+    """Table maintenance (delta-rs's ``OPTIMIZE``, again and again) beside a running
+    query: each micro-batch publishes and merges through it (a commit that lost to
+    it is made again), and the arrangement is the local runtime's."""
+    import threading
+
+    from deltalake.exceptions import DeltaError
+
+    source = tmp_path / "in"
+    source.mkdir()
+    files = make_files(source, n_files=6)
+    arrangement = tmp_path / "arr"
+    done, optimised = threading.Event(), []
+
+    def optimise() -> None:
+        while not done.is_set():
+            try:
+                metrics = DeltaTable(str(arrangement)).optimize.compact()
+                optimised.append(metrics["numFilesRemoved"])
+            except (DeltaError, OSError):  # no table yet, or it lost to the stream's commit
+                pass
+            done.wait(0.05)
+
+    maintenance = threading.Thread(target=optimise)
+    maintenance.start()
+    try:
+        frame = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
+        run_stream(
+            Upsert(), frame, into=arrangement, checkpoint=tmp_path / "ckpt", order="order",
+            delay=DELAY, trigger={"availableNow": True}, progress=None,
+        ).awaitTermination()
+    finally:
+        done.set()
+        maintenance.join()
+    operations = [c.get("operation") for c in DeltaTable(str(arrangement)).history()]
+    assert operations.count("OPTIMIZE") >= 2, operations  # the stream met the maintenance
+    assert published(spark, arrangement) == local_reference(files)
+    assert delta_rs_updates(arrangement) == PersistedArrangement(arrangement).updates()
+    assert check(arrangement) == []
+
+
 def test_a_local_checkpoint_is_written_through_a_file_manager_this_spark_has(spark, tmp_path):
     """Local checkpoints get Spark's FileSystem-based checkpoint file manager, by the
     class name of the running Spark's version; other stores and a session's own
