@@ -45,7 +45,7 @@ __all__ = [
     "STATE_DIR",
     "DamagedArrangement",
     "Location",
-    "OptimizedMeanwhile",
+    "MaintainedMeanwhile",
     "Snapshot",
     "VersionSpec",
     "batch_files",
@@ -91,10 +91,11 @@ class DamagedArrangement(InvalidArgument):
         self.path = path
 
 
-class OptimizedMeanwhile(InvalidArgument):
-    """A commit lost to another engine's ``OPTIMIZE`` (and nothing else) committed since
-    its version was read: it changed nothing, and made again on the table as the
-    ``OPTIMIZE`` left it (which changed no row), it does what it would have done."""
+class MaintainedMeanwhile(InvalidArgument):
+    """A commit lost to table maintenance (:data:`MAINTENANCE`, and nothing else)
+    committed since its version was read: it changed nothing, and made again on the
+    table as the maintenance left it (which changed no row), it does what it would
+    have done."""
 
 
 def deltalake() -> Any:
@@ -587,10 +588,16 @@ OPTIMIZE = "OPTIMIZE"
 (``OPTIMIZE``, with or without ``ZORDER BY``; its adds and removes say
 ``dataChange: false``), as delta-rs and Spark name it."""
 
+MAINTENANCE = (OPTIMIZE, "VACUUM START", "VACUUM END", "SET TBLPROPERTIES")
+"""The operations of other engines' commits that change no row: an ``OPTIMIZE``, the
+commits a ``VACUUM`` writes around its deletions (delta-rs's and Spark's, this
+project's own included), a table property set."""
+
 
 def _optimized_state(history: list[dict[str, Any]], table: Any, state: dict[str, Any], logged: set[str]) -> dict[str, Any] | None:
     """The arrangement's state read through the ``OPTIMIZE`` commits another engine
-    made since its last commit (every foreign commit since then one), or ``None``.
+    made since its last commit (every foreign commit since then one, or other
+    :data:`MAINTENANCE`), or ``None``.
 
     An ``OPTIMIZE`` rewrites small files into larger ones and changes no row, so the
     arrangement is the same: the batches whose files it replaced, and those between
@@ -610,7 +617,7 @@ def _optimized_state(history: list[dict[str, Any]], table: Any, state: dict[str,
         if APP_ID in commit:
             break
         foreign.append(commit.get("operation"))
-    if not foreign or set(foreign) != {OPTIMIZE}:
+    if OPTIMIZE not in foreign or not set(foreign) <= set(MAINTENANCE):
         return None
     batches = state["batches"]
     named = set(batch_files(state))
@@ -834,10 +841,10 @@ def commit(
             )
             table.update_incremental()
     except dl.exceptions.CommitFailedError as exc:
-        if base.version is not None and _optimized_since(loc, base.version):
-            raise OptimizedMeanwhile(
-                f"another engine optimised {loc.uri} (OPTIMIZE) since version {base.version} was read; "
-                f"nothing was committed: open the arrangement again to continue"
+        if base.version is not None and _maintained_since(loc, base.version):
+            raise MaintainedMeanwhile(
+                f"another engine maintained {loc.uri} ({', '.join(MAINTENANCE)}) since version "
+                f"{base.version} was read; nothing was committed: open the arrangement again to continue"
             ) from exc
         raise InvalidArgument(
             f"another writer committed to {loc.uri} since version {base.version} was read; "
@@ -855,11 +862,11 @@ def commit(
     return Snapshot(state, base.version + 1, schema, table)
 
 
-def _optimized_since(loc: Location, version: int) -> bool:
-    """Whether every commit after ``version`` is another engine's ``OPTIMIZE``."""
+def _maintained_since(loc: Location, version: int) -> bool:
+    """Whether every commit after ``version`` is another engine's :data:`MAINTENANCE`."""
     latest = _open_table(loc, None)
     later = [c for c in latest.history(limit=max(1, latest.version() - version)) if c["version"] > version]
-    return bool(later) and all(APP_ID not in c and c.get("operation") == OPTIMIZE for c in later)
+    return bool(later) and all(APP_ID not in c and c.get("operation") in MAINTENANCE for c in later)
 
 
 def vacuum(

@@ -522,8 +522,9 @@ class PersistedArrangement(Arrangement):
     ) -> Any:
         """Apply ``change`` to a staged copy, commit it, and only then adopt it.
 
-        A commit that lost to another engine's ``OPTIMIZE`` (which changed no row) is
-        made again, once, on the table as that left it.
+        A commit that lost to table maintenance (another engine's ``OPTIMIZE`` or
+        ``VACUUM``, which change no row: :data:`delta.MAINTENANCE`) is made again,
+        once, on the table as that left it.
 
         ``schema``: the columns of files another writer made (see :meth:`publish_files`).
         """
@@ -540,7 +541,7 @@ class PersistedArrangement(Arrangement):
                 if changed:
                     try:
                         self._publish(staged, operation, schema)
-                    except delta.OptimizedMeanwhile:
+                    except delta.MaintainedMeanwhile:
                         if attempt == 2:
                             raise
                         self._batches, self._files = [], {}

@@ -557,27 +557,40 @@ def test_an_optimize_by_another_engine_is_read_through_and_the_arrangement_conti
     assert delta_rs_updates(path) == consolidate(PersistedArrangement(model).updates()) and check(path) == []
 
 
-@pytest.mark.parametrize("merges", [False, True])
-def test_a_writer_that_read_the_table_before_an_optimize_commits_as_if_after_it(tmp_path, merges):
-    """A writer whose version another engine's ``OPTIMIZE`` followed loses its commit
-    (its merges would remove files the optimisation already removed) and makes it
-    again on the optimised table, once: the same updates as without the ``OPTIMIZE``.
+MAINTENANCE = {
+    "OPTIMIZE": lambda table: table.optimize.compact(),
+    "VACUUM": lambda table: table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False),
+    "SET TBLPROPERTIES": lambda table: table.alter.set_table_properties({"delta.logRetentionDuration": "interval 40 days"}),
+    "OPTIMIZE, VACUUM": lambda table: (
+        table.optimize.compact(),
+        DeltaTable(table.table_uri).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False),
+    ),
+}
+
+
+@pytest.mark.parametrize("merges", [False, True], ids=["appends", "merges"])
+@pytest.mark.parametrize("maintenance", MAINTENANCE)
+def test_a_writer_that_read_the_table_before_its_maintenance_commits_as_if_after_it(tmp_path, maintenance, merges):
+    """A writer whose version table maintenance by another engine followed (an
+    ``OPTIMIZE``, a ``VACUUM``'s commits, a property set) loses its commit (its
+    merges would remove files an optimisation already removed) and makes it again
+    on the maintained table, once: the same updates as without the maintenance.
     Another writer's append in between is still refused."""
     arr = PersistedArrangement(tmp_path)
     for t in range(4):
         arr.append([((f"k{t % 2}", f"v{t}"), t, 1)], t or None, t + 1)
     before = arr.updates()
-    DeltaTable(str(tmp_path)).optimize.compact()
-    optimized = DeltaTable(str(tmp_path)).version()
+    MAINTENANCE[maintenance](DeltaTable(str(tmp_path)))
+    maintained = DeltaTable(str(tmp_path)).version()
     new = [((f"k{t}", "n"), 4, 1) for t in range(8 if merges else 1)]  # eight updates merge the spine
     arr.append(new, 4, 5)
-    assert arr.version == optimized + 1 and arr.updates() == consolidate([*before, *new])
+    assert arr.version == maintained + 1 and arr.updates() == consolidate([*before, *new])
     assert PersistedArrangement(tmp_path).updates() == arr.updates() == delta_rs_updates(tmp_path)
     assert check(tmp_path) == []
     stale = PersistedArrangement(tmp_path)
     arr.append([(("k9", "w"), 5, 1)], 5, 6)
-    DeltaTable(str(tmp_path)).optimize.compact()
-    with pytest.raises(InvalidArgument, match="another writer committed"):
+    MAINTENANCE[maintenance](DeltaTable(str(tmp_path)))
+    with pytest.raises(InvalidArgument, match="another writer committed|a vacuum deleted it"):  # files its merge reads
         stale.append([(("k9", "z"), 5, 1)], 5, 6)
     assert PersistedArrangement(tmp_path).updates() == arr.updates()
 
