@@ -137,7 +137,7 @@ def test_a_stream_runs_on_while_another_engine_optimises_its_arrangement(spark, 
 
     source = tmp_path / "in"
     source.mkdir()
-    files = make_files(source, n_files=6)
+    files = make_files(source, n_files=4)
     arrangement = tmp_path / "arr"
     done, optimised = threading.Event(), []
 
