@@ -51,13 +51,21 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
         InvalidArgument: a column the feed names is missing (nothing runs).
     """
     if feed.envelope == "debezium":
-        if "op" not in frame.columns and "payload" in frame.columns:  # Kafka Connect's schema wrapper
-            frame = frame.select("payload.*")
+        wrapper = "op" not in frame.columns and "payload" in frame.columns  # Kafka Connect's schema wrapper
+        if wrapper and isinstance(frame.schema["payload"].dataType, T.StructType):
+            frame, wrapper = frame.select("payload.*"), False
         missing = [c for c in ("op", "before", "after") if c not in frame.columns]
         if missing:
+            if wrapper:
+                has = (
+                    f"{', '.join(frame.columns)}; its payload is a {frame.schema['payload'].dataType.simpleString()}, "
+                    f"not a record: null in every row, as in a file of only Kafka tombstones (which change "
+                    f"nothing), or JSON text to decode first with F.from_json"
+                )
+            else:
+                has = ", ".join(frame.columns) or "no columns: a file of only Kafka tombstones ({} lines), which change nothing"
             raise InvalidArgument(
-                f"a Debezium feed has columns op, before and after; this one lacks {', '.join(missing)} "
-                f"(it has {', '.join(frame.columns)})"
+                f"a Debezium feed has columns op, before and after; this one lacks {', '.join(missing)} (it has {has})"
             )
         # the row image's fields: after's, or before's in a feed of deletes only (JSON
         # read by Spark types an image that is null in every row as a string)

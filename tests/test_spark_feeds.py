@@ -9,6 +9,7 @@ import os
 import pytest
 
 from statemachines.library import ChangeFeed, run_feed
+from statemachines.library.feeds import TOMBSTONE
 from statemachines.persisted import read_state
 from statemachines.scd import ScdTable
 from tests.feed_models import (
@@ -99,6 +100,21 @@ def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     local = run_feed(feed, [json.loads(line) for line in path.read_text().splitlines()])
     assert _scd_rows(spark, run.scd2) == _model_rows(rows)
     assert _rejected_rows(run.result.rejected.collect()) == _local_rejected(local.result)
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "wrapped"])
+def test_a_debezium_json_file_of_only_tombstones_is_refused_saying_so(spark, tmp_path, wrapped):
+    """Spark infers no envelope from a file of tombstones alone (no columns, or a
+    payload that is null in every row, typed as text): the run is refused, saying
+    what the file holds, rather than failing inside Spark."""
+    from statemachines import InvalidArgument
+
+    path = tmp_path / "tombstones.jsonl"
+    path.write_text("".join(json.dumps(wrap(None, wrapped) or {}) + "\n" for _ in range(3)))
+    feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
+    assert all(r.detail == TOMBSTONE for r in run_feed(feed, [json.loads(line) for line in path.read_text().splitlines()]).result.rejected)
+    with pytest.raises(InvalidArgument, match="lacks op, before, after .*only Kafka tombstones"):
+        run_feed_batch(feed, spark.read.json(str(path)))
 
 
 def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_path):
