@@ -104,7 +104,7 @@ class Batch:
                     entries[value] = [(time, diff)]
                 else:
                     times.append((time, diff))
-        return cls(_consolidated(data, since, lists_sorted=False), lower, upper, since)
+        return cls(consolidate_entries(data, since, lists_sorted=False), lower, upper, since)
 
     @classmethod
     def merge(cls, batches: list[Batch], since: Any = None) -> Batch:
@@ -134,7 +134,7 @@ class Batch:
         for key in emptied:
             if key in data and not data[key]:
                 del data[key]
-        merged = _consolidated(data, since, lists_sorted=True)
+        merged = consolidate_entries(data, since, lists_sorted=True)
         return cls(merged, batches[0].lower, batches[-1].upper, since)
 
     def entries(self, key: Any) -> Entries | None:
@@ -162,7 +162,7 @@ def _consolidate_times(times: list[tuple[Any, int]], since: Any) -> list[tuple[A
     return sorted(item for item in sums.items() if item[1] != 0)
 
 
-def _consolidated(data: dict[Any, Entries], since: Any, *, lists_sorted: bool) -> dict[Any, Entries]:
+def consolidate_entries(data: dict[Any, Entries], since: Any, *, lists_sorted: bool) -> dict[Any, Entries]:
     """Make every value's time list consolidated; drop emptied values and keys.
 
     With ``lists_sorted`` the lists are already sorted, without repeated times or

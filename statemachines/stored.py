@@ -25,7 +25,7 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from statemachines.arrangement import Batch, Entries
+from statemachines.arrangement import Batch, Entries, consolidate_entries
 from statemachines.columns import column_to_python, same_items
 from statemachines.delta import STATISTICS_COLUMNS
 from statemachines.updates import total_order_key
@@ -129,8 +129,8 @@ class StoredBatch(Batch):
                     data: dict[Any, Entries] = {}
                     for name in self.files:
                         self._read_file(name, data)
-                    if self.rewritten:
-                        _order_times(data)
+                    if self.rewritten:  # rows in another engine's order: times sorted and summed
+                        data = consolidate_entries(data, None, lists_sorted=False)
                     self._groups.clear()
                     self._data = data
         return self._data
@@ -189,24 +189,6 @@ class StoredBatch(Batch):
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else f"in {len(self.files)} file(s)"
         return f"StoredBatch([{self.lower!r}, {self.upper!r}), since={self.since!r}, {self.count} updates, {state})"
-
-
-def _order_times(data: dict[Any, Entries]) -> None:
-    """Each value's times in ``data`` in order, one entry per time (diffs summed,
-    zeros dropped), as a batch of this project's own files holds them."""
-    for key in list(data):
-        entries = data[key]
-        for value in list(entries):
-            summed: dict[Any, int] = {}
-            for time, diff in entries[value]:
-                summed[time] = summed.get(time, 0) + diff
-            times = sorted((t, d) for t, d in summed.items() if d)
-            if times:
-                entries[value] = times
-            else:
-                del entries[value]
-        if not entries:
-            del data[key]
 
 
 def merge_tables(tables: list[Any], since: Any, *, disjoint: bool = False) -> Any:
