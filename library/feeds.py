@@ -85,6 +85,7 @@ __all__ = [
     "DEBEZIUM_DELETE",
     "DEBEZIUM_TRUNCATE",
     "DEBEZIUM_UPSERTS",
+    "ENCODED_TWICE",
     "TOMBSTONE",
     "TRUNCATE",
     "UNAVAILABLE",
@@ -111,6 +112,10 @@ TRUNCATE = (
 UNAVAILABLE = "__debezium_unavailable_value"
 UNAVAILABLE_FORMS = (UNAVAILABLE, "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==")
 TOMBSTONE = "an empty envelope (no op, before or after): a Kafka tombstone, which Debezium writes after a delete, changes nothing"
+ENCODED_TWICE = (
+    "the message's payload is text, not a record: an envelope encoded as JSON twice; decode the payload "
+    "first (json.loads, or Spark's F.from_json)"
+)
 # Delta's change data feed: a change type's rank among a commit's changes of a key
 DELTA_CHANGES = {"delete": 0, "update_preimage": 0, "insert": 1, "update_postimage": 1}
 DELTA_DELETES = ("delete", "update_preimage")
@@ -286,6 +291,8 @@ class ChangeFeed:
             elif debezium:
                 envelope = _payload(row)
                 refusal = _debezium_refusal(envelope)
+                if envelope is row and isinstance(row.get("payload"), str | bytes) and "op" not in row:
+                    refusal = Reason.MALFORMED, ENCODED_TWICE
                 delete = envelope.get("op") == DEBEZIUM_DELETE
                 image = envelope.get("before" if delete else "after")
                 row = image if isinstance(image, Mapping) else {}

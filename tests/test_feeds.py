@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from statemachines import InvalidArgument, Reason, collection_at
 from statemachines.library import ChangeFeed, run_feed
-from statemachines.library.feeds import TOMBSTONE, UNAVAILABLE_FORMS
+from statemachines.library.feeds import ENCODED_TWICE, TOMBSTONE, UNAVAILABLE_FORMS
 from statemachines.scd import ScdTable
 from tests.delta_reader import delta_rs_rows
 from tests.feed_models import (
@@ -255,6 +255,17 @@ def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row
         (Reason.MISSING_FIELD, True), (Reason.MISSING_FIELD, True), (Reason.MALFORMED, False),
     ]
     assert DEBEZIUM.events(unnamed) == only.result.rejected  # the feed's own reading says the same
+
+
+
+def test_a_debezium_message_whose_payload_is_json_text_is_rejected_as_encoded_twice_not_as_a_tombstone():
+    """A topic whose producer encoded each envelope as a JSON string: each message
+    is malformed (its change would be lost), never taken for a harmless tombstone."""
+    envelope = {"op": "c", "before": None, "after": {"id": 1, "name": "a", "city": "b"}, "source": {"lsn": 1}}
+    rows = [{"schema": {}, "payload": json.dumps(envelope)}, {"schema": {}, "payload": {**envelope, "source": {"lsn": 2}}}]
+    run = run_feed(DEBEZIUM, rows)
+    assert [(r.reason, r.detail) for r in run.result.rejected] == [(Reason.MALFORMED, ENCODED_TWICE)]
+    assert _collection(run.result) == {1: ("a", "b")}
 
 
 @pytest.mark.parametrize(
