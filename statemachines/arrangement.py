@@ -71,6 +71,7 @@ class Batch:
     """
 
     __slots__ = ("count", "data", "id", "keys", "lower", "since", "upper")
+    rewritten = False  # a stored batch of files another engine rewrote (stored.StoredBatch)
 
     def __init__(
         self,
@@ -698,4 +699,4 @@ def _check_batch(batch: Batch, since: Any) -> None:
                     assert time >= batch.since and (in_range or time == batch.since), (batch, time)
     # a batch of files another engine rewrote counts their rows, which may hold an
     # update twice (two batches' times advanced to one since): consolidated, fewer
-    assert batch.count == count or (getattr(batch, "rewritten", False) and batch.count > count)
+    assert batch.count == count or (batch.rewritten and batch.count > count)

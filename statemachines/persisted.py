@@ -544,7 +544,6 @@ class PersistedArrangement(Arrangement):
                     except delta.MaintainedMeanwhile:
                         if attempt == 2:
                             raise
-                        self._batches, self._files = [], {}
                         self._load(delta.read_snapshot(self.location))
                         continue
             break
@@ -652,7 +651,7 @@ class PersistedArrangement(Arrangement):
             # a spine's batches cover disjoint intervals; unless since moves some of their
             # times, their union is already consolidated
             disjoint = self._since is None or (batches[0].lower is not None and not batches[0].lower < self._since)
-            disjoint = disjoint and not any(b.rewritten for b in batches)  # type: ignore[attr-defined]
+            disjoint = disjoint and not any(b.rewritten for b in batches)
             merged = merge_tables(tables, self._since, disjoint=disjoint) if tables else None
             if merged is not None:
                 name = self._write_table(merged, f"batch-{uuid.uuid4().hex}.parquet")
@@ -695,7 +694,7 @@ class PersistedArrangement(Arrangement):
                     "upper": encode_time(batch.upper),
                     "since": encode_time(batch.since),
                     "count": batch.count,
-                    **({"rewritten": True} if getattr(batch, "rewritten", False) else {}),
+                    **({"rewritten": True} if batch.rewritten else {}),
                 }
                 for batch in staged._batches
             ],
@@ -751,6 +750,7 @@ class PersistedArrangement(Arrangement):
 
     def _load(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
+        self._batches, self._files = [], {}
         state = snapshot.state
         self._stream = state.get("stream")
         self._notes = state.get("notes") or {}
