@@ -75,6 +75,11 @@ times the next one's size (smaller batches: twice). A point read reads a row gro
 each large batch, so large batches shrink along the spine four times over: at most
 about log4(updates / SMALL_BATCH) of them, each update rewritten about as often."""
 
+MAINTENANCE_ATTEMPTS = 10
+"""A commit that lost to another engine's table maintenance (an ``OPTIMIZE``, a
+``VACUUM``) is made again on the maintained table: this many attempts in all, so a
+platform that maintains the table often does not fail a stream that commits often."""
+
 MERGES_KEPT_BYTES = 256 * 2**20
 """The files this process's merges wrote stay in memory as Arrow tables up to this many
 bytes (least recently written out first), for the next merge to take instead of
@@ -523,12 +528,12 @@ class PersistedArrangement(Arrangement):
         """Apply ``change`` to a staged copy, commit it, and only then adopt it.
 
         A commit that lost to table maintenance (another engine's ``OPTIMIZE`` or
-        ``VACUUM``, which change no row: :data:`delta.MAINTENANCE`) is made again,
-        once, on the table as that left it.
+        ``VACUUM``, which change no row: :data:`delta.MAINTENANCE`) is made again on
+        the table as that left it, up to :data:`MAINTENANCE_ATTEMPTS` times in all.
 
         ``schema``: the columns of files another writer made (see :meth:`publish_files`).
         """
-        for attempt in (1, 2):
+        for attempt in range(1, MAINTENANCE_ATTEMPTS + 1):
             staged = copy.copy(self)
             staged._pushed = set()
             staged._batches = list(self._batches)
@@ -542,7 +547,7 @@ class PersistedArrangement(Arrangement):
                     try:
                         self._publish(staged, operation, schema)
                     except delta.MaintainedMeanwhile:
-                        if attempt == 2:
+                        if attempt == MAINTENANCE_ATTEMPTS:
                             raise
                         self._load(delta.read_snapshot(self.location))
                         continue

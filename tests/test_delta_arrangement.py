@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import from_dtype
 
 from statemachines import InvalidArgument, PersistedArrangement, Reason, consolidate, run_local
-from statemachines.delta import table_retention_hours
+from statemachines.delta import MaintainedMeanwhile, table_retention_hours
 from statemachines.events import Event, Rejected
 from statemachines.library import Upsert, UpsertWithLateness
-from statemachines.persisted import DamagedArrangement, check, rejected_table
+from statemachines.persisted import MAINTENANCE_ATTEMPTS, DamagedArrangement, check, rejected_table
 from statemachines.stored import merge_tables
 from statemachines.updates import python_scalar
 from tests import strategies as sst
@@ -593,6 +593,36 @@ def test_a_writer_that_read_the_table_before_its_maintenance_commits_as_if_after
     with pytest.raises(InvalidArgument, match="another writer committed|a vacuum deleted it"):  # files its merge reads
         stale.append([(("k9", "z"), 5, 1)], 5, 6)
     assert PersistedArrangement(tmp_path).updates() == arr.updates()
+
+
+@pytest.mark.parametrize("wins", [2, MAINTENANCE_ATTEMPTS - 1, MAINTENANCE_ATTEMPTS])
+def test_maintenance_that_wins_again_and_again_is_waited_out_a_bounded_number_of_times(tmp_path, monkeypatch, wins):
+    """Maintenance that beats each attempt in turn (it runs again just after the
+    writer reloads): the writer commits on the table as it was left, unless the
+    maintenance won every attempt, when nothing is committed and it says so."""
+    from statemachines import delta as delta_log
+
+    arr = PersistedArrangement(tmp_path)
+    arr.append([(("k", "v"), 0, 1)], None, 1)
+    load, won = delta_log.read_snapshot, [1]
+
+    def maintained_after_reading(*args, **kwargs):
+        snapshot = load(*args, **kwargs)
+        if won[0] < wins:
+            MAINTENANCE["SET TBLPROPERTIES"](DeltaTable(str(tmp_path)))
+            won[0] += 1
+        return snapshot
+
+    monkeypatch.setattr(delta_log, "read_snapshot", maintained_after_reading)
+    MAINTENANCE["SET TBLPROPERTIES"](DeltaTable(str(tmp_path)))
+    if wins == MAINTENANCE_ATTEMPTS:
+        with pytest.raises(MaintainedMeanwhile, match="another engine maintained"):
+            arr.append([(("k", "w"), 1, 1)], 1, 2)
+        assert PersistedArrangement(tmp_path).updates() == [(("k", "v"), 0, 1)]
+    else:
+        arr.append([(("k", "w"), 1, 1)], 1, 2)
+        assert PersistedArrangement(tmp_path).updates() == arr.updates() == [(("k", "v"), 0, 1), (("k", "w"), 1, 1)]
+    assert won[0] == wins and check(tmp_path) == []
 
 
 def own_history(path):
