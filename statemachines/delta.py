@@ -495,11 +495,15 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
-        history = table.history()  # newest first; the log read once for both
-        restored = _restored_state(loc, history, table.version(), logged)
+        # newest first, read once for both; from the latest version, as delta-rs numbers
+        # the history of an older version's table from that version down, later commits included
+        history = (table if version is None else _open_table(loc, None)).history()
+        restored, restore = _restored_state(loc, history, table.version()), None
         if restored is not None:
-            return attrs.evolve(snapshot, state=restored)
-        optimized = _optimized_state(history, table, state, logged)
+            state, restore = restored
+            if set(batch_files(state)) == logged:
+                return attrs.evolve(snapshot, state=state)
+        optimized = _optimized_state(history, table, state, logged, restore)
         if optimized is not None:
             return attrs.evolve(snapshot, state=optimized)
         if not foreign:
@@ -548,39 +552,35 @@ def _vacuumed(loc: Location, relative: str, version: int | None, latest: int) ->
     )
 
 
-def _restored_state(loc: Location, history: list[dict[str, Any]], version: int, logged: set[str]) -> dict[str, Any] | None:
-    """The state of the arrangement's own version that a Delta ``RESTORE`` made since
-    its last commit up to ``version`` brought back (the newest such restore), or
-    ``None``. ``history``: the table's commits, newest first.
+def _restored_state(loc: Location, history: list[dict[str, Any]], version: int) -> tuple[dict[str, Any], int] | None:
+    """The state of the arrangement's own version that the newest Delta ``RESTORE``
+    since its last commit, up to ``version``, brought back, and that restore's
+    version; or ``None``. ``history``: the table's commits, newest first.
 
     A restore to one of its versions rolls the arrangement back to it: the next
-    commit continues from that version's state (upper, batches, notes), provided the
-    table's files are that version's. A restore by time names the version
-    :func:`version_at` finds, as delta-rs restores it.
+    commit continues from that version's state (upper, batches, notes), as
+    :func:`read_snapshot` reads that version (through the maintenance before it).
+    A restore by time names the version :func:`version_at` finds, as delta-rs
+    restores it.
     """
-    restores = []
     for commit in history:
         if commit["version"] > version:
             continue
         if APP_ID in commit:
-            break
-        if commit.get("operation") == "RESTORE":
-            restores.append(commit.get("operationParameters") or {})
-    if not restores:
-        return None
-    named = restores[0]
-    if named.get("version") is not None:
-        target = int(named["version"])
-    elif named.get("datetime") is not None:
-        target = version_at(loc, _dt.datetime.fromtimestamp(int(named["datetime"]) / 1000, _dt.UTC))
-    else:
-        return None
-    older = _open_table(loc, target)
-    sequence = older.transaction_version(APP_ID)
-    if sequence is None:
-        return None
-    state = _read_state(loc, state_name(sequence, older.transaction_version(ATTEMPT_ID)))
-    return state if set(batch_files(state)) == logged else None
+            return None
+        if commit.get("operation") != "RESTORE":
+            continue
+        named = commit.get("operationParameters") or {}
+        if named.get("version") is not None:
+            target = int(named["version"])
+        elif named.get("datetime") is not None:
+            target = version_at(loc, _dt.datetime.fromtimestamp(int(named["datetime"]) / 1000, _dt.UTC))
+        else:
+            return None
+        if _open_table(loc, target).transaction_version(APP_ID) is None:
+            return None
+        return read_snapshot(loc, target).state, commit["version"]
+    return None
 
 
 OPTIMIZE = "OPTIMIZE"
@@ -594,10 +594,12 @@ commits a ``VACUUM`` writes around its deletions (delta-rs's and Spark's, this
 project's own included), a table property set."""
 
 
-def _optimized_state(history: list[dict[str, Any]], table: Any, state: dict[str, Any], logged: set[str]) -> dict[str, Any] | None:
+def _optimized_state(
+    history: list[dict[str, Any]], table: Any, state: dict[str, Any], logged: set[str], restore: int | None = None
+) -> dict[str, Any] | None:
     """The arrangement's state read through the ``OPTIMIZE`` commits another engine
-    made since its last commit (every foreign commit since then one, or other
-    :data:`MAINTENANCE`), or ``None``.
+    made since its last commit, or since the ``restore`` that brought ``state`` back
+    (every foreign commit since then one, or other :data:`MAINTENANCE`), or ``None``.
 
     An ``OPTIMIZE`` rewrites small files into larger ones and changes no row, so the
     arrangement is the same: the batches whose files it replaced, and those between
@@ -614,7 +616,7 @@ def _optimized_state(history: list[dict[str, Any]], table: Any, state: dict[str,
     for commit in history:  # newest first
         if commit["version"] > newest:
             continue
-        if APP_ID in commit:
+        if APP_ID in commit or (restore is not None and commit["version"] <= restore):
             break
         foreign.append(commit.get("operation"))
     if OPTIMIZE not in foreign or not set(foreign) <= set(MAINTENANCE):

@@ -664,6 +664,40 @@ def test_a_delta_restore_to_one_of_its_versions_rolls_the_arrangement_back_and_i
     }
 
 
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.just("OPTIMIZE"), st.integers(0, 99)), min_size=1, max_size=4))
+@example(steps=["OPTIMIZE", 0])  # version 7, the OPTIMIZE's, then read by number beside a later restore
+@example(steps=[3, "OPTIMIZE"])  # a restore, then a platform's routine OPTIMIZE
+@example(steps=["OPTIMIZE", 0, 7, "OPTIMIZE"])  # a restore to the OPTIMIZE's version, optimised again
+def test_restores_and_optimizes_in_any_order_read_as_the_version_restored(tmp_path_factory, steps):
+    """Delta ``RESTORE`` (to any earlier version: the arrangement's own, an
+    ``OPTIMIZE``'s or another restore's) and ``OPTIMIZE`` by another engine, in any
+    order: the arrangement reads as the version last restored, every version stays
+    readable as it was, and it continues from there."""
+    path = tmp_path_factory.mktemp("restored")
+    arr = PersistedArrangement(path)
+    for t in range(6):
+        arr.append([((f"k{t % 3}", f"v{t}"), t, 1), ((f"k{(t + 1) % 3}", "w"), t, (-1) ** t)], t or None, t + 1)
+        if t == 3:
+            arr.compact(2)
+    readable = {v: PersistedArrangement.open(path, version=v).updates() for v in range(arr.version + 1)}
+    expected = readable[arr.version]
+    for step in steps:
+        table = DeltaTable(str(path))
+        if step == "OPTIMIZE":
+            table.optimize.compact()
+        elif (target := sorted(readable)[step % len(readable)]) != table.version():
+            table.restore(target)
+            expected = readable[target]
+        readable[DeltaTable(str(path)).version()] = expected
+        assert PersistedArrangement(path).updates() == expected and check(path) == []
+    assert {v: PersistedArrangement.open(path, version=v).updates() for v in readable} == readable
+    arr = PersistedArrangement(path)
+    arr.append([(("k9", "again"), arr.upper, 1)], arr.upper, arr.upper + 1)
+    assert PersistedArrangement(path).updates() == consolidate([*expected, (("k9", "again"), arr.upper - 1, 1)])
+    assert delta_rs_updates(path) == PersistedArrangement(path).updates() and check(path) == []
+
+
 def test_a_restore_by_time_finds_the_version_delta_rs_dated_by_its_log_file(tmp_path):
     """delta-rs dates a version by its log file, written just after the commit's own
     time: restored by a time between the two, the table holds the version before, and
