@@ -495,9 +495,7 @@ def read_snapshot(loc: Location, version: VersionSpec | None = None, *, foreign:
     snapshot = Snapshot(state, table.version(), _as_pyarrow(table.schema().to_arrow()), table)
     logged = logged_files(loc, snapshot)
     if logged != set(batch_files(state)):
-        # newest first, read once for both; from the latest version, as delta-rs numbers
-        # the history of an older version's table from that version down, later commits included
-        history = (table if version is None else _open_table(loc, None)).history()
+        history = _history_back_to_own(loc, table.version())
         restored, restore = _restored_state(loc, history, table.version()), None
         if restored is not None:
             state, restore = restored
@@ -550,6 +548,22 @@ def _vacuumed(loc: Location, relative: str, version: int | None, latest: int) ->
         f"read: read a later one, up to the latest, {latest}",
         loc.uri_of(relative),
     )
+
+
+def _history_back_to_own(loc: Location, version: int) -> list[dict[str, Any]]:
+    """The table's commits, newest first, back to the arrangement's last own commit at
+    or before ``version`` (or the whole log): read in growing pieces from the latest
+    version, not the whole log of a table that has lived for months.
+
+    From the latest version, as delta-rs numbers the history of an older version's
+    table from that version down, later commits included."""
+    latest = _open_table(loc, None)
+    limit = max(16, latest.version() - version + 16)
+    while True:
+        history = latest.history(limit)
+        if len(history) < limit or any(APP_ID in c for c in history if c["version"] <= version):
+            return history
+        limit *= 4
 
 
 def _restored_state(loc: Location, history: list[dict[str, Any]], version: int) -> tuple[dict[str, Any], int] | None:

@@ -595,6 +595,28 @@ def test_a_writer_that_read_the_table_before_its_maintenance_commits_as_if_after
     assert PersistedArrangement(tmp_path).updates() == arr.updates()
 
 
+def test_maintenance_long_after_the_last_own_commit_is_read_through(tmp_path):
+    """Many more commits of other engines since the arrangement's last than the
+    first part of the log's history it reads back covers: read through all the same,
+    by the latest version and by number, and after a restore."""
+    arr = PersistedArrangement(tmp_path)
+    for t in range(4):
+        arr.append([((f"k{t % 2}", f"v{t}"), t, 1)], t or None, t + 1)
+    versions = {v: PersistedArrangement.open(tmp_path, version=v).updates() for v in range(arr.version + 1)}
+
+    def maintained(times):
+        MAINTENANCE["OPTIMIZE"](DeltaTable(str(tmp_path)))
+        for _ in range(times):
+            MAINTENANCE["SET TBLPROPERTIES"](DeltaTable(str(tmp_path)))
+
+    maintained(20)
+    versions[DeltaTable(str(tmp_path)).version()] = versions[arr.version]
+    DeltaTable(str(tmp_path)).restore(1)
+    maintained(20)
+    assert PersistedArrangement(tmp_path).updates() == versions[1] and check(tmp_path) == []
+    assert {v: PersistedArrangement.open(tmp_path, version=v).updates() for v in versions} == versions
+
+
 @pytest.mark.parametrize("wins", [2, MAINTENANCE_ATTEMPTS - 1, MAINTENANCE_ATTEMPTS])
 def test_maintenance_that_wins_again_and_again_is_waited_out_a_bounded_number_of_times(tmp_path, monkeypatch, wins):
     """Maintenance that beats each attempt in turn (it runs again just after the
