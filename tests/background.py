@@ -21,7 +21,8 @@ alone with ``-k``) runs in the foreground when its result is asked for.
 Under pytest-xdist every worker collects the same tests, and the first to start the
 jobs runs them all (its claim is a file in the folder the run shares, which the
 controller names and removes); it writes each job's outcome there, pickled, where the
-other workers read it, and waits for every job before it ends.
+other workers read it, and waits for every job before it ends. The jobs' directories
+are there too, so that the files a job left outlive the worker that ran it.
 """
 
 from __future__ import annotations
@@ -57,9 +58,17 @@ def job(name: str) -> Callable[[Callable[[Path], Any]], Callable[[Path], Any]]:
 
 
 def _directory(name: str) -> Path:
+    """A fresh directory for the job ``name``. Under xdist it is in the folder the run
+    shares, which the controller removes once every worker has ended: a worker that
+    ran the jobs may end while another still reads a job's files."""
     global _root
     if _root is None:
-        _root = Path(tempfile.mkdtemp(prefix="statemachines-background-"))
+        folder = shared()
+        if folder is None:
+            _root = Path(tempfile.mkdtemp(prefix="statemachines-background-"))
+        else:
+            _root = folder / f"jobs-{os.getpid()}"
+            _root.mkdir(parents=True)
     work = _root / name
     work.mkdir()
     return work
@@ -171,8 +180,9 @@ def result(name: str) -> Any:
 
 def stop() -> None:
     """Drop the jobs not begun (under xdist, where other workers may wait for them:
-    run them all), wait for the running one, remove their directories."""
+    run them all), wait for the running one, remove their directories (under xdist
+    the controller does, see :func:`_directory`)."""
     if _executor is not None:
         _executor.shutdown(wait=True, cancel_futures=shared() is None)
-    if _root is not None:
+    if _root is not None and shared() is None:
         shutil.rmtree(_root, ignore_errors=True)
