@@ -60,7 +60,8 @@ def feed_events(feed: ChangeFeed, frame: Any) -> tuple[Any, FeedColumns]:
                 has = (
                     f"{', '.join(frame.columns)}; its payload is a {frame.schema['payload'].dataType.simpleString()}, "
                     f"not a record: null in every row, as in a file of only Kafka tombstones (which change "
-                    f"nothing), or JSON text to decode first with F.from_json"
+                    f"nothing), or JSON text in some rows at least (an envelope encoded twice; Spark then reads "
+                    f"every row's payload as text), to decode first with F.from_json"
                 )
             else:
                 has = ", ".join(frame.columns) or "no columns: a file of only Kafka tombstones ({} lines), which change nothing"

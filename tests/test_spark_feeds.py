@@ -117,6 +117,24 @@ def test_a_debezium_json_file_of_only_tombstones_is_refused_saying_so(spark, tmp
         run_feed_batch(feed, spark.read.json(str(path)))
 
 
+def test_a_debezium_json_file_with_a_payload_encoded_twice_is_refused_saying_to_decode_it(spark, tmp_path):
+    """One message whose payload is JSON text among records: Spark reads every row's
+    payload as text, records included, so the run is refused, saying so; locally that
+    message alone is rejected as malformed and the others apply."""
+    from statemachines import InvalidArgument, Reason
+
+    envelopes = [{"op": "c", "before": None, "after": {"id": i, "name": f"n{i}"}, "source": {"lsn": 100 + i}} for i in range(3)]
+    lines = [wrap(e, True) for e in envelopes]
+    lines[1] = {**lines[1], "payload": json.dumps(envelopes[1])}
+    path = tmp_path / "twice.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
+    local = run_feed(feed, lines).result
+    assert [r.reason for r in local.rejected] == [Reason.MALFORMED] and len(local.updates) == 2
+    with pytest.raises(InvalidArgument, match="its payload is a string.*JSON text in some rows.*F.from_json"):
+        run_feed_batch(feed, spark.read.json(str(path)))
+
+
 def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_path):
     """The old key is deleted, as locally (the stream reads with the same columns)."""
     from statemachines import PersistedArrangement
