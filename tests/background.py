@@ -163,6 +163,13 @@ def environment() -> dict[str, str]:
     return dict(os.environ if _environment is None else _environment)
 
 
+def update_environment(**values: str) -> None:
+    """Set ``values`` in the environment of the processes the later jobs start (a
+    job's finding for them, such as a file it made)."""
+    if _environment is not None:
+        _environment.update(values)
+
+
 def result(name: str) -> Any:
     """What the job ``name`` returned (waiting for it); raises what it raised."""
     folder = shared()

@@ -14,12 +14,14 @@ import pytest
 from hypothesis import settings
 
 from tests import background
-from tests.servers import JVM_OPTIONS, jvm_options
+from tests.servers import JVM_OPTIONS, jvm_options, make_class_archive
 
-# every Spark driver the tests start (see tests/servers.py); the class archive is
-# added once tests that start Spark are collected (pytest_collection_finish)
-_OWN_JVM_OPTIONS = "SPARK_SUBMIT_OPTS" not in os.environ
+# every Spark driver the tests start (see tests/servers.py), with the class archive
+# once it is made (pytest_collection_finish); xdist's workers inherit the options
+# their controller set here
+_OWN_JVM_OPTIONS = os.environ.get("SPARK_SUBMIT_OPTS", JVM_OPTIONS) == JVM_OPTIONS
 os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
+CLASS_CACHE = Path(tempfile.gettempdir()) / "statemachines-tests"
 
 settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=100, deadline=None)
@@ -34,6 +36,8 @@ def spark():
     # PySpark records each DataFrame call's Python call site for error messages: JVM
     # calls that were 60% of a small run's; the drivers the tests start elsewhere keep it
     no_call_sites = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+    if _OWN_JVM_OPTIONS:  # the class archive, if the background job has made it by now
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(CLASS_CACHE)
     session = local_session(master="local[2]", shuffle_partitions=2, extra=no_call_sites)
     yield session
     session.stop()
@@ -64,13 +68,25 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_collection_finish(session):
-    """Give Spark's JVMs their class archive if tests that start Spark will run (a
-    run of local tests alone does not make it), then start the background jobs of
-    the tests that will run, in the tests' order."""
-    if _OWN_JVM_OPTIONS and any(_starts_spark(item) for item in session.items):
-        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(Path(tempfile.gettempdir()) / "statemachines-tests")
+    """Start the background jobs of the tests that will run, in the tests' order.
+
+    If tests that start Spark will run (a run of local tests alone does not make
+    it), Spark's JVMs get their class archive: at once if an earlier run made it,
+    else the first background job makes it (about a minute on one core, while the
+    tests run) and the JVMs started after it get it."""
     names = [marker.args[0] for item in session.items for marker in item.iter_markers("background")]
+    if _OWN_JVM_OPTIONS and any(_starts_spark(item) for item in session.items):
+        os.environ["SPARK_SUBMIT_OPTS"] = jvm_options(CLASS_CACHE)
+        if os.environ["SPARK_SUBMIT_OPTS"] == JVM_OPTIONS:
+            names.insert(0, "class archive")
     background.start(dict.fromkeys(names))
+
+
+@background.job("class archive")
+def class_archive_job(work: Path) -> None:
+    """Make Spark's class archive; the jobs after this one start their JVMs with it."""
+    make_class_archive(CLASS_CACHE)
+    background.update_environment(SPARK_SUBMIT_OPTS=jvm_options(CLASS_CACHE))
 
 
 def pytest_sessionfinish(session):

@@ -69,36 +69,51 @@ gateway.wait(120)
 """
 
 
-def jvm_options(cache: Path) -> str:
-    """:data:`JVM_OPTIONS` with a class-data-sharing archive of Spark's classes,
-    made once per Spark, Java and these options in ``cache`` (a JVM then maps the
-    classes it would parse and verify one by one: about 40% less CPU to start).
-    Without an archive (making it failed) the options are :data:`JVM_OPTIONS`; a
-    JVM given an archive that does not fit its class path ignores it, quietly."""
+def class_archive(cache: Path) -> Path | None:
+    """Where the class-data-sharing archive of Spark's classes for this Spark, Java
+    and :data:`JVM_OPTIONS` lives in ``cache`` (``None`` without a ``java``)."""
     home = os.environ.get("JAVA_HOME")
     java = shutil.which("java", path=os.path.join(home, "bin") if home else None)
     if java is None:
-        return JVM_OPTIONS
+        return None
     java = os.path.realpath(java)
     # the class path is the Spark home's: an archive made for another install is ignored
     made = hashlib.sha256(
         f"{pyspark.__version__} {SPARK_HOME} {java} {os.stat(java).st_mtime} {JVM_OPTIONS}".encode()
     ).hexdigest()
-    archive = cache / f"spark-classes-{made[:16]}.jsa"
+    return cache / f"spark-classes-{made[:16]}.jsa"
+
+
+def jvm_options(cache: Path) -> str:
+    """:data:`JVM_OPTIONS`, with the class archive in ``cache`` if it is made (a JVM
+    then maps the classes it would parse and verify one by one: about 40% less CPU
+    to start). A JVM given an archive that does not fit its class path ignores it,
+    quietly."""
+    archive = class_archive(cache)
+    if archive is None or not archive.exists():
+        return JVM_OPTIONS
+    return f"{JVM_OPTIONS} -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def make_class_archive(cache: Path) -> None:
+    """Make the class archive in ``cache`` unless it is there (about a minute, one
+    maker at a time); nothing is left behind if making it fails."""
+    archive = class_archive(cache)
+    if archive is None:
+        return
     cache.mkdir(parents=True, exist_ok=True)
     with open(archive.with_suffix(".lock"), "w") as lock:  # one maker at a time (xdist's workers)
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not archive.exists():
-            partial = archive.with_suffix(f".{os.getpid()}.partial")
-            env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off")
-            try:
-                subprocess.run([sys.executable, "-c", _TRAINING], env=env, capture_output=True, timeout=600, check=True)
-                os.replace(partial, archive)
-            except (OSError, subprocess.SubprocessError):
-                with contextlib.suppress(OSError):
-                    partial.unlink()
-                return JVM_OPTIONS
-    return f"{JVM_OPTIONS} -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+        if archive.exists():
+            return
+        partial = archive.with_suffix(f".{os.getpid()}.partial")
+        env = dict(background.environment(), SPARK_SUBMIT_OPTS=f"{JVM_OPTIONS} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off")
+        try:
+            subprocess.run([sys.executable, "-c", _TRAINING], env=env, capture_output=True, timeout=600, check=True)
+            os.replace(partial, archive)
+        except (OSError, subprocess.SubprocessError):
+            with contextlib.suppress(OSError):
+                partial.unlink()
 
 
 # Runs ``python -m module ...`` with the project's editable-install finder removed, so
