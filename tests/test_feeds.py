@@ -257,7 +257,6 @@ def test_a_feed_row_that_is_no_mapping_is_rejected_as_malformed_even_when_no_row
     assert DEBEZIUM.events(unnamed) == only.result.rejected  # the feed's own reading says the same
 
 
-
 def test_a_debezium_message_whose_payload_is_json_text_is_rejected_as_encoded_twice_not_as_a_tombstone():
     """A topic whose producer encoded each envelope as a JSON string: each message
     is malformed (its change would be lost), never taken for a harmless tombstone."""
