@@ -130,6 +130,21 @@ def test_a_null_symbol_is_rejected_on_spark_as_locally_when_sql_conditions_read_
     assert sorted((r.event[0], r.event[2]) for r in local.rejected if r.reason == Why.CONDITION_FAILED) == null_symbols
 
 
+def test_sql_conditions_over_symbols_that_are_not_records_reject_each_event_on_spark_as_locally(spark):
+    """SQL conditions read fields by name: over plain strings, every event the
+    conditions are asked about is rejected with the reason the local runtime gives;
+    the partition's run does not fail."""
+    from statemachines.library import Pattern
+    from statemachines.library.cep import Why
+
+    pattern = Pattern.begin("fail").where("kind = 'fail'").followed_by("ok").where("kind = 'ok'").within(10)
+    rnd = random.Random(3)
+    rows = [(f"u{rnd.randrange(4)}", rnd.choice(["fail", "ok"]), rnd.randrange(20), None) for _ in range(30)]
+    check_alike(spark, Detector(pattern), rows, "key string, symbol string, time long, order long")
+    rejected = run_local(Detector(pattern), rows).rejected
+    assert len(rejected) == len(rows) and {r.reason for r in rejected} == {Why.CONDITION_FAILED}
+
+
 class EventByEvent(RuleDetector):
     """A rule detector run key by key, event by event (the local reference)."""
 
