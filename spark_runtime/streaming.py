@@ -564,8 +564,11 @@ def run_stream(
     relay = None
     if in_sink is None and progress is not None:
         relay = ReportRelay(into, progress)  # before the query publishes anything
-    with scoped_conf(spark, checkpoint_files(spark, checkpoint)):  # read once, as the query starts
+    files = checkpoint_files(spark, checkpoint)
+    with scoped_conf(spark, files):  # read as the query starts, and as its sources start
         query = writer.start()
+        if files:
+            sources_started(query)
     if relay is not None:
         relay.start(query)
         _RELAYS[str(query.id)] = relay
@@ -617,6 +620,24 @@ def checkpoint_files(spark: Any, checkpoint: str) -> dict[str, str]:
     major, minor = (int(part) for part in spark.version.split(".")[:2])
     package = "checkpointing." if (major, minor) >= (4, 1) else ""
     return {CHECKPOINT_FILE_MANAGER: f"org.apache.spark.sql.execution.streaming.{package}FileSystemBasedCheckpointFileManager"}
+
+
+_STARTING = ("Initializing StreamExecution", "Initializing sources")
+SOURCES_WAIT = 60.0  # seconds a query's sources may take to start before run_stream returns anyway
+
+
+def sources_started(query: Any, timeout: float = SOURCES_WAIT) -> None:
+    """Return once ``query`` has made its sources (or stopped, or after ``timeout``).
+
+    Spark makes a query's sources in the query's own thread, after ``start`` returns,
+    and a file source's log takes its checkpoint file manager from the session's
+    settings then: waiting keeps :func:`checkpoint_files`' setting in force for it
+    too (about 0.1 s). Without it the log renames through ``FileContext``, a
+    ``readlink`` process per path, seven a micro-batch.
+    """
+    deadline = _time.monotonic() + timeout
+    while query.isActive and query.status["message"] in _STARTING and _time.monotonic() < deadline:
+        _time.sleep(0.01)
 
 
 def absolute(path: str | os.PathLike[str]) -> str:

@@ -118,6 +118,8 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert delta_rs_updates(tmp_path / "arr") == PersistedArrangement(tmp_path / "arr").updates()
     assert_change_feed_is_the_updates(tmp_path / "arr")
     assert spark.conf.get(CHECKPOINT_FILE_MANAGER, None) is None  # the query's setting, not the session's
+    # ... which the file source's log, made in the query's thread after start, took too
+    assert source_log_manager(query) == checkpoint_files(spark, str(tmp_path / "ckpt"))[CHECKPOINT_FILE_MANAGER]
     # each micro-batch merged the spine the one before it published, all but the last batch
     counts = [b.count for b in PersistedArrangement(tmp_path / "arr").batches]
     assert len(counts) >= 2 and all(older > 2 * newer for older, newer in zip(counts[:-2], counts[1:-1], strict=True))
@@ -125,6 +127,14 @@ def test_streaming_equals_the_local_runtime_step_by_step(spark, tmp_path):
     assert not list((tmp_path / "arr").rglob(f"kind={UPDATE}"))
     last = PersistedArrangement(tmp_path / "arr").batches[-1]
     assert last.count and all("/" not in name for name in last.files)
+
+
+def source_log_manager(query) -> str:
+    """The class of the checkpoint file manager the query's (file) source writes its log through."""
+    source = query._jsq.streamingQuery().sources().apply(0)
+    field = source.getClass().getDeclaredField("metadataLog")
+    field.setAccessible(True)
+    return field.get(source).fileManager().getClass().getName()
 
 
 def test_a_stream_runs_on_while_another_engine_optimises_its_arrangement(spark, tmp_path):
