@@ -136,17 +136,17 @@ def _chunk(
     generic: Callable[[Iterator[Any]], Iterator[Any]],
 ) -> Iterator[Any]:
     """The output batches of a chunk of whole keys."""
-    symbols = chunk.column("symbol").combine_chunks()
     if (
         not _plain_columns(chunk, lower)
         or (upto is not None and type(upto) is not int)
         # SQL conditions read fields by name: over symbols that are not records each
         # event they are asked about is rejected, event by event as locally
-        or (not pa.types.is_struct(symbols.type) and any(p.detector._nfa.expression_mask for p in plans))
+        or (not pa.types.is_struct(chunk.schema.field("symbol").type) and any(p.detector._nfa.expression_mask for p in plans))
     ):
         yield from generic(iter(chunk.to_batches()))
         return
     new_key, group, is_event, times = key_groups(chunk)
+    symbols = chunk.column("symbol").combine_chunks()
     plain = is_event & _plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
     if upto is not None:
         plain &= times < upto
