@@ -1,28 +1,34 @@
-"""Benchmark: a stream's checkpoint written through Hadoop's FileContext or its FileSystem.
+"""Benchmark: a small stream's fixed costs, by how its checkpoint is written and what it declares.
 
 Usage:
     python benchmarks/checkpoints.py [--files 6] [--rows 60] [--runs 4]
 
 ``run_stream(Upsert())`` takes ``--files`` Parquet files of ``--rows`` upserts each (one
 file per micro-batch, times rising, delay 3, a last far-off upsert making the others
-final) into a fresh arrangement and checkpoint, two ways interleaved (A B A B) in one
-local session after a warm-up round:
+final) into a fresh arrangement and checkpoint, three ways interleaved (A B C A B C)
+in one local session after a warm-up round:
 
 - ``FileContext``: the session names Spark's default checkpoint file manager, which
   on a local disk without Hadoop's native library starts a ``readlink`` process for
   each path a rename checks;
-- ``FileSystem``: the stream's own choice for a local checkpoint
-  (``statemachines.spark.streaming.checkpoint_files``).
+- ``every state variable``: the checkpoint written through Hadoop's ``FileSystem``
+  (the stream's own choice for a local checkpoint,
+  ``statemachines.spark.streaming.checkpoint_files``), its buckets declaring every
+  state variable any version of them declared, as a query on an earlier version's
+  checkpoint does (``statemachines.spark.buckets.state_variables``);
+- ``today's``: the stream as it runs on a new checkpoint: ``FileSystem``, and only
+  the state variables buckets write today.
 
 Each arrangement is checked against ``run_local`` over the same upserts (below its
-upper). Printed: the median seconds of a stream and the CPU seconds of the Spark JVM
-with the processes it started and reaped (Hadoop's ``readlink`` and ``chmod``), from
-Linux's ``/proc``.
+upper), and each checkpoint's state variables against the way's. Printed: the median
+seconds of a stream and the CPU seconds of the Spark JVM with the processes it
+started and reaped (Hadoop's ``readlink`` and ``chmod``), from Linux's ``/proc``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -42,7 +48,7 @@ from run import cpu_ticks, jvm_pid  # noqa: E402
 
 from statemachines import PersistedArrangement, run_local  # noqa: E402
 from statemachines.library import Upsert  # noqa: E402
-from statemachines.spark import local_session, run_stream  # noqa: E402
+from statemachines.spark import buckets, local_session, run_stream  # noqa: E402
 from statemachines.spark.session import scoped_conf  # noqa: E402
 from statemachines.spark.streaming import CHECKPOINT_FILE_MANAGER, checkpoint_files  # noqa: E402
 
@@ -65,8 +71,9 @@ def jvm_cpu_seconds(pid: int) -> float:
     return cpu_ticks(pid, reaped=True) / os.sysconf("SC_CLK_TCK")
 
 
-def stream_once(spark, work: str, lists) -> tuple[float, float]:
-    """Seconds and JVM CPU seconds of one stream over ``lists``, its output checked."""
+def stream_once(spark, work: str, lists) -> tuple[float, float, set[str] | None]:
+    """Seconds and JVM CPU seconds of one stream over ``lists``, its output checked, and
+    the state variables its checkpoint declares."""
     shutil.rmtree(work, ignore_errors=True)
     folder, target, checkpoint = (os.path.join(work, n) for n in ("in", "arr", "ckpt"))
     os.makedirs(folder)
@@ -87,7 +94,19 @@ def stream_once(spark, work: str, lists) -> tuple[float, float]:
     want = sorted(u for u in run_local(Upsert(), [r for rows in lists for r in rows]).updates if u.time < got.upper)
     if sorted(got.updates()) != want:
         raise SystemExit(f"the stream's arrangement differs from run_local below {got.upper}")
-    return seconds, cpu
+    return seconds, cpu, buckets.declared_state_variables(spark, checkpoint)
+
+
+@contextlib.contextmanager
+def declaring(variables: tuple[str, ...] | None):
+    """Streams started in the block declare ``variables`` (``None``: as they choose)."""
+    chosen = buckets.state_variables
+    if variables is not None:
+        buckets.state_variables = lambda spark, checkpoint, started: variables
+    try:
+        yield
+    finally:
+        buckets.state_variables = chosen
 
 
 def main() -> None:
@@ -100,29 +119,34 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="bench-checkpoints-")
     lists = upserts(args.files, args.rows)
     ours = checkpoint_files(spark, work)[CHECKPOINT_FILE_MANAGER]
-    ways = {
-        "FileContext": {CHECKPOINT_FILE_MANAGER: ours.replace("FileSystemBased", "FileContextBased")},
-        "FileSystem": {},
+    every = tuple(buckets.STATE_SCHEMAS)
+    ways = {  # name: the session's settings, the state variables declared
+        "FileContext": ({CHECKPOINT_FILE_MANAGER: ours.replace("FileSystemBased", "FileContextBased")}, None),
+        "every state variable": ({}, every),
+        "today's": ({}, None),
     }
     measured: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     try:
         for round_ in range(1 + args.runs):
-            for name, settings in ways.items():
-                with scoped_conf(spark, settings):
-                    figures = stream_once(spark, os.path.join(work, name), lists)
+            for name, (settings, variables) in ways.items():
+                with scoped_conf(spark, settings), declaring(variables):
+                    seconds, cpu, declared = stream_once(spark, os.path.join(work, name), lists)
+                if declared != set(variables or buckets.CURRENT):
+                    raise SystemExit(f"{name}: the checkpoint declares {sorted(declared or ())}")
                 if round_:
-                    measured[name].append(figures)
+                    measured[name].append((seconds, cpu))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{args.files} micro-batches of {args.rows} upserts and one of a far-off upsert; {os.cpu_count()} cores; median of {args.runs} "
           f"interleaved runs after one, each checked against run_local")
-    print(f"{'checkpoint written through':<28}{'seconds':>9}{'JVM CPU s':>11}")
+    print(f"{'stream':<24}{'seconds':>9}{'JVM CPU s':>11}")
     medians = {name: [statistics.median(f[i] for f in runs) for i in (0, 1)] for name, runs in measured.items()}
     for name, (seconds, cpu) in medians.items():
-        print(f"{name:<28}{seconds:>9.2f}{cpu:>11.2f}")
-    (a, a_cpu), (b, b_cpu) = medians.values()
-    print(f"FileSystem / FileContext: {b / a:.2f}x the time, {b_cpu / a_cpu:.2f}x the JVM CPU")
-
+        print(f"{name:<24}{seconds:>9.2f}{cpu:>11.2f}")
+    today, today_cpu = medians["today's"]
+    for name in ("FileContext", "every state variable"):
+        seconds, cpu = medians[name]
+        print(f"today's / {name}: {today / seconds:.2f}x the time, {today_cpu / cpu:.2f}x the JVM CPU")
 
 if __name__ == "__main__":
     main()

@@ -40,7 +40,10 @@ and pending events), so a micro-batch reads it and writes it once. A base larger
 than :data:`INLINE_BASE_BYTES` is kept apart in the value state ``base``, written
 only when it changes. The record notes the one timer armed. Buckets that earlier
 versions stored (the base apart from a ``head``; the parts in four value states;
-one pickled runtime in ``runtime``) are read and stored again in this layout.
+one pickled runtime in ``runtime``) are read and stored again in this layout. A
+query declares those earlier state variables only on a checkpoint that has them
+(:func:`state_variables`): Spark sets up each declared variable anew in every task
+of every micro-batch.
 
 Times map to Spark's milliseconds as :mod:`statemachines.spark.clock` says.
 """
@@ -69,6 +72,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from statemachines import InvalidArgument, Machine, Reason
 from statemachines._gc import gc_paused
 from statemachines.columns import value_check_for
+from statemachines.delta import on_local_disk
 from statemachines.intake import INT64_MAX
 from statemachines.library.rules import RuleDetector
 from statemachines.persisted import read_state, same_query
@@ -137,6 +141,10 @@ HEAD = "head"  # format 2: the record, recent keys and pending events, the base 
 HEAD_PARTS = ("record", "recent", "pending")
 HEAD_SCHEMA = "record binary, recent binary, pending binary"
 LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalRuntime
+CURRENT = (STATE, "base")  # the state variables this version writes
+STATE_SCHEMAS = {  # every state variable a checkpoint may hold, as earlier versions declared them
+    STATE: STATE_SCHEMA, **{name: "data binary" for name in PARTS}, HEAD: HEAD_SCHEMA, LEGACY: "runtime binary",
+}
 # bucket -> (base id, base table): the bases this worker process read or wrote last; a
 # bucket whose record names the same base id needs no reading of it (it is the largest part)
 _BASES: dict[int, tuple[str, Any]] = {}
@@ -317,7 +325,7 @@ class Bucket:
         """The bucket's state, and whether its base is kept apart."""
         stored = self.states[STATE].get()
         if stored is None:
-            return self._load_earlier()
+            return self._load_earlier() if HEAD in self.states else self._fresh()
         parts = dict(zip(PARTS, stored, strict=True))
         apart = parts["base"] is None
         kept = _BASES.get(bucket)
@@ -355,6 +363,9 @@ class Bucket:
             checkpoint = pickle.loads(legacy[0])
             self.states[LEGACY].clear()
             return BucketState.of_runtime(self.types, self.machine, checkpoint), False
+        return self._fresh()
+
+    def _fresh(self) -> tuple[BucketState, bool]:
         state = BucketState.fresh(self.types, self.floor)
         state.note(timer=None)  # never stored: no timer armed
         return state, False
@@ -479,6 +490,7 @@ def bucket_processor(
     into: str,
     load: Any = None,
     check_values: bool = True,
+    variables: Sequence[str] = CURRENT,
 ) -> Any:
     """The stateful processor handed to Spark: a thin shell over :class:`Bucket`.
 
@@ -490,11 +502,12 @@ def bucket_processor(
     their updates' data files into. ``load``, if given (Spark Connect, whose
     stateful tasks do not see the session's artifacts), is a
     :func:`~statemachines.spark.shipping.code_loader` called before the first bucket runs.
+    ``variables``: the state variables it declares (:func:`state_variables`).
     """
 
     config = cloudpickle.dumps((machine, kind, arrow_schema, floor, check_values, into))
     # the shell imports nothing of the project
-    parts, state, state_schema, head, head_schema, legacy = PARTS, STATE, STATE_SCHEMA, HEAD, HEAD_SCHEMA, LEGACY
+    schemas = {name: STATE_SCHEMAS[name] for name in variables}
 
     class BucketProcessor(StatefulProcessor):
         def __init__(self) -> None:
@@ -512,12 +525,7 @@ def bucket_processor(
 
         def init(self, handle: Any) -> None:
             self.handle = handle
-            # a bucket's state; its parts one by one (format 1), and the one pickled runtime
-            # of earlier versions
-            self.states = {state: handle.getValueState(state, state_schema)}
-            self.states.update((name, handle.getValueState(name, "data binary")) for name in parts)
-            self.states[head] = handle.getValueState(head, head_schema)
-            self.states[legacy] = handle.getValueState(legacy, "runtime binary")
+            self.states = {name: handle.getValueState(name, schema) for name, schema in schemas.items()}
             self.bucket: Any = None
 
         def _bucket(self) -> Any:
@@ -619,7 +627,8 @@ def bucketed_output(
         initial = _initial_state(seed, labels).groupBy("bucket")
     load = code_loader(spark, machine) if is_connect(spark) else None
     processor = bucket_processor(
-        machine, kind, arrow_schema, floor, into, load, checks_values(machine, prepared, value_type)
+        machine, kind, arrow_schema, floor, into, load, checks_values(machine, prepared, value_type),
+        state_variables(spark, checkpoint, started),
     )
     output = packed.groupBy("bucket").transformWithStateInPandas(
         processor, BUCKET_OUTPUT, "Append", "EventTime", initialState=initial
@@ -667,6 +676,37 @@ def _check_waiting(stream: dict[str, Any], checkpoint: str, abandon: bool) -> No
         f"not read: restart the query on {before} to apply them, or pass "
         f"abandon_waiting=True to start without them"
     )
+
+
+def state_variables(spark: Any, checkpoint: str, started: bool) -> tuple[str, ...]:
+    """The state variables a query on ``checkpoint`` declares: today's on a new
+    checkpoint or one of this version; on one of an earlier version, every variable
+    any version declared, so that its buckets are read. ``started``: whether the
+    checkpoint on the local disk has begun (one elsewhere is asked).
+
+        checkpoint               declared
+        new                      bucket, base
+        of this version          bucket, base
+        of an earlier version    bucket, record, base, recent, pending, head, runtime
+    """
+    if not started and on_local_disk(checkpoint):
+        return CURRENT
+    try:
+        declared = declared_state_variables(spark, checkpoint)
+    except Exception:  # noqa: BLE001 - metadata Spark cannot read: every variable, as before
+        return tuple(STATE_SCHEMAS)
+    return CURRENT if declared is None or declared == set(CURRENT) else tuple(STATE_SCHEMAS)
+
+
+def declared_state_variables(spark: Any, checkpoint: str) -> set[str] | None:
+    """The state variables the stateful operator of ``checkpoint`` declared, as Spark's
+    ``state-metadata`` source gives them (Spark's own timers left out); ``None`` if
+    nothing is committed there yet."""
+    operators = spark.read.format("state-metadata").load(checkpoint).collect()
+    if not operators:
+        return None
+    variables = json.loads(operators[0].operatorProperties or "{}").get("stateVariables", [])
+    return {v["stateName"] for v in variables if not v["stateName"].startswith("$")}
 
 
 def _started(checkpoint: str) -> bool:

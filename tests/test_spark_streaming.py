@@ -23,6 +23,7 @@ from statemachines.library import Upsert, UpsertWithLateness
 from statemachines.persisted import check, read_state
 from statemachines.spark import MicroBatchRunner, read_rejected, run_stream
 from statemachines.spark.batch import EventColumns
+from statemachines.spark.buckets import declared_state_variables
 from statemachines.spark.output import UPDATE
 from statemachines.spark.session import scoped_conf
 from statemachines.spark.streaming import CHECKPOINT_FILE_MANAGER, checkpoint_files
@@ -353,6 +354,8 @@ def test_a_query_stopped_midway_and_restarted_from_its_checkpoint_loses_and_repe
     assert ids == list(range(len(ids)))  # the restart continues; no micro-batch repeats
     assert sum(r.events for r in first + second) == sum(r.events for r in uninterrupted)
     assert published(spark, tmp_path / "arr") == published(spark, tmp_path / "whole")
+    # a new checkpoint, and its restart, declare only the state variables buckets write now
+    assert declared_state_variables(spark, str(tmp_path / "ckpt")) == {"bucket", "base"}
 
 
 @background.job("killed-driver")
@@ -500,9 +503,10 @@ def test_timestamp_times_with_a_timedelta_delay(spark, tmp_path):
     assert {(key, reason) for key, _, reason in rejected} == {("b", "late"), ("c", "null_time")}
 
 
-def legacy_processor(machine, kind, arrow_schema, floor, into, load=None, check_values=True):
+def legacy_processor(machine, kind, arrow_schema, floor, into, load=None, check_values=True, variables=()):
     """The bucket processor of versions before the state in parts: each bucket's state
-    is one pickled LocalRuntime checkpoint in the value state ``runtime``."""
+    is one pickled LocalRuntime checkpoint in the value state ``runtime`` (its only
+    state variable, whatever ``variables`` asks)."""
     import pickle
 
     import pandas as pd
@@ -579,6 +583,10 @@ def test_a_checkpoint_of_the_earlier_state_format_is_read_and_continued(spark, t
         os.link(source / name, first / name)
     stream(spark, first, tmp_path / "arr", tmp_path / "ckpt", []).awaitTermination()
     assert published(spark, tmp_path / "arr") == local_reference(files)
+    # the restart declared every variable a version declared, the earlier one's among them
+    assert declared_state_variables(spark, str(tmp_path / "ckpt")) == {
+        "bucket", "record", "base", "recent", "pending", "head", "runtime",
+    }
 
 
 @pytest.mark.parametrize(("buckets", "tasks"), [(16, 4), (8, 4), (20, 3), (64, 16)])
