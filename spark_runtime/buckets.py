@@ -682,14 +682,15 @@ def state_variables(spark: Any, checkpoint: str, started: bool) -> tuple[str, ..
     """The state variables a query on ``checkpoint`` declares: today's on a new
     checkpoint or one of this version; on one of an earlier version, every variable
     any version declared, so that its buckets are read. ``started``: whether the
-    checkpoint on the local disk has begun (one elsewhere is asked).
+    checkpoint on this machine's disk has begun (one elsewhere, or a Spark Connect
+    server's, is asked).
 
         checkpoint               declared
         new                      bucket, base
         of this version          bucket, base
         of an earlier version    bucket, record, base, recent, pending, head, runtime
     """
-    if not started and on_local_disk(checkpoint):
+    if not started and on_local_disk(checkpoint) and not is_connect(spark):
         return CURRENT
     try:
         declared = declared_state_variables(spark, checkpoint)

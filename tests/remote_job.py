@@ -39,6 +39,7 @@ from statemachines.spark import (  # noqa: E402
     run_stream,
     session,
 )
+from statemachines.spark.buckets import declared_state_variables  # noqa: E402
 
 SCHEMA = "key string, symbol string, time long, order long"
 FLUSH_KEY, FLUSH_TIME = "~flush", 10**6
@@ -108,7 +109,7 @@ def rows_of(result) -> tuple[list, list]:
 def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) -> dict:
     """One run: its updates, rejected rows and (streaming) the micro-batch reports."""
     reports: list = []
-    rules, scratch = None, None
+    rules, scratch, declared = None, None, None
     schema, symbol = SCHEMA, "string"
     if isinstance(machine, RuleDetector):
         _, arriving, events = rules_case(events)
@@ -141,6 +142,7 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
         )
         query.awaitTermination()
         flush_progress(query)
+        declared = sorted(declared_state_variables(spark, os.path.join(workdir, "ckpt")) or ())
         updates = [[k, v, t, d] for (k, v), t, d in PersistedArrangement(into).updates()]
         frame = read_rejected(spark, into)
         rows = [] if frame is None else frame.collect()
@@ -150,6 +152,7 @@ def run(spark, machine: Machine, mode: str, events: list[list], workdir: str) ->
         "rejected": rejected,
         "scratch": scratch,
         "reports": [[r.batch_id, r.events, r.updates, r.rejected] for r in reports],
+        "declared": declared,  # a stream's state variables
         "rules_rejected": [[*r.row, r.reason.value] for r in read_rejected_rules(into)] if rules else [],
     }
 

@@ -163,6 +163,7 @@ def check(result: dict, run: str) -> None:
         reports = result["reports"]
         assert [r[0] for r in reports] == list(range(len(reports)))
         assert sum(r[2] for r in reports) == len(result["updates"])
+        assert result["declared"] == ["base", "bucket"]  # today's state variables alone
 
 
 @pytest.mark.background("cluster-local")
