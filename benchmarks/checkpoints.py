@@ -5,8 +5,8 @@ Usage:
 
 ``run_stream(Upsert())`` takes ``--files`` Parquet files of ``--rows`` upserts each (one
 file per micro-batch, times rising, delay 3, a last far-off upsert making the others
-final) into a fresh arrangement and checkpoint, four ways interleaved (A B C D A B C
-D) in one local session after a warm-up round:
+final) into a fresh arrangement and checkpoint, three ways interleaved (A B C A B C)
+in one local session after a warm-up round:
 
 - ``FileContext``: the session names Spark's default checkpoint file manager, which
   on a local disk without Hadoop's native library starts a ``readlink`` process for
@@ -16,11 +16,8 @@ D) in one local session after a warm-up round:
   ``statemachines.spark.streaming.checkpoint_files``), its buckets declaring every
   state variable any version of them declared, as a query on an earlier version's
   checkpoint does (``statemachines.spark.buckets.state_variables``);
-- ``schemas as text``: ``FileSystem`` and today's state variables, their schemas
-  given as text (``record binary, ...``), which each stateful task has the JVM parse
-  when it declares them;
 - ``today's``: the stream as it runs on a new checkpoint: ``FileSystem``, and only
-  the state variables buckets write today, their schemas given as ``StructType``.
+  the state variables buckets write today.
 
 Each arrangement is checked against ``run_local`` over the same upserts (below its
 upper), and each checkpoint's state variables against the way's. Printed: the median
@@ -101,20 +98,15 @@ def stream_once(spark, work: str, lists) -> tuple[float, float, set[str] | None]
 
 
 @contextlib.contextmanager
-def declaring(variables: tuple[str, ...] | None, as_text: bool = False):
-    """Streams started in the block declare ``variables`` (``None``: as they choose),
-    their schemas given as text if ``as_text``."""
-    chosen, schemas = buckets.state_variables, buckets.STATE_SCHEMAS
+def declaring(variables: tuple[str, ...] | None):
+    """Streams started in the block declare ``variables`` (``None``: as they choose)."""
+    chosen = buckets.state_variables
     if variables is not None:
         buckets.state_variables = lambda spark, checkpoint, started: variables
-    if as_text:
-        buckets.STATE_SCHEMAS = {
-            name: ", ".join(f"{f.name} binary" for f in schema.fields) for name, schema in schemas.items()
-        }
     try:
         yield
     finally:
-        buckets.state_variables, buckets.STATE_SCHEMAS = chosen, schemas
+        buckets.state_variables = chosen
 
 
 def main() -> None:
@@ -128,17 +120,16 @@ def main() -> None:
     lists = upserts(args.files, args.rows)
     ours = checkpoint_files(spark, work)[CHECKPOINT_FILE_MANAGER]
     every = tuple(buckets.STATE_SCHEMAS)
-    ways = {  # name: the session's settings, the state variables declared, their schemas as text
-        "FileContext": ({CHECKPOINT_FILE_MANAGER: ours.replace("FileSystemBased", "FileContextBased")}, None, False),
-        "every state variable": ({}, every, False),
-        "schemas as text": ({}, None, True),
-        "today's": ({}, None, False),
+    ways = {  # name: the session's settings, the state variables declared
+        "FileContext": ({CHECKPOINT_FILE_MANAGER: ours.replace("FileSystemBased", "FileContextBased")}, None),
+        "every state variable": ({}, every),
+        "today's": ({}, None),
     }
     measured: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
     try:
         for round_ in range(1 + args.runs):
-            for name, (settings, variables, as_text) in ways.items():
-                with scoped_conf(spark, settings), declaring(variables, as_text):
+            for name, (settings, variables) in ways.items():
+                with scoped_conf(spark, settings), declaring(variables):
                     seconds, cpu, declared = stream_once(spark, os.path.join(work, name), lists)
                 if declared != set(variables or buckets.CURRENT):
                     raise SystemExit(f"{name}: the checkpoint declares {sorted(declared or ())}")
@@ -153,7 +144,7 @@ def main() -> None:
     for name, (seconds, cpu) in medians.items():
         print(f"{name:<24}{seconds:>9.2f}{cpu:>11.2f}")
     today, today_cpu = medians["today's"]
-    for name in ("FileContext", "every state variable", "schemas as text"):
+    for name in ("FileContext", "every state variable"):
         seconds, cpu = medians[name]
         print(f"today's / {name}: {today / seconds:.2f}x the time, {today_cpu / cpu:.2f}x the JVM CPU")
 

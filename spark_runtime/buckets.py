@@ -131,6 +131,7 @@ BUCKET_OUTPUT = (
 
 CLOCK_ROWS = -1  # the bucket of clock rows: no bucket's state is touched by them
 STATE = "bucket"  # the value state holding a bucket's parts (PARTS; base null when kept apart)
+STATE_SCHEMA = "record binary, base binary, recent binary, pending binary"
 INLINE_BASE_BYTES = 256 * 1024
 """A base encoded in at most this many bytes (about 9,000 keys of short text values)
 is stored with the other parts, rewritten with them in every micro-batch; a larger
@@ -138,19 +139,11 @@ one is kept apart and written only when it changes. Together, a micro-batch make
 call to write the state instead of two (at 2-3 ms a call on a busy worker)."""
 HEAD = "head"  # format 2: the record, recent keys and pending events, the base apart
 HEAD_PARTS = ("record", "recent", "pending")
+HEAD_SCHEMA = "record binary, recent binary, pending binary"
 LEGACY = "runtime"  # the state variable of earlier versions: one pickled LocalRuntime
 CURRENT = (STATE, "base")  # the state variables this version writes
-
-
-def _binary(*fields: str) -> Any:
-    """A state variable's schema: nullable binary ``fields``. Given as a ``StructType``,
-    not as text, so that a task declaring it does not ask the JVM to parse it."""
-    return T.StructType([T.StructField(name, T.BinaryType()) for name in fields])
-
-
 STATE_SCHEMAS = {  # every state variable a checkpoint may hold, as earlier versions declared them
-    STATE: _binary(*PARTS), **{name: _binary("data") for name in PARTS}, HEAD: _binary(*HEAD_PARTS),
-    LEGACY: _binary("runtime"),
+    STATE: STATE_SCHEMA, **{name: "data binary" for name in PARTS}, HEAD: HEAD_SCHEMA, LEGACY: "runtime binary",
 }
 # bucket -> (base id, base table): the bases this worker process read or wrote last; a
 # bucket whose record names the same base id needs no reading of it (it is the largest part)

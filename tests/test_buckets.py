@@ -228,23 +228,3 @@ class CountingHandle(InMemoryHandle):
                 value.clear()
 
         return Counted()
-
-
-@pytest.mark.spark
-def test_each_state_variable_keeps_the_schema_earlier_versions_declared_as_text(spark):
-    """Earlier versions declared the state variables' schemas as text, which Spark
-    parsed and recorded in their checkpoints; today's are given parsed, and must be
-    the very same for those checkpoints to continue."""
-    from pyspark.sql.types import _parse_datatype_string
-
-    from statemachines.spark.buckets import STATE_SCHEMAS
-
-    as_text = {
-        "bucket": "record binary, base binary, recent binary, pending binary",
-        **{name: "data binary" for name in ("record", "base", "recent", "pending")},
-        "head": "record binary, recent binary, pending binary",
-        "runtime": "runtime binary",
-    }
-    assert {name: _parse_datatype_string(text).json() for name, text in as_text.items()} == {
-        name: schema.json() for name, schema in STATE_SCHEMAS.items()
-    }
