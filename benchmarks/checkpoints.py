@@ -148,5 +148,6 @@ def main() -> None:
         seconds, cpu = medians[name]
         print(f"today's / {name}: {today / seconds:.2f}x the time, {today_cpu / cpu:.2f}x the JVM CPU")
 
+
 if __name__ == "__main__":
     main()

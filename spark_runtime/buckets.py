@@ -325,6 +325,7 @@ class Bucket:
         """The bucket's state, and whether its base is kept apart."""
         stored = self.states[STATE].get()
         if stored is None:
+            # the earlier layouts' variables are declared only on a checkpoint that has them
             return self._load_earlier() if HEAD in self.states else self._fresh()
         parts = dict(zip(PARTS, stored, strict=True))
         apart = parts["base"] is None

@@ -141,7 +141,10 @@ def _chunk(
         or (upto is not None and type(upto) is not int)
         # SQL conditions read fields by name: over symbols that are not records each
         # event they are asked about is rejected, event by event as locally
-        or (not pa.types.is_struct(chunk.schema.field("symbol").type) and any(p.detector._nfa.expression_mask for p in plans))
+        or (
+            not pa.types.is_struct(chunk.schema.field("symbol").type)
+            and any(p.detector._nfa.expression_mask for p in plans)
+        )
     ):
         yield from generic(iter(chunk.to_batches()))
         return
