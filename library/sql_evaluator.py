@@ -582,11 +582,7 @@ class Evaluator:
 
 
 _COMPARISONS: dict[type, Callable[..., Any]] = {}
-
-
 _ARITHMETIC: dict[type, Callable[..., Any]] = {}
-
-
 _FUNCTIONS: dict[type, Callable[..., Any]] = {}
 
 

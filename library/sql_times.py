@@ -61,8 +61,6 @@ TIME_UNITS = {  # date_trunc's units (trunc takes year to week), as Arrow's floo
     "MON": "month", "WEEK": "week", "DAY": "day", "DD": "day", "HOUR": "hour", "MINUTE": "minute",
     "SECOND": "second", "MILLISECOND": "millisecond", "MICROSECOND": "microsecond",
 }
-
-
 DATE_UNITS = ("year", "quarter", "month", "week")
 
 

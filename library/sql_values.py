@@ -522,27 +522,19 @@ def _readable(arrow_type: Any) -> bool:
 
 
 _WHOLE = re.compile(r"[+-]?[0-9]+")
-
-
 _TRUE, _FALSE = frozenset({"t", "true", "y", "yes", "1"}), frozenset({"f", "false", "n", "no", "0"})
-
-
 _BOOLEAN_TEXT = _TRUE | _FALSE
 
 
 # Spark's text of a date: a year of 4 to 7 digits, then a month and a day of 1 or 2;
 # the month and day may go, and whatever follows a space or a T is not read
 _DATE_TEXT = re.compile(r"\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2}))?)?(?:[ T].*)?", re.DOTALL)
-
-
 # and of a timestamp: a whole date, then a time of 1- or 2-digit parts (minutes and
 # seconds may go), a fraction of up to 9 digits, and a zone, a space before it or not
 _MOMENT_TEXT = re.compile(
     r"\+?(\d{4,7})(?:-(\d{1,2})(?:-(\d{1,2})(?:[ T](\d{1,2})(?::(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?"
     r" ?([A-Za-z][A-Za-z0-9_/+\-:]*|[+-][0-9:]+)?)?)?)?"
 )
-
-
 _OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
 
 
