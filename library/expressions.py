@@ -123,24 +123,10 @@ class Expression:
     _tree: Any = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        try:
-            import sqlglot
-            from sqlglot import exp
-        except ImportError:
-            raise DefinitionError(
-                "SQL conditions need sqlglot and pyarrow: pip install 'statemachines[sql]'"
-            ) from None
-
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise DefinitionError(f"an expression condition needs SQL text, got {self.sql!r}")
-        try:
-            tree = normalised(sqlglot.parse_one(self.sql, read=dialect()))
-        except sqlglot.errors.ParseError as error:
-            why = error.errors[0].get("description") if error.errors else str(error)
-            raise DefinitionError(f"cannot parse the condition {self.sql!r}: {why}") from None
-        check(tree, self.sql)
-        names = [c.parts[0].name for c in tree.find_all(exp.Column)]
-        object.__setattr__(self, "fields", tuple(dict.fromkeys(names)))
+        tree, fields = _parsed(self.sql)
+        object.__setattr__(self, "fields", fields)
         object.__setattr__(self, "_tree", tree)
 
     def __eq__(self, other: object) -> bool:
@@ -174,6 +160,30 @@ class Expression:
         if isinstance(result, pa.ChunkedArray):
             result = result.combine_chunks()
         return pc.fill_null(result, False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(sql: str) -> tuple[Any, tuple[str, ...]]:
+    """The checked tree of the condition ``sql``, and the top-level fields it reads:
+    made once per process for each text, as a pattern's conditions are made again
+    each time it is unpickled (in each Spark task, for a stream in each micro-batch).
+
+    Raises:
+        DefinitionError: the text does not parse, or says what conditions cannot.
+    """
+    try:
+        import sqlglot
+        from sqlglot import exp
+    except ImportError:
+        raise DefinitionError("SQL conditions need sqlglot and pyarrow: pip install 'statemachines[sql]'") from None
+    try:
+        tree = normalised(sqlglot.parse_one(sql, read=dialect()))
+    except sqlglot.errors.ParseError as error:
+        why = error.errors[0].get("description") if error.errors else str(error)
+        raise DefinitionError(f"cannot parse the condition {sql!r}: {why}") from None
+    check(tree, sql)
+    names = [c.parts[0].name for c in tree.find_all(exp.Column)]
+    return tree, tuple(dict.fromkeys(names))
 
 
 def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any) -> pa.Table:

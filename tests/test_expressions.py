@@ -444,6 +444,32 @@ def test_where_and_or_where_of_expressions_join_into_one_expression():
     assert step.condition == Expression("((kind = 'fail') AND (amount > 5)) OR (amount IS NULL)")
 
 
+def test_a_condition_text_is_parsed_once_per_process_and_a_refused_one_every_time(monkeypatch):
+    """Unpickling a pattern (as each Spark task does) makes its conditions again: a
+    text parsed before is not parsed again, and still finds what it found; a text
+    that is refused is refused each time it is given."""
+    import pickle
+
+    import sqlglot
+
+    parsed = []
+    parse_one = sqlglot.parse_one
+    monkeypatch.setattr(sqlglot, "parse_one", lambda sql, **kw: parsed.append(sql) or parse_one(sql, **kw))
+    marker = random.randrange(10**9)  # texts no other test has parsed in this process
+    fail, ok, refused = f"kind = 'fail' AND {marker} > 0", f"kind = 'ok' AND amount > {marker % 10}", f"amount + {marker}"
+    rule = fraud(fail, ok)
+    events = [("ann", Login(k, a), t) for t, (k, a) in enumerate([("fail", 1)] * 3 + [("ok", 20)])]
+    found = matches(run_local(Detector(rule), events).updates)
+    assert found and [parsed.count(fail), parsed.count(ok)] == [1, 1]
+    again = pickle.loads(pickle.dumps(Detector(rule)))
+    assert matches(run_local(again, events).updates) == found
+    assert [parsed.count(fail), parsed.count(ok)] == [1, 1]
+    for _ in range(2):
+        with pytest.raises(DefinitionError, match="not a test"):
+            Expression(refused)
+    assert parsed.count(refused) == 2
+
+
 def test_a_data_patterns_diagram_shows_its_conditions():
     text = Detector(fraud("kind = 'fail'", "kind = 'ok'")).diagram().to_dot()
     assert "fail where kind = 'fail'" in text and "ok where kind = 'ok'" in text
