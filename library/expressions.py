@@ -142,6 +142,23 @@ class Expression:
         object.__setattr__(self, "sql", state["sql"])
         self.__attrs_post_init__()
 
+    def joined(self, other: Expression, how: str) -> Expression:
+        """This condition and ``other`` joined by ``how`` (``AND`` or ``OR``), each in
+        parentheses, but this one not again where it is already a chain of ``how``:
+        conditions joined one by one make a flat chain, which parses and runs at any
+        length, not a condition nested a level deeper per join::
+
+            this              how   other           joined
+            kind = 'a'        AND   amount > 1      (kind = 'a') AND (amount > 1)
+            (x) AND (y)       AND   z               (x) AND (y) AND (z)
+            (x) AND (y)       OR    z               ((x) AND (y)) OR (z)
+        """
+        from sqlglot import exp
+
+        chain = exp.And if how == "AND" else exp.Or
+        left = self.sql if type(self._tree) is chain else f"({self.sql})"
+        return Expression(f"{left} {how} ({other.sql})")
+
     def evaluate(self, table: pa.Table) -> pa.BooleanArray:
         """Whether each row meets the condition (NULL counts as not met)."""
         import pyarrow as pa
@@ -181,6 +198,11 @@ def _parsed(sql: str) -> tuple[Any, tuple[str, ...]]:
     except sqlglot.errors.ParseError as error:
         why = error.errors[0].get("description") if error.errors else str(error)
         raise DefinitionError(f"cannot parse the condition {sql!r}: {why}") from None
+    except RecursionError:  # the parser descends a few dozen calls per level
+        raise DefinitionError(
+            f"cannot parse the condition {sql[:100]!r}...: its parentheses, NOTs or function calls nest too deeply "
+            f"for the parser; write a long chain as one of AND or OR terms, or IN (...)"
+        ) from None
     check(tree, sql)
     names = [c.parts[0].name for c in tree.find_all(exp.Column)]
     return tree, tuple(dict.fromkeys(names))

@@ -161,7 +161,7 @@ def _as_condition(cond: Callable[..., bool] | str, what: str) -> Condition:
 def _combined(old: Condition, new: Condition, how: str) -> Condition:
     """Two conditions of one step joined by ``AND`` / ``OR``: an expression if both are."""
     if isinstance(old, Expression) and isinstance(new, Expression):
-        return Expression(f"({old.sql}) {how} ({new.sql})")
+        return old.joined(new, how)
     if isinstance(old, Expression) or isinstance(new, Expression):
         raise DefinitionError(
             "a step's conditions are all SQL expressions or all functions: an expression is "

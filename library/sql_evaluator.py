@@ -126,12 +126,8 @@ class Evaluator:
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
             equal = pc.or_(both_null, pc.fill_null(_compare(node, pc.equal, left, right, self.rows), False))
             return equal if kind is exp.NullSafeEQ else pc.invert(equal)
-        if kind is exp.And:
-            left = self._boolean(node.this, "AND")
-            return pc.and_kleene(left, self._where_open(node.expression, "AND", left, False))
-        if kind is exp.Or:
-            left = self._boolean(node.this, "OR")
-            return pc.or_kleene(left, self._where_open(node.expression, "OR", left, True))
+        if kind is exp.And or kind is exp.Or:
+            return self._chain(node)
         if kind is exp.Not:
             return pc.invert(self._boolean(node.this, "NOT"))
         if kind is exp.Is and isinstance(node.expression, exp.Boolean):  # IS TRUE / FALSE: never NULL
@@ -512,6 +508,32 @@ class Evaluator:
         if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_date32(kind):
             return pc.cast(value, pa.string())
         raise TypeError(f"{node.sql(dialect='spark')!r} reads text; {part.sql(dialect='spark')!r} gives {kind} values")
+
+    def _chain(self, node: Any) -> Any:
+        """``a AND b AND c ...`` (or ``OR``, Kleene's): each operand read where those
+        before it do not decide (FALSE for ``AND``, TRUE for ``OR``), one after
+        another. A chain parses as a tree as deep as it is long (``(a OR b) OR c``),
+        so it is read as a list, not by recursion, and a rule of thousands of terms
+        runs::
+
+            a       b       a OR b    b read
+            TRUE    -       TRUE      no
+            FALSE   NULL    NULL      yes
+            NULL    TRUE    TRUE      yes
+        """
+        import pyarrow.compute as pc
+        from sqlglot import exp
+
+        kind = type(node)
+        operator, decided, join = ("AND", False, pc.and_kleene) if kind is exp.And else ("OR", True, pc.or_kleene)
+        operands = []
+        while type(node) is kind:
+            operands.append(node.expression)
+            node = node.this
+        result = self._boolean(node, operator)
+        for operand in reversed(operands):
+            result = join(result, self._where_open(operand, operator, result, decided))
+        return result
 
     def _where_open(self, node: Any, operator: str, left: Any, decided: bool) -> Any:
         """The test ``node``, the right side of ``AND`` (``decided`` FALSE) or ``OR``

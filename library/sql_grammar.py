@@ -30,7 +30,7 @@ from statemachines.library.sql_values import (
     whole_literal,
 )
 
-__all__ = ["check", "dialect", "normalised", "scale_of"]
+__all__ = ["MAX_NESTING", "check", "dialect", "nesting", "normalised", "scale_of"]
 
 
 def _supported() -> frozenset[type]:
@@ -54,9 +54,43 @@ def _supported() -> frozenset[type]:
     })
 
 
+MAX_NESTING = 200
+"""How deep a condition's parts may nest (a chain of ``AND`` or of ``OR`` counting
+as one level): the evaluator reads a part by reading its parts first, so a
+condition deeper than this is refused when it is built rather than failing on
+the events."""
+
+
+def nesting(tree: Any) -> int:
+    """How deep ``tree``'s parts nest, a chain of one ``AND`` or ``OR`` after another
+    one level, as the evaluator reads it::
+
+        condition                        nesting
+        a = 1                            3 (the comparison, the field, its name)
+        a = 1 OR a = 2 OR a = 3          4
+        a + 1 + 1 > 0                    5
+    """
+    from sqlglot import exp
+
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for part in node.iter_expressions():
+            chained = isinstance(node, exp.And | exp.Or) and type(part) is type(node) and part is node.this
+            stack.append((part, depth if chained else depth + 1))
+    return deepest
+
+
 def check(tree: Any, sql: str) -> None:
     from sqlglot import exp
 
+    depth = nesting(tree)
+    if depth > MAX_NESTING:
+        raise DefinitionError(
+            f"the condition {_shortened(sql)!r} nests {depth} levels deep, more than the {MAX_NESTING} expression "
+            f"conditions read: write a long chain as one of AND or OR terms, or IN (...), not nested parts"
+        )
     supported = _supported()
     for cast in tree.find_all(exp.Cast):  # TryCast too
         if not isinstance(cast.this, exp.Literal):
@@ -388,3 +422,8 @@ def _check_text_function(node: Any, sql: str) -> None:
     ):
         raise DefinitionError(f"the condition {sql!r}: {shown!r} takes whole-number literals as lengths and "
                               f"counts, string literals as the text it puts")
+
+
+def _shortened(sql: str, most: int = 120) -> str:
+    """``sql`` as an error message quotes it: at most ``most`` characters."""
+    return sql if len(sql) <= most else f"{sql[:most - 20]} ... {sql[-15:]}"

@@ -470,6 +470,42 @@ def test_a_condition_text_is_parsed_once_per_process_and_a_refused_one_every_tim
     assert parsed.count(refused) == 2
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 3000), st.sampled_from(["OR", "AND"]), st.lists(st.integers(0, 3100) | st.none(), max_size=6))
+def test_a_chain_of_thousands_of_terms_runs_as_a_function_finds(n, how, amounts):
+    """A rule generated as one long chain (``amount = 0 OR amount = 1 OR ...``, or of
+    ``AND``) parses as a tree as deep as it is long; it runs at any length and finds
+    what the same test as a function finds, NULL included."""
+    test, join = ("=", any) if how == "OR" else ("<>", all)
+    sql = f" {how} ".join(f"amount {test} {i}" for i in range(n))
+    events = [("u", Login("fail", a), t) for t, a in enumerate(amounts)]
+
+    def function(e):
+        return e.amount is not None and join((e.amount == i) if how == "OR" else (e.amount != i) for i in range(n))
+
+    found = run_local(Detector(Pattern.begin("a").where(sql)), events)
+    assert not found.rejected
+    assert matches(found.updates) == matches(run_local(Detector(Pattern.begin("a").where(function)), events).updates)
+
+
+def test_conditions_joined_one_by_one_make_a_flat_chain_that_runs_at_any_length():
+    events = [("u", Login("fail", a), t) for t, a in enumerate([5, 400, None, 1000])]
+    pattern = Pattern.begin("a")
+    for i in range(0, 600, 2):  # 300 where()s: before, each nested the chain a level deeper
+        pattern = pattern.where(f"amount <> {i}")
+    assert [m.time for m in matches(run_local(Detector(pattern), events).updates)] == [0, 3]
+
+
+@pytest.mark.parametrize(("sql", "says"), [
+    ("(" * 60 + "kind = 'fail'" + ")" * 60, "nest too deeply for the parser"),
+    ("NOT " * 300 + "kind = 'fail'", "nest too deeply for the parser"),
+    ("amount" + " + 1" * 300 + " > 0", "levels deep, more than the 200"),
+])
+def test_a_condition_nested_deeper_than_it_can_be_read_is_refused_when_built(sql, says):
+    with pytest.raises(DefinitionError, match=says):
+        Pattern.begin("a").where(sql)
+
+
 def test_a_data_patterns_diagram_shows_its_conditions():
     text = Detector(fraud("kind = 'fail'", "kind = 'ok'")).diagram().to_dot()
     assert "fail where kind = 'fail'" in text and "ok where kind = 'ok'" in text
