@@ -54,10 +54,21 @@ _PLAIN_TYPES = (
 
 
 def column_sql(column: Any) -> str:
-    """The SQL text of a Spark Column's expression."""
-    if type(column).__module__.startswith("pyspark.sql.connect."):  # its tree is Python objects
-        return _sql(_ConnectNode(column._expr))
-    return _sql(_ClassicNode(column._jc.node()))
+    """The SQL text of a Spark Column's expression.
+
+    Raises:
+        DefinitionError: the Column has a part SQL conditions cannot hold, or nests
+            deeper than it can be read (a chain of ``&`` or of ``|`` is one level).
+    """
+    try:
+        if type(column).__module__.startswith("pyspark.sql.connect."):  # its tree is Python objects
+            return _sql(_ConnectNode(column._expr))
+        return _sql(_ClassicNode(column._jc.node()))
+    except RecursionError:
+        raise DefinitionError(
+            "a Column condition nests its parts too deeply to be read; build a long chain as c1 | c2 | c3 ... "
+            "(or with &), or use isin(...)"
+        ) from None
 
 
 def _sql(node: Any) -> str:
@@ -85,8 +96,10 @@ def _sql(node: Any) -> str:
             f"a Column condition is written as SQL text, and {node.text} has no place in it; "
             f"write the condition as SQL text (see Pattern.where)"
         )
+    low = node.name.lower()
+    if low in ("and", "or"):  # a chain, a | b | c ...: one level, however long
+        return f"({f' {_INFIX[low]} '.join(_sql(part) for part in _chained(node, low))})"
     name, args = node.name, [_sql(a) for a in node.arguments]
-    low = name.lower()
     if low in _INFIX and len(args) == 2:
         return f"({args[0]} {_INFIX[low]} {args[1]})"
     if low in _POSTFIX and len(args) == 1:
@@ -96,6 +109,24 @@ def _sql(node: Any) -> str:
     if low == "in" and args:
         return f"({args[0]} IN ({', '.join(args[1:])}))"
     return f"{name}({', '.join(args)})"
+
+
+def _chained(node: Any, name: str) -> list[Any]:
+    """The operands of a chain of the function ``name`` (``and`` or ``or``), first to
+    last: a Column built as ``c1 | c2 | c3 ...`` nests a level per operator, to the
+    left, and written as nested parentheses it would nest as deep in the SQL text,
+    more than a parser reads::
+
+        Column                  SQL text
+        (a | b) | c             ((a) OR (b) OR (c))
+        a | (b | c)             ((a) OR ((b) OR (c)))
+    """
+    operands = []
+    while node.kind == "function" and node.name.lower() == name and len(node.arguments) == 2:
+        node, last = node.arguments
+        operands.append(last)
+    operands.append(node)
+    return operands[::-1]
 
 
 def _literal(value: Any) -> str:

@@ -118,6 +118,35 @@ def test_a_column_condition_means_what_the_column_means(flavours, condition, eve
         assert Pattern.from_json(step.to_json()) == step  # kept as its SQL text
 
 
+@pytest.mark.parametrize("how", ["or", "and"])
+def test_a_column_chain_of_hundreds_of_conditions_is_one_level_of_sql(flavours, how):
+    """``reduce(operator.or_, [F.col("amount") == v for v in values])``, as PySpark code
+    writes a filter of many values: each operator nests the Column a level deeper, but
+    its SQL text is one chain, which parses and means what the Column means."""
+    import functools
+    import operator
+
+    events = [Login(k, a) for k in ("fail", None) for a in (None, 0, 5, 499, 500)]
+    records = records_table(events, Login._fields, None)
+    if how == "or":
+        expected = [e.amount is not None and e.amount < 500 for e in events]
+    else:
+        expected = [e.amount is not None and e.amount >= 500 for e in events]
+    for F in flavours.values():
+        tests = [F.col("amount") == v if how == "or" else F.col("amount") != v for v in range(500)]
+        step = Pattern.begin("a").where(functools.reduce(operator.or_ if how == "or" else operator.and_, tests))
+        assert step.steps[0].condition.evaluate(records).to_pylist() == expected
+
+
+def test_a_column_nested_too_deeply_to_read_is_refused_saying_so(flavours):
+    for F in flavours.values():
+        nested = F.col("amount")
+        for _ in range(2000):  # amount + (amount + (amount + ...))
+            nested = F.col("amount") + nested
+        with pytest.raises(DefinitionError, match="too deeply"):
+            Pattern.begin("a").where(nested > 0)
+
+
 def test_a_column_step_is_the_step_of_its_sql_text(flavours):
     for F in flavours.values():
         fraud = Pattern.begin("fail").where((F.col("kind") == "fail") & F.col("amount").isNotNull()).times(2)
