@@ -105,7 +105,7 @@ import attrs
 
 from statemachines.errors import DefinitionError
 from statemachines.library.sql_evaluator import Evaluator
-from statemachines.library.sql_grammar import check, dialect, normalised
+from statemachines.library.sql_grammar import check, dialect, normalised, shortened
 from statemachines.library.sql_values import field_named, plain_text
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def _parsed(sql: str) -> tuple[Any, tuple[str, ...]]:
         raise DefinitionError(f"cannot parse the condition {sql!r}: {why}") from None
     except RecursionError:  # the parser descends a few dozen calls per level
         raise DefinitionError(
-            f"cannot parse the condition {sql[:100]!r}...: its parentheses, NOTs or function calls nest too deeply "
+            f"cannot parse the condition {shortened(sql)!r}: its parentheses, NOTs or function calls nest too deeply "
             f"for the parser; write a long chain as one of AND or OR terms, or IN (...)"
         ) from None
     check(tree, sql)

@@ -30,7 +30,7 @@ from statemachines.library.sql_values import (
     whole_literal,
 )
 
-__all__ = ["MAX_NESTING", "check", "dialect", "nesting", "normalised", "scale_of"]
+__all__ = ["MAX_NESTING", "check", "dialect", "nesting", "normalised", "scale_of", "shortened"]
 
 
 def _supported() -> frozenset[type]:
@@ -88,7 +88,7 @@ def check(tree: Any, sql: str) -> None:
     depth = nesting(tree)
     if depth > MAX_NESTING:
         raise DefinitionError(
-            f"the condition {_shortened(sql)!r} nests {depth} levels deep, more than the {MAX_NESTING} expression "
+            f"the condition {shortened(sql)!r} nests {depth} levels deep, more than the {MAX_NESTING} expression "
             f"conditions read: write a long chain as one of AND or OR terms, or IN (...), not nested parts"
         )
     supported = _supported()
@@ -424,6 +424,6 @@ def _check_text_function(node: Any, sql: str) -> None:
                               f"counts, string literals as the text it puts")
 
 
-def _shortened(sql: str, most: int = 120) -> str:
+def shortened(sql: str, most: int = 120) -> str:
     """``sql`` as an error message quotes it: at most ``most`` characters."""
     return sql if len(sql) <= most else f"{sql[:most - 20]} ... {sql[-15:]}"

@@ -97,7 +97,7 @@ def _sql(node: Any) -> str:
             f"write the condition as SQL text (see Pattern.where)"
         )
     low = node.name.lower()
-    if low in ("and", "or"):  # a chain, a | b | c ...: one level, however long
+    if low in ("and", "or") and len(node.arguments) == 2:  # a chain, a | b | c ...: one level, however long
         return f"({f' {_INFIX[low]} '.join(_sql(part) for part in _chained(node, low))})"
     name, args = node.name, [_sql(a) for a in node.arguments]
     if low in _INFIX and len(args) == 2:
