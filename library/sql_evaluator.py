@@ -93,8 +93,6 @@ class Evaluator:
     def __init__(self, table: pa.Table) -> None:
         self.table = table
         self.rows = table.num_rows
-        if not _COMPARISONS:
-            _tables()
 
     def value(self, node: Any) -> Any:
         import pyarrow as pa
@@ -118,9 +116,9 @@ class Evaluator:
             return cast_values(node, self.value(node.this), arrow_type_of(node.to), bool(node.args.get("safe")))  # TRY_CAST
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
-        if kind in _COMPARISONS:
+        if kind in _comparison_operators():
             left = self.value(node.this)
-            return _compare(node, _COMPARISONS[kind], left, self._unless_null(node.expression, left), self.rows)
+            return _compare(node, _comparison_operators()[kind], left, self._unless_null(node.expression, left), self.rows)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):  # <=> / IS [NOT] DISTINCT FROM: never NULL
             left, right = self.value(node.this), self.value(node.expression)
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
@@ -145,23 +143,23 @@ class Evaluator:
             if is_null_type(left):
                 return nulls(self.rows)
             return text_tests()[kind](as_array(left, self.rows), node.expression.this)  # a literal (checked when built)
-        if kind in _ARITHMETIC:
-            return self._arithmetic(node, _ARITHMETIC[kind], node.this, node.expression,
+        if kind in _arithmetic_operators():
+            return self._arithmetic(node, _arithmetic_operators()[kind], node.this, node.expression,
                                     divides=kind in (exp.Div, exp.IntDiv, exp.Mod))
         if kind is exp.Anonymous and node.name.upper() == "PMOD":  # read as % reads its sides
             return self._arithmetic(node, positive_remainder, *node.expressions, divides=True)
         if kind in tried() or kind is exp.Anonymous and node.name.upper() == "TRY_MOD":
-            op = remainder_of if kind is exp.Anonymous else _ARITHMETIC[tried()[kind]]
+            op = remainder_of if kind is exp.Anonymous else _arithmetic_operators()[tried()[kind]]
             left, right = node.expressions if kind is exp.Anonymous else (node.this, node.expression)
             return self._arithmetic(node, op, left, right, divides=op in (remainder_of, divide), try_=True)
         if kind in (exp.Neg, exp.Negative) or kind is exp.Anonymous and node.name.upper() == "POSITIVE":
             operand = self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this)
             return operand if kind is exp.Anonymous or is_null_type(operand) else pc.negate_checked(operand)
-        if kind in _FUNCTIONS:
+        if kind in _one_call_functions():
             operand = self._number(node, node.this) if kind is exp.Abs else self._text(node, node.this)
             if is_null_type(operand):  # a field that is NULL in every event
                 return operand
-            return _FUNCTIONS[kind](operand)
+            return _one_call_functions()[kind](operand)
         if kind is exp.Pi or kind is exp.Anonymous and node.name.upper() == "E":
             return pa.scalar(math.pi if kind is exp.Pi else math.e)
         if kind is exp.Case or kind is exp.If:
@@ -603,28 +601,41 @@ class Evaluator:
         return value
 
 
-_COMPARISONS: dict[type, Callable[..., Any]] = {}
-_ARITHMETIC: dict[type, Callable[..., Any]] = {}
-_FUNCTIONS: dict[type, Callable[..., Any]] = {}
-
-
-def _tables() -> None:
+@functools.cache
+def _comparison_operators() -> dict[type, Callable[..., Any]]:
+    """The comparison operators, and how Arrow compares (NULL beside NULL)."""
     import pyarrow.compute as pc
     from sqlglot import exp
 
-    _COMPARISONS.update({
+    return {
         exp.EQ: pc.equal, exp.NEQ: pc.not_equal, exp.LT: pc.less, exp.LTE: pc.less_equal,
         exp.GT: pc.greater, exp.GTE: pc.greater_equal,
-    })
-    _ARITHMETIC.update({
+    }
+
+
+@functools.cache
+def _arithmetic_operators() -> dict[type, Callable[..., Any]]:
+    """The arithmetic operators, and how each is computed (:mod:`~statemachines.library.sql_numbers`)."""
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    return {
         exp.Add: decimals_or("+", pc.add_checked), exp.Sub: decimals_or("-", pc.subtract_checked),
         exp.Mul: decimals_or("*", pc.multiply_checked), exp.Div: divide,
         exp.IntDiv: integer_divide, exp.Mod: remainder_of,
-    })
-    _FUNCTIONS.update({
+    }
+
+
+@functools.cache
+def _one_call_functions() -> dict[type, Callable[..., Any]]:
+    """The functions of one argument computed by one call."""
+    import pyarrow.compute as pc
+    from sqlglot import exp
+
+    return {
         exp.Lower: functools.partial(case_mapped, str.lower), exp.Upper: functools.partial(case_mapped, str.upper),
         exp.Abs: pc.abs_checked, exp.Length: pc.utf8_length,
-    })
+    }
 
 
 def _struct_field(node: Any, value: Any, name: str, holder: str) -> Any:
