@@ -105,7 +105,14 @@ import attrs
 
 from statemachines.errors import DefinitionError
 from statemachines.library.sql_evaluator import Evaluator
-from statemachines.library.sql_grammar import check, dialect, normalised, shortened
+from statemachines.library.sql_grammar import (
+    check,
+    check_nesting,
+    dialect,
+    nesting,
+    normalised,
+    shortened,
+)
 from statemachines.library.sql_values import field_named, plain_text
 
 if TYPE_CHECKING:
@@ -119,15 +126,18 @@ class Expression:
     """A SQL condition over an event's fields; equal to another of the same text."""
 
     sql: str
-    fields: tuple[str, ...] = attrs.field(init=False)  # the top-level fields it reads
+    fields: tuple[str, ...] = attrs.field(init=False)  # the top-level fields it reads, in the order written
     _tree: Any = attrs.field(init=False, repr=False)
+    _depth: int = attrs.field(init=False, repr=False)  # how deep its parts nest (sql_grammar.nesting)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.sql, str) or not self.sql.strip():
             raise DefinitionError(f"an expression condition needs SQL text, got {self.sql!r}")
-        tree, fields = _parsed(self.sql)
-        object.__setattr__(self, "fields", fields)
-        object.__setattr__(self, "_tree", tree)
+        self._set(*_parsed(self.sql))
+
+    def _set(self, tree: Any, fields: tuple[str, ...], depth: int) -> None:
+        for name, value in [("fields", fields), ("_tree", tree), ("_depth", depth)]:
+            object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Expression and other.sql == self.sql
@@ -156,8 +166,20 @@ class Expression:
         from sqlglot import exp
 
         chain = exp.And if how == "AND" else exp.Or
-        left = self.sql if type(self._tree) is chain else f"({self.sql})"
-        return Expression(f"{left} {how} ({other.sql})")
+        if type(self._tree) is not chain:  # a level deeper: parsed and checked whole, as it may nest too deeply
+            return Expression(f"({self.sql}) {how} ({other.sql})")
+        # a chain continued: its tree made of the two checked trees, not by parsing the
+        # whole text again (n where()s would read n² terms); the parser reads a chain's
+        # terms one after another, each as deep as it reads the term alone
+        _parsed(f"({other.sql})")
+        depth = max(self._depth, other._depth + 2)
+        sql = f"{self.sql} {how} ({other.sql})"
+        check_nesting(depth, sql)
+        joined = object.__new__(Expression)
+        object.__setattr__(joined, "sql", sql)
+        joined._set(chain(this=self._tree, expression=exp.Paren(this=other._tree)),
+                    tuple(dict.fromkeys(self.fields + other.fields)), depth)
+        return joined
 
     def evaluate(self, table: pa.Table) -> pa.BooleanArray:
         """Whether each row meets the condition (NULL counts as not met)."""
@@ -180,8 +202,9 @@ class Expression:
 
 
 @functools.lru_cache(maxsize=4096)
-def _parsed(sql: str) -> tuple[Any, tuple[str, ...]]:
-    """The checked tree of the condition ``sql``, and the top-level fields it reads:
+def _parsed(sql: str) -> tuple[Any, tuple[str, ...], int]:
+    """The checked tree of the condition ``sql``, the top-level fields it reads and
+    how deep its parts nest:
     made once per process for each text, as a pattern's conditions are made again
     each time it is unpickled (in each Spark task, for a stream in each micro-batch).
 
@@ -203,9 +226,11 @@ def _parsed(sql: str) -> tuple[Any, tuple[str, ...]]:
             f"cannot parse the condition {shortened(sql)!r}: its parentheses, NOTs or function calls nest too deeply "
             f"for the parser; write a long chain as one of AND or OR terms, or IN (...)"
         ) from None
+    depth = nesting(tree)
+    check_nesting(depth, sql)
     check(tree, sql)
-    names = [c.parts[0].name for c in tree.find_all(exp.Column)]
-    return tree, tuple(dict.fromkeys(names))
+    names = [c.parts[0].name for c in tree.find_all(exp.Column, bfs=False)]  # as written
+    return tree, tuple(dict.fromkeys(names)), depth
 
 
 def records_table(symbols: Sequence[Any], names: Sequence[str], arrow_type: Any) -> pa.Table:

@@ -30,9 +30,10 @@ from statemachines.library.sql_values import (
     whole_literal,
 )
 
-__all__ = ["MAX_NESTING", "check", "dialect", "nesting", "normalised", "scale_of", "shortened"]
+__all__ = ["MAX_NESTING", "check", "check_nesting", "dialect", "nesting", "normalised", "scale_of", "shortened"]
 
 
+@functools.cache
 def _supported() -> frozenset[type]:
     from sqlglot import exp
 
@@ -82,15 +83,19 @@ def nesting(tree: Any) -> int:
     return deepest
 
 
-def check(tree: Any, sql: str) -> None:
-    from sqlglot import exp
-
-    depth = nesting(tree)
+def check_nesting(depth: int, sql: str) -> None:
+    """Refuse a condition whose parts nest ``depth`` levels deep, more than
+    :data:`MAX_NESTING`; before :func:`check`, which reads the parts."""
     if depth > MAX_NESTING:
         raise DefinitionError(
             f"the condition {shortened(sql)!r} nests {depth} levels deep, more than the {MAX_NESTING} expression "
             f"conditions read: write a long chain as one of AND or OR terms, or IN (...), not nested parts"
         )
+
+
+def check(tree: Any, sql: str) -> None:
+    from sqlglot import exp
+
     supported = _supported()
     for cast in tree.find_all(exp.Cast):  # TryCast too
         if not isinstance(cast.this, exp.Literal):
