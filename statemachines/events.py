@@ -42,8 +42,8 @@ class Reason(enum.StrEnum):
     NULL_KEY = "null_key"
     """Its key is ``None`` (or pandas' ``NA`` or ``NaT``)."""
     BAD_KEY = "bad_key"
-    """Its key cannot be hashed, holds a decimal NaN, or cannot be stored in the
-    arrangement's key column."""
+    """Its key cannot be hashed, holds a decimal NaN, nests tuples too deeply to read,
+    or cannot be stored in the arrangement's key column."""
     NULL_TIME = "null_time"
     """Its time is ``None`` (or pandas' ``NA`` or ``NaT``)."""
     BAD_TIME = "bad_time"
@@ -53,7 +53,7 @@ class Reason(enum.StrEnum):
     """Its order cannot be compared with the run's other orders (another type, or NaN)."""
     INVALID_SYMBOL = "invalid_symbol"
     """The machine's ``validate_symbol`` refused it, or it holds a decimal NaN (which
-    no runtime can order or store)."""
+    no runtime can order or store), or it nests tuples too deeply to read."""
     TRANSITION_FAILED = "transition_failed"
     """The machine's transition raised on it; the key's values are unchanged."""
     UNSERIALISABLE_VALUE = "unserialisable_value"

@@ -113,6 +113,17 @@ def _decimal_nan(event: Event) -> Rejected:
     )
 
 
+def _too_deep(event: Event) -> Rejected:
+    """Why an event whose key or symbol nests tuples too deeply to read is refused."""
+    try:
+        canonical(event[0])
+    except RecursionError:
+        where, reason = "key", Reason.BAD_KEY
+    else:
+        where, reason = "symbol", Reason.INVALID_SYMBOL
+    return Rejected(event, reason, f"the {where} nests tuples within tuples too deeply to read")
+
+
 def is_greatest(time: _dt.date) -> bool:
     """Whether ``time`` is the greatest datetime (its wall-clock time, whatever its
     zone) or date: no time comes after it, and a run's upper must come after every
@@ -218,7 +229,10 @@ class Intake:
         if type(symbol) not in _NO_NAN or not plain_key:  # NaN is one value, so is zero
             if _is_pandas_missing(symbol):
                 symbol = None
-            same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN, -0.0 or zoned
+            try:
+                same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN, -0.0 or zoned
+            except RecursionError:
+                return _too_deep(event)
             if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)

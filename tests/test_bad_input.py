@@ -204,3 +204,20 @@ def test_an_unhashable_symbol_is_rejected_saying_how_to_write_it_and_its_pairs_r
     assert all(r.reason == Reason.INVALID_SYMBOL and "the tuple of its (key, value) pairs" in r.detail for r in result.rejected)
     fixed = run_local(machine, [(key, symbol, 1) for key, symbol in as_tuples.values()])
     assert fixed.rejected == [] and fixed.updates
+
+
+def test_a_key_or_symbol_nested_too_deeply_to_read_rejects_its_event_and_the_run_goes_on():
+    """Tuples within tuples deeper than Python reads recursively: the event is rejected
+    saying so (before, the run stopped with a RecursionError), the others applied."""
+    import sys
+
+    deep = 1
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = (deep,)
+    events = [("k", deep, 0), (deep, 1, 0), ("j", 2, 0), ("k", 3, 1)]
+    result = run_local(Upsert(), events)
+    assert [(r.event.key is deep, r.reason, r.detail) for r in result.rejected] == [
+        (False, Reason.INVALID_SYMBOL, "the symbol nests tuples within tuples too deeply to read"),
+        (True, Reason.BAD_KEY, "the key nests tuples within tuples too deeply to read"),
+    ]
+    assert result.updates == run_local(Upsert(), [events[2], events[3]]).updates
