@@ -94,6 +94,8 @@ def check_nesting(depth: int, sql: str) -> None:
 
 
 def check(tree: Any, sql: str) -> None:
+    """Refuse a condition that says what expression conditions cannot (its nesting
+    checked before, by :func:`check_nesting`)."""
     from sqlglot import exp
 
     supported = _supported()
