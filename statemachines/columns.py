@@ -32,6 +32,7 @@ import datetime as _dt
 import decimal
 import functools
 import math
+import reprlib
 import struct
 from collections.abc import Callable, Iterator
 from operator import itemgetter
@@ -43,16 +44,19 @@ from statemachines.records import record_type
 from statemachines.updates import canonical, hashable, python_scalar
 
 __all__ = [
+    "MAX_TYPE_NESTING",
     "arrow_array",
     "column_to_python",
     "columns_of",
     "fixed_type",
+    "nesting_problem",
     "python_rows",
     "same_items",
     "shape_of",
     "storage_problem",
     "to_arrow_python",
     "type_fixed_by",
+    "type_nesting",
     "unified_shape",
     "value_check_for",
 ]
@@ -561,7 +565,9 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
     try:
         array = arrow_array([value], arrow_type)
     except InvalidArgument as exc:
-        return f"the value {value!r} cannot be stored as a typed column: {exc}"
+        return f"the value {_shown(value)} cannot be stored as a typed column: {exc}"
+    except RecursionError:
+        return nesting_problem(value, None)
     if _holds_empty_struct(array.type):
         return f"the value {value!r} cannot be stored: Parquet holds no empty tuple (a struct without fields)"
     lacking = _delta_lacks(array.type)
@@ -578,6 +584,47 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
             f"or a plain value instead"
         )
     return None
+
+
+MAX_TYPE_NESTING = 30
+"""How deep a stored value's type may nest, a struct (a tuple), a list or a map
+each a level: Delta's schema, read by delta-rs, holds 41 levels of structs;
+Parquet's schema 49 of lists; Arrow's C interface 31 of maps. Deeper values are
+rejected, as a table holding one could be written but not read again."""
+
+
+@functools.cache
+def type_nesting(arrow_type: Any) -> int:
+    """How many levels of structs, lists and maps ``arrow_type`` nests (0: none)::
+
+        int64                        0
+        struct<_1: int64>            1
+        struct<_1: list<int64>>      2
+        map<string, int64>           2 (a list of key-value structs)
+    """
+    if not arrow_type.num_fields:
+        return 0
+    return 1 + max(type_nesting(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+def nesting_problem(value: Any, arrow_type: Any) -> str | None:
+    """Why ``value``, of ``arrow_type`` (``None``: too deep for Arrow to infer), nests
+    too deeply to be stored (``None``: it does not), see :data:`MAX_TYPE_NESTING`."""
+    if arrow_type is None:
+        return f"the value {_shown(value)} cannot be stored: it nests tuples within tuples too deeply to read"
+    depth = type_nesting(arrow_type)
+    if depth <= MAX_TYPE_NESTING:
+        return None
+    return (f"the value {_shown(value)} cannot be stored: it nests {depth} levels deep (tuples, lists or maps), "
+            f"more than the {MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, or an abridged one where it nests too deeply for ``repr``."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return reprlib.repr(value)
 
 
 _PLAIN = (str, int, float, bytes, _dt.datetime, _dt.date)

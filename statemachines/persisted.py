@@ -33,11 +33,14 @@ from statemachines import delta
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
 from statemachines.columns import (
+    MAX_TYPE_NESTING,
     arrow_array,
     column_to_python,
     fixed_type,
+    nesting_problem,
     shape_of,
     storage_problem,
+    type_nesting,
     unified_shape,
 )
 from statemachines.delta import DamagedArrangement, Location, Snapshot
@@ -562,6 +565,9 @@ class PersistedArrangement(Arrangement):
         """The value column's type, as the machine declares it: it holds until the
         table has a type (instead of the type of the first value checked, which
         need not fit the later ones: a detector's partial match of one event)."""
+        if type_nesting(arrow_type) > MAX_TYPE_NESTING:
+            raise InvalidArgument(f"the value type {arrow_type} nests {type_nesting(arrow_type)} levels deep, more than "
+                                  f"the {MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold")
         if self._snapshot.schema is None and self._fixed_types.get("value") is None:
             self._fixed_types["value"] = arrow_type
 
@@ -601,7 +607,14 @@ class PersistedArrangement(Arrangement):
         problem = storage_problem(item)
         if problem is not None:
             return problem
-        shape = unified_shape(self._shapes.get(column), shape_of(item))
+        try:
+            item_shape = shape_of(item)
+        except RecursionError:
+            item_shape = None
+        problem = nesting_problem(item, item_shape)
+        if problem is not None:
+            return problem
+        shape = unified_shape(self._shapes.get(column), item_shape)
         if shape is None:
             return (f"the value {item!r} cannot be stored: it does not fit the type of the earlier values, "
                     f"{self._shapes[column]}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from statemachines import PersistedArrangement, Reason, run_local
@@ -221,3 +222,52 @@ def test_a_key_or_symbol_nested_too_deeply_to_read_rejects_its_event_and_the_run
         (True, Reason.BAD_KEY, "the key nests tuples within tuples too deeply to read"),
     ]
     assert result.updates == run_local(Upsert(), [events[2], events[3]]).updates
+
+
+def _nested(depth, inner):
+    for _ in range(depth):
+        inner = (inner,)
+    return inner
+
+
+@settings(max_examples=10, deadline=None)
+@given(depth=st.integers(0, 1200), where=st.sampled_from(["key", "value"]))
+@example(depth=31, where="value").via("41 levels of tuples made a table delta-rs could not read again")
+@example(depth=60, where="key").via("deeper failed writing the first commit")
+@example(depth=500, where="value").via("a RecursionError stopped the run")
+def test_a_key_or_value_nested_deeper_than_a_table_holds_rejects_its_event_and_the_table_reads(depth, where, tmp_path_factory):
+    """A persisted arrangement stores keys or values of tuples nested up to
+    MAX_TYPE_NESTING levels and reads them back; deeper ones reject their events
+    saying why, and leave a table that later runs write and read."""
+    from statemachines.columns import MAX_TYPE_NESTING
+
+    plain = [("k", "v", 0), ("j", "x", 0), ("j", "y", 1)]
+    events = [(_nested(depth, k), v, t) if where == "key" else (k, _nested(depth, v), t) for k, v, t in plain]
+    path = tmp_path_factory.mktemp("arr")
+    result = run_local(Upsert(), events, into=PersistedArrangement(path))
+    if depth <= MAX_TYPE_NESTING:
+        assert not result.rejected
+        assert PersistedArrangement(path).updates() == run_local(Upsert(), events).updates
+        return
+    assert len(result.rejected) == len(events)
+    for rejected in result.rejected:
+        # a value the store refuses; or, deeper than Python reads, a symbol the intake refuses
+        assert rejected.reason in ({Reason.BAD_KEY} if where == "key" else {Reason.UNSERIALISABLE_VALUE, Reason.INVALID_SYMBOL})
+        assert re.search(r"nests (\d+ levels|tuples within tuples too) deep", rejected.detail)
+    later = [("a", "b", 5)]
+    run_local(Upsert(), later, into=PersistedArrangement(path))
+    assert PersistedArrangement(path).updates() == run_local(Upsert(), later).updates
+
+
+def test_a_value_type_declared_deeper_than_a_table_holds_is_refused(tmp_path):
+    import pyarrow as pa
+
+    from statemachines import InvalidArgument
+    from statemachines.columns import MAX_TYPE_NESTING
+
+    deep = pa.int64()
+    for _ in range(MAX_TYPE_NESTING + 1):
+        deep = pa.struct([("_1", deep)])
+    with pytest.raises(InvalidArgument, match=f"nests {MAX_TYPE_NESTING + 1} levels deep"):
+        PersistedArrangement(tmp_path).expect_value_type(deep)
+    PersistedArrangement(tmp_path).expect_value_type(deep.field(0).type)
