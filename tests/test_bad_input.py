@@ -271,3 +271,35 @@ def test_a_value_type_declared_deeper_than_a_table_holds_is_refused(tmp_path):
     with pytest.raises(InvalidArgument, match=f"nests {MAX_TYPE_NESTING + 1} levels deep"):
         PersistedArrangement(tmp_path).expect_value_type(deep)
     PersistedArrangement(tmp_path).expect_value_type(deep.field(0).type)
+
+
+@pytest.mark.spark
+def test_spark_refuses_keys_or_values_nested_deeper_than_a_table_holds_before_writing(spark, tmp_path):
+    """On Spark the types are known before anything runs: keys or symbols nested more
+    than MAX_TYPE_NESTING levels are refused then, and nothing is written; as deep as
+    that they are stored and read back as the local runtime stores them."""
+    from statemachines import InvalidArgument
+    from statemachines.columns import MAX_TYPE_NESTING
+    from statemachines.spark import run_batch
+
+    def frame(depth, where):
+        nested = "1" if where == "symbol" else "'k'"
+        for _ in range(depth):
+            nested = f"named_struct('_1', {nested})"
+        key, symbol = (nested, "1") if where == "key" else ("'k'", nested)
+        return spark.sql(f"SELECT {key} AS key, {symbol} AS symbol, 1L AS time")
+
+    for where in ("key", "symbol"):
+        into = tmp_path / f"{where}-deepest"
+        run_batch(Upsert(), frame(MAX_TYPE_NESTING, where), into=into)
+        row = frame(MAX_TYPE_NESTING, where).first()
+        event = (_as_tuples(row.key), _as_tuples(row.symbol), 1)
+        assert PersistedArrangement(into).updates() == run_local(Upsert(), [event]).updates
+        with pytest.raises(InvalidArgument, match=f"the {where.replace('symbol', 'value')}s have a type nesting"):
+            run_batch(Upsert(), frame(MAX_TYPE_NESTING + 1, where), into=tmp_path / f"{where}-deeper")
+        assert not (tmp_path / f"{where}-deeper").exists()
+
+
+def _as_tuples(value):
+    """A Spark Row (of Rows) as the plain tuples an arrangement reads back."""
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, tuple) else value
