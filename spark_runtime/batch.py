@@ -44,7 +44,7 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_
 
 from statemachines import Intake, InvalidArgument, Machine, Reason, delta, run_key, time_after
 from statemachines._gc import gc_paused
-from statemachines.columns import MAX_TYPE_NESTING, column_to_python, type_nesting, value_check_for
+from statemachines.columns import MAX_TYPE_NESTING, column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX, plain_key_type
 from statemachines.library.cep import Detector
@@ -889,7 +889,7 @@ def refuse_unstorable(machine: Machine, prepared: Any, value_type: Any) -> None:
                 f"the {role}s have type {data_type.simpleString()}, which holds an interval: a Delta table has "
                 f"no type for it; make it a number (of seconds, say) or text first"
             )
-        depth = type_nesting(to_arrow_type(data_type, timezone="UTC"))
+        depth = native_paths.type_nesting(data_type)
         if depth > MAX_TYPE_NESTING:
             raise InvalidArgument(
                 f"the {role}s have a type nesting {depth} levels deep (structs, arrays or maps), more than the "

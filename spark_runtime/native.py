@@ -54,6 +54,23 @@ def holds_an_interval(data_type: Any) -> bool:
     return _holds(data_type, (T.DayTimeIntervalType, T.YearMonthIntervalType, T.CalendarIntervalType))
 
 
+def type_nesting(data_type: Any) -> int:
+    """How many levels of structs, arrays and maps ``data_type`` nests, counted as
+    :func:`statemachines.columns.type_nesting` counts its Arrow type (a map two: a
+    list of key-value structs).
+
+    >>> type_nesting(T.LongType()), type_nesting(T.StructType([T.StructField("a", T.ArrayType(T.LongType()))]))
+    (0, 2)
+    """
+    if isinstance(data_type, T.StructType):
+        return 1 + max((type_nesting(f.dataType) for f in data_type.fields), default=-1)
+    if isinstance(data_type, T.ArrayType):
+        return 1 + type_nesting(data_type.elementType)
+    if isinstance(data_type, T.MapType):
+        return 2 + max(type_nesting(data_type.keyType), type_nesting(data_type.valueType))
+    return 0
+
+
 def _holds(data_type: Any, kinds: Any) -> bool:
     """Whether values of ``data_type`` are or hold, in arrays, maps and structs, ``kinds``."""
     if isinstance(data_type, kinds):
