@@ -587,10 +587,11 @@ def storage_problem(value: Any, arrow_type: Any = None) -> str | None:
 
 
 MAX_TYPE_NESTING = 30
-"""How deep a stored value's type may nest, a struct (a tuple), a list or a map
-each a level: Delta's schema, read by delta-rs, holds 41 levels of structs;
-Parquet's schema 49 of lists; Arrow's C interface 31 of maps. Deeper values are
-rejected, as a table holding one could be written but not read again."""
+"""How deep a stored value's type may nest (:func:`type_nesting`: a struct, as a
+tuple is stored, or a list a level, a map two): Delta's schema, read by delta-rs,
+holds 41 levels of structs; Parquet's schema 49 of lists; Arrow's C interface 31
+of maps. Deeper values are rejected, as a table holding one could be written but
+not read again."""
 
 
 @functools.cache
