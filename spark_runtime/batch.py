@@ -44,7 +44,7 @@ from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema, to_arrow_
 
 from statemachines import Intake, InvalidArgument, Machine, Reason, delta, run_key, time_after
 from statemachines._gc import gc_paused
-from statemachines.columns import MAX_TYPE_NESTING, column_to_python, value_check_for
+from statemachines.columns import BEYOND_STORED, MAX_TYPE_NESTING, column_to_python, value_check_for
 from statemachines.display import SAMPLE_ROWS, counts_line, html_table, never_raises
 from statemachines.intake import INT64_MAX, plain_key_type
 from statemachines.library.cep import Detector
@@ -891,10 +891,7 @@ def refuse_unstorable(machine: Machine, prepared: Any, value_type: Any) -> None:
             )
         depth = native_paths.type_nesting(data_type)
         if depth > MAX_TYPE_NESTING:
-            raise InvalidArgument(
-                f"the {role}s have a type nesting {depth} levels deep (structs, arrays or maps), more than the "
-                f"{MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold"
-            )
+            raise InvalidArgument(f"the {role}s have a type nesting {depth} levels deep (structs, arrays or maps), {BEYOND_STORED}")
 
 
 def _machine_value_type(machine: Machine, prepared: Any) -> Any:

@@ -44,6 +44,7 @@ from statemachines.records import record_type
 from statemachines.updates import canonical, hashable, python_scalar
 
 __all__ = [
+    "BEYOND_STORED",
     "MAX_TYPE_NESTING",
     "arrow_array",
     "column_to_python",
@@ -593,6 +594,9 @@ holds 41 levels of structs; Parquet's schema 49 of lists; Arrow's C interface 31
 of maps. Deeper values are rejected, as a table holding one could be written but
 not read again."""
 
+BEYOND_STORED = f"more than the {MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold"
+"""How a refusal of a type nested deeper than :data:`MAX_TYPE_NESTING` ends."""
+
 
 @functools.cache
 def type_nesting(arrow_type: Any) -> int:
@@ -616,8 +620,7 @@ def nesting_problem(value: Any, arrow_type: Any) -> str | None:
     depth = type_nesting(arrow_type)
     if depth <= MAX_TYPE_NESTING:
         return None
-    return (f"the value {_shown(value)} cannot be stored: it nests {depth} levels deep (tuples, lists or maps), "
-            f"more than the {MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold")
+    return f"the value {_shown(value)} cannot be stored: it nests {depth} levels deep (tuples, lists or maps), {BEYOND_STORED}"
 
 
 def _shown(value: Any) -> str:

@@ -33,6 +33,7 @@ from statemachines import delta
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement, Batch
 from statemachines.columns import (
+    BEYOND_STORED,
     MAX_TYPE_NESTING,
     arrow_array,
     column_to_python,
@@ -565,9 +566,9 @@ class PersistedArrangement(Arrangement):
         """The value column's type, as the machine declares it: it holds until the
         table has a type (instead of the type of the first value checked, which
         need not fit the later ones: a detector's partial match of one event)."""
-        if type_nesting(arrow_type) > MAX_TYPE_NESTING:
-            raise InvalidArgument(f"the value type {arrow_type} nests {type_nesting(arrow_type)} levels deep, more than "
-                                  f"the {MAX_TYPE_NESTING} a Delta table's schema and its Parquet files are sure to hold")
+        depth = type_nesting(arrow_type)
+        if depth > MAX_TYPE_NESTING:
+            raise InvalidArgument(f"the value type {arrow_type} nests {depth} levels deep, {BEYOND_STORED}")
         if self._snapshot.schema is None and self._fixed_types.get("value") is None:
             self._fixed_types["value"] = arrow_type
 
