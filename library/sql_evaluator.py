@@ -116,9 +116,9 @@ class Evaluator:
             return cast_values(node, self.value(node.this), arrow_type_of(node.to), bool(node.args.get("safe")))  # TRY_CAST
         if kind is exp.Null:
             return pa.scalar(None, pa.null())
-        if kind in _comparison_operators():
+        if (compare := _comparison_operators().get(kind)) is not None:
             left = self.value(node.this)
-            return _compare(node, _comparison_operators()[kind], left, self._unless_null(node.expression, left), self.rows)
+            return _compare(node, compare, left, self._unless_null(node.expression, left), self.rows)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):  # <=> / IS [NOT] DISTINCT FROM: never NULL
             left, right = self.value(node.this), self.value(node.expression)
             both_null = pc.and_(_is_null(left, self.rows), _is_null(right, self.rows))
@@ -143,9 +143,8 @@ class Evaluator:
             if is_null_type(left):
                 return nulls(self.rows)
             return text_tests()[kind](as_array(left, self.rows), node.expression.this)  # a literal (checked when built)
-        if kind in _arithmetic_operators():
-            return self._arithmetic(node, _arithmetic_operators()[kind], node.this, node.expression,
-                                    divides=kind in (exp.Div, exp.IntDiv, exp.Mod))
+        if (compute := _arithmetic_operators().get(kind)) is not None:
+            return self._arithmetic(node, compute, node.this, node.expression, divides=kind in (exp.Div, exp.IntDiv, exp.Mod))
         if kind is exp.Anonymous and node.name.upper() == "PMOD":  # read as % reads its sides
             return self._arithmetic(node, positive_remainder, *node.expressions, divides=True)
         if kind in tried() or kind is exp.Anonymous and node.name.upper() == "TRY_MOD":
@@ -155,11 +154,11 @@ class Evaluator:
         if kind in (exp.Neg, exp.Negative) or kind is exp.Anonymous and node.name.upper() == "POSITIVE":
             operand = self._number(node, node.expressions[0] if kind is exp.Anonymous else node.this)
             return operand if kind is exp.Anonymous or is_null_type(operand) else pc.negate_checked(operand)
-        if kind in _one_call_functions():
+        if (function := _one_call_functions().get(kind)) is not None:
             operand = self._number(node, node.this) if kind is exp.Abs else self._text(node, node.this)
             if is_null_type(operand):  # a field that is NULL in every event
                 return operand
-            return _one_call_functions()[kind](operand)
+            return function(operand)
         if kind is exp.Pi or kind is exp.Anonymous and node.name.upper() == "E":
             return pa.scalar(math.pi if kind is exp.Pi else math.e)
         if kind is exp.Case or kind is exp.If:
