@@ -83,6 +83,7 @@ from statemachines.spark.output import (
 from statemachines.spark.progress import StageProgress
 from statemachines.spark.shipping import is_local, ship_code
 from statemachines.spark.tabulated import runs_tabulated, tabulated_runner
+from statemachines.spark.upsert_arrow import runs_in_arrow, upsert_runner
 from statemachines.spark.waterline import arrangement_high, settled_output
 from statemachines.times import decode_time, time_kind
 
@@ -509,7 +510,9 @@ def run_batch(
             the arrangement's value type, else what the machine declares with a
             ``value_type(symbol_type, time_type)`` method (pattern detectors do),
             else the symbol column's type.
-        native: use a library machine's native Spark path when it has one.
+        native: use a library machine's native path when it has one: ``Upsert``
+            steps in Arrow over keys and values of text or integers (see
+            :mod:`~statemachines.spark.upsert_arrow`), else in window functions.
         refusal: a column of rows refused before the run (see :class:`EventColumns`).
         progress: True draws a progress bar on standard error (events the machine
             processed, the running stages' tasks, rate, time left; see
@@ -527,7 +530,8 @@ def run_batch(
             deletes it. Default: a temporary folder (deleted when this process
             exits) in a classic local session, whose tasks run on this machine;
             elsewhere the output is cached. Used by a machine's generic Python path
-            without a ``refusal`` column; a native or waterline path caches.
+            without a ``refusal`` column, and by ``Upsert`` in Arrow; its window
+            functions or a waterline path cache.
 
     Returns:
         A :class:`BatchResult`. With ``into``, its DataFrames read the files the run
@@ -835,8 +839,9 @@ def _output(
     kind = time_kind_of(prepared.schema["time"].dataType)
     machine = for_event_times(machine, kind)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
+    in_arrow = native and upto is None and runs_in_arrow(machine, _arrow_output_schema(prepared, value_type))
     fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
-    if fast is not None:
+    if fast is not None and not in_arrow:
         return fast(prepared, state, lower=lower, value_type=value_type), False
     if machine.spec.has_waterline:
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
@@ -846,7 +851,9 @@ def _output(
             notes,
         )
         return output, False
-    output = _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, task_files)
+    output = _generic(
+        prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, task_files, in_arrow=in_arrow
+    )
     return output, task_files is not None
 
 
@@ -917,7 +924,15 @@ def _result(output: Any, lower: Any = None, upper: Any = None) -> BatchResult:
     return BatchResult(updates, rejected, lower, upper, output=output)
 
 
-def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files=None):
+def _arrow_output_schema(prepared: Any, value_type: Any) -> Any:
+    """The Arrow schema of a run's output rows (see :func:`output_schema`)."""
+    timezone = prepared.sparkSession.conf.get("spark.sql.session.timeZone")
+    return to_arrow_schema(output_schema(prepared, value_type), timezone=timezone)
+
+
+def _generic(
+    prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files=None, *, in_arrow=False,
+):
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     # A key's prior values travel in state rows beside its events, each as a list of
@@ -951,5 +966,12 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, to_arrow_s
     timezone = spark.conf.get("spark.sql.session.timeZone")
     arrow_schema = to_arrow_schema(schema, timezone=timezone)
     check = checks_values(machine, prepared, value_type)
-    run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
+    if in_arrow:  # Upsert over plain columns (see upsert_arrow)
+        generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check, tabulate=False)
+        in_bulk = upsert_runner(machine, kind, lower, arrow_schema, generic, counter)
+
+        def run(batches: Iterator[Any]) -> Iterator[Any]:
+            return in_bulk(with_kinds(batches))
+    else:
+        run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
     return ordered.mapInArrow(run if files is None else writing_files(run, *files), schema)

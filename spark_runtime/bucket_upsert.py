@@ -18,11 +18,8 @@ refuse the others      each through the runtime's own :class:`~statemachines.int
                        for the same reason and detail
 =====================  ================================================================
 
-    before  after  updates at the winner's time
-    absent  v      (k, v) +1
-    v       w      (k, v) -1, (k, w) +1
-    v       None   (k, v) -1
-    v       v      (nothing)
+The winners and the updates they make are :mod:`statemachines.spark.upsert_arrow`'s,
+as a batch run's partitions take them.
 
 :func:`upsert_step` says whether a run can take this path (the machine is exactly
 ``Upsert``, its values are its symbols in a column of their type, keys, symbols, times and orders of
@@ -36,26 +33,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Event, Machine, Rejected
-from statemachines.columns import same_items
 from statemachines.intake import INT64_MAX, Intake
 from statemachines.library import Upsert
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
+from statemachines.spark.upsert_arrow import (
+    changes,
+    last_per_key,
+    last_per_key_time,
+    ordered_like_python,
+)
 from statemachines.times import encode_time
 
 __all__ = ["advance_upsert", "upsert_step"]
 
 Step = Callable[..., Any]
-
-
-def _ordered_like_python(kind: Any) -> bool:
-    """Whether Arrow sorts and compares values of ``kind`` as the intake's Python does."""
-    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def upsert_step(machine: Machine, types: BucketTypes) -> Step | None:
@@ -66,8 +62,8 @@ def upsert_step(machine: Machine, types: BucketTypes) -> Step | None:
     plain = (
         type(machine) is Upsert
         and types.value == types.symbol
-        and all(_ordered_like_python(kind) for kind in (types.key, types.symbol))
-        and (_ordered_like_python(types.order) or pa.types.is_null(types.order))
+        and all(ordered_like_python(kind) for kind in (types.key, types.symbol))
+        and (ordered_like_python(types.order) or pa.types.is_null(types.order))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
     )
     return advance_upsert if plain else None
@@ -91,7 +87,7 @@ def advance_upsert(
     frontier = frontier_of(watermark_ms, kind)
     advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
     due = state.due_rows(watermark_ms) if advancing else types.events().empty_table()
-    winners = _last_per_key_time(due)
+    winners = last_per_key_time(due)
     before = _single_values(state, winners["key"])
     if before is None:
         return None
@@ -99,10 +95,10 @@ def advance_upsert(
         if due.num_rows:
             state.drop_due_rows(watermark_ms)
         state.note(frontier=encode_time(frontier), kind=kind)
-    updates = _changes(winners, before)
-    state.keep_values(*_last_per_key(winners))
+    updates = changes(winners, before)
+    state.keep_values(*last_per_key(winners))
     taken, rejected = _intake(state, machine, events, kind)
-    state.buffer(_last_per_key_time(taken), now_ms)
+    state.buffer(last_per_key_time(taken), now_ms)
     arrived = pc.min(due["arrived"]).as_py() if due.num_rows else None
     return updates, rejected, arrived
 
@@ -114,42 +110,6 @@ def _order_kind_of(kind: Any) -> str | None:
     return "text" if pa.types.is_string(kind) or pa.types.is_large_string(kind) else None
 
 
-def _last_per_key_time(events: Any) -> Any:
-    """The command that wins each ``(key, time)`` (the last by ``order``, then symbol,
-    nulls first), in ``(key, time)`` order."""
-    if events.num_rows == 0:
-        return events
-    ranked = events.take(
-        pc.sort_indices(
-            events,
-            sort_keys=[(name, "ascending", "at_start") for name in ("key", "time", "order", "symbol")],
-        )
-    )
-    return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
-
-
-def _last_per_key(winners: Any) -> tuple[Any, Any]:
-    """Each key of ``winners`` (in key order) and the value its last command leaves."""
-    kept = winners.filter(_last_of_runs(winners["key"]))
-    return kept["key"].combine_chunks(), kept["symbol"].combine_chunks()
-
-
-def _last_of_runs(*columns: Any) -> Any:
-    """Whether each row is the last of its run of equal values in ``columns``."""
-    steps = _steps(*columns)
-    return pa.array(np.append(steps, True) if len(columns[0]) else steps)
-
-
-def _steps(*columns: Any) -> Any:
-    """Whether each row after the first differs from the one before it in ``columns``
-    (a numpy array, one shorter than the columns)."""
-    n = len(columns[0])
-    steps = np.zeros(max(n - 1, 0), dtype=bool)
-    for column in columns if n else ():
-        steps |= pc.invert(same_items(column.slice(1), column.slice(0, n - 1))).to_numpy(zero_copy_only=False)
-    return steps
-
-
 def _single_values(state: BucketState, keys: Any) -> Any:
     """The value each of ``keys`` holds in ``state`` (null: none), or ``None`` if some
     key holds several."""
@@ -159,27 +119,6 @@ def _single_values(state: BucketState, keys: Any) -> Any:
         return None
     present = pc.greater(lengths, 0)
     return pc.replace_with_mask(pa.nulls(len(keys), state.types.value), present, pc.list_flatten(lists))
-
-
-def _changes(winners: Any, before: Any) -> Any:
-    """The updates ``key, value, time, diff`` of the winners, each compared with the
-    key's winner before it or, for its first, with ``before``."""
-    fields = winners.schema
-    schema = pa.schema([("key", fields.field("key").type), ("value", fields.field("symbol").type),
-                        ("time", fields.field("time").type), ("diff", pa.int64())])
-    if winners.num_rows == 0:
-        return schema.empty_table()
-    keys, values, times = (winners[name].combine_chunks() for name in ("key", "symbol", "time"))
-    later = pa.array(np.insert(_steps(keys), 0, True) == False)  # noqa: E712 - numpy
-    previous = pa.concat_arrays([pa.nulls(1, values.type), values.slice(0, len(values) - 1)])
-    prior = pc.if_else(later, previous, before)
-    same = pc.or_(pc.fill_null(same_items(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
-    changed = pc.invert(same)
-    parts = []
-    for rows, value, diff in ((pc.and_(changed, pc.is_valid(prior)), prior, -1), (pc.and_(changed, pc.is_valid(values)), values, 1)):
-        count = pc.sum(rows).as_py() or 0
-        parts.append(pa.table([keys.filter(rows), value.filter(rows), times.filter(rows), pa.array(np.full(count, diff))], schema=schema))
-    return pa.concat_tables(parts)
 
 
 def _intake(state: BucketState, machine: Machine, events: Any, kind: str) -> tuple[Any, list[Rejected]]:

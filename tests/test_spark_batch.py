@@ -192,9 +192,22 @@ def persistent_rdds(spark):
     return {rdd.id() for rdd in spark.sparkContext._jsc.getPersistentRDDs().values()}
 
 
-def test_a_native_run_caches_its_output_and_unpersist_releases_it(spark):
+def test_a_native_run_of_plain_columns_is_written_by_its_tasks(spark):
+    """Upsert over text and integers steps in Arrow in the tasks (see upsert_arrow),
+    which write its rows as files: nothing is cached."""
     before = persistent_rdds(spark)
     frame = spark.createDataFrame([("k", "a", 1, None), ("k", "b", 2, None)], SCHEMA)
+    result = run_batch(Upsert(), frame, native=True)
+    assert result.scratch is not None and persistent_rdds(spark) == before
+    assert sorted((r.value, r.time, r.diff) for r in result.updates.collect()) == [("a", 1, 1), ("a", 2, -1), ("b", 2, 1)]
+    result.unpersist()
+
+
+def test_a_window_function_run_caches_its_output_and_unpersist_releases_it(spark):
+    """Values Arrow does not order as Python does (doubles) take Upsert's window
+    functions, whose output Spark caches."""
+    before = persistent_rdds(spark)
+    frame = spark.createDataFrame([("k", 0.5, 1, None), ("k", 1.5, 2, None)], "key string, symbol double, time long, order long")
     result = run_batch(Upsert(), frame, native=True)
     expected = consolidate(((r.key, r.value), r.time, r.diff) for r in result.updates.collect())
     assert result.scratch is None

@@ -1,0 +1,210 @@
+"""Upsert computed in Arrow: the winner of each key and time, and the changes it makes.
+
+Both Spark runtimes step exactly :class:`~statemachines.library.Upsert` over plain
+columns (keys and symbols of integers or text, orders of either or none, times of
+integers or microsecond timestamps) with whole-column operations instead of the
+runtime's event by event, with the same updates and rejections: a stream's bucket
+(:mod:`statemachines.spark.bucket_upsert`) and a batch run's partition
+(:func:`upsert_runner`, here). Of a partition's rows, in chunks of whole keys:
+
+==========================  ==========================================================
+rows                        in Arrow
+==========================  ==========================================================
+a key's value before        its state row (from the arrangement): at most one value
+events the intake takes     sort by ``(key, time, order, symbol)``; the last command
+as they are                 of each ``(key, time)`` wins; each winner is compared
+                            with the key's winner before it, or its value before
+other events                each refused by the runtime's own
+                            :class:`~statemachines.intake.Intake`, for the same
+                            reason and detail
+==========================  ==========================================================
+
+    before  after  updates at the winner's time
+    absent  v      (k, v) +1
+    v       w      (k, v) -1, (k, w) +1
+    v       None   (k, v) -1
+    v       v      (nothing)
+
+A chunk holding a key with several values before (an arrangement another machine
+wrote) goes the generic way, event by event.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statemachines import Intake, Machine, Rejected
+from statemachines.columns import column_to_python, same_items
+from statemachines.intake import INT64_MAX
+from statemachines.library import Upsert
+from statemachines.spark.output import STATE_ROW, UPDATE, OutputRows
+from statemachines.spark.tabulated import whole_key_chunks
+
+__all__ = [
+    "changes", "last_per_key", "last_per_key_time", "ordered_like_python", "runs_in_arrow", "steps", "upsert_runner",
+]
+
+_GREATEST_US = (_dt.datetime.max - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+"""The greatest datetime, in microseconds since 1970: refused as a time (see the intake)."""
+
+
+def ordered_like_python(kind: Any) -> bool:
+    """Whether Arrow sorts and compares values of ``kind`` as the intake's Python does."""
+    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def runs_in_arrow(machine: Machine, arrow_schema: Any) -> bool:
+    """Whether a batch run's partitions of ``machine``, giving rows of ``arrow_schema``
+    (see :func:`~statemachines.spark.output.output_schema`), are stepped in Arrow:
+    the machine is exactly ``Upsert``, its values are its symbols in a column of their
+    type, and keys, symbols, orders and times are plain."""
+    field = arrow_schema.field
+    time = field("time").type
+    return (
+        type(machine) is Upsert
+        and field("value").type == field("symbol").type
+        and ordered_like_python(field("key").type)
+        and ordered_like_python(field("symbol").type)
+        and (ordered_like_python(field("order").type) or pa.types.is_null(field("order").type))
+        and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
+    )
+
+
+def upsert_runner(
+    machine: Machine, kind: str, lower: Any, arrow_schema: Any,
+    generic: Callable[[Iterator[Any]], Iterator[Any]], counter: Any = None,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The partition function of a batch run (rows sorted by key, row kind, time and
+    order, as the generic path's): whole keys in chunks, each in Arrow; ``generic``
+    (the per-event partition function, counting nothing) takes a chunk holding a key
+    with several values before. ``kind``: the run's time kind; ``lower``: times below
+    it are late. ``counter``, an accumulator, is given the number of events."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        intake = Intake(machine, kind=kind)
+        for chunk in whole_key_chunks(batches, counter):
+            yield from _chunk(chunk, intake, lower, arrow_schema, generic)
+
+    return run
+
+
+def _chunk(
+    chunk: Any, intake: Intake, lower: Any, arrow_schema: Any, generic: Callable[[Iterator[Any]], Iterator[Any]],
+) -> Iterator[Any]:
+    """The output batches of a chunk of whole keys: its updates, then its rejections."""
+    is_state = pc.equal(chunk.column("kind"), STATE_ROW)
+    events = chunk.filter(pc.invert(is_state)).select(["key", "symbol", "time", "order"])
+    state = chunk.filter(is_state)
+    if state.num_rows and (
+        not pc.all(pc.equal(pc.list_value_length(state.column("prior")), 1)).as_py()
+        or not steps(state.column("key")).all()  # a key with several values: a state row each
+    ):
+        yield from generic(iter(chunk.to_batches()))
+        return
+    taken = _taken(events, lower)
+    winners = last_per_key_time(events.filter(taken))
+    value_type = arrow_schema.field("value").type
+    if state.num_rows:
+        values = pc.list_flatten(state.column("prior")).cast(value_type)
+        before = values.take(pc.index_in(winners.column("key"), value_set=state.column("key").combine_chunks()))
+    else:
+        before = pa.nulls(winners.num_rows, value_type)
+    updates = changes(winners, before)
+    if updates.num_rows:
+        updates = updates.take(pc.sort_indices(updates, [("key", "ascending"), ("time", "ascending"), ("diff", "ascending")]))
+        given = {**{name: updates.column(name) for name in updates.column_names},
+                 "kind": pa.array(np.full(updates.num_rows, UPDATE, np.int8))}
+        arrays = [
+            given[f.name].cast(f.type) if f.name in given else pa.nulls(updates.num_rows, f.type) for f in arrow_schema
+        ]
+        yield from pa.Table.from_arrays(arrays, schema=arrow_schema).to_batches()
+    refused = events.filter(pc.invert(taken))
+    if refused.num_rows:
+        out = OutputRows(arrow_schema)
+        out.add(rejected=[_refusal(intake, row, lower) for row in zip(*map(column_to_python, refused.columns), strict=True)])
+        yield out.take()
+
+
+def _taken(events: Any, lower: Any) -> Any:
+    """For each event, whether the intake takes it as it is: a key and a time, the
+    time neither the greatest long or datetime nor below ``lower``."""
+    time = events.column("time")
+    ok = pc.and_kleene(events.column("key").is_valid(), time.is_valid())
+    if time.type == pa.int64():  # the greatest long is reserved (see the intake)
+        ok = pc.and_kleene(ok, pc.not_equal(time, pa.scalar(INT64_MAX, time.type)))
+    elif pa.types.is_timestamp(time.type):
+        ok = pc.and_kleene(ok, pc.not_equal(time.cast(pa.int64()), pa.scalar(_GREATEST_US, pa.int64())))
+    if lower is not None:
+        ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
+    return pc.fill_null(ok, False)
+
+
+def _refusal(intake: Intake, row: tuple[Any, Any, Any, Any], lower: Any) -> Rejected:
+    """The runtime's rejection of an event :func:`_taken` did not take."""
+    checked = intake.check(row, lower)
+    if type(checked) is not Rejected:
+        raise AssertionError(f"the intake takes {row!r}, which the upsert step refused")
+    return checked
+
+
+def last_per_key_time(events: Any) -> Any:
+    """The command that wins each ``(key, time)`` (the last by ``order``, then symbol,
+    nulls first), in ``(key, time)`` order."""
+    if events.num_rows == 0:
+        return events
+    ranked = events.take(
+        pc.sort_indices(
+            events,
+            sort_keys=[(name, "ascending", "at_start") for name in ("key", "time", "order", "symbol")],
+        )
+    )
+    return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
+
+
+def last_per_key(winners: Any) -> tuple[Any, Any]:
+    """Each key of ``winners`` (in key order) and the value its last command leaves."""
+    kept = winners.filter(_last_of_runs(winners["key"]))
+    return kept["key"].combine_chunks(), kept["symbol"].combine_chunks()
+
+
+def _last_of_runs(*columns: Any) -> Any:
+    """Whether each row is the last of its run of equal values in ``columns``."""
+    changed = steps(*columns)
+    return pa.array(np.append(changed, True) if len(columns[0]) else changed)
+
+
+def steps(*columns: Any) -> Any:
+    """Whether each row after the first differs from the one before it in ``columns``
+    (a numpy array, one shorter than the columns)."""
+    n = len(columns[0])
+    changed = np.zeros(max(n - 1, 0), dtype=bool)
+    for column in columns if n else ():
+        changed |= pc.invert(same_items(column.slice(1), column.slice(0, n - 1))).to_numpy(zero_copy_only=False)
+    return changed
+
+
+def changes(winners: Any, before: Any) -> Any:
+    """The updates ``key, value, time, diff`` of the winners, each compared with the
+    key's winner before it or, for its first, with ``before`` (one per winner)."""
+    fields = winners.schema
+    schema = pa.schema([("key", fields.field("key").type), ("value", fields.field("symbol").type),
+                        ("time", fields.field("time").type), ("diff", pa.int64())])
+    if winners.num_rows == 0:
+        return schema.empty_table()
+    keys, values, times = (winners[name].combine_chunks() for name in ("key", "symbol", "time"))
+    later = pa.array(np.insert(steps(keys), 0, True) == False)  # noqa: E712 - numpy
+    previous = pa.concat_arrays([pa.nulls(1, values.type), values.slice(0, len(values) - 1)])
+    prior = pc.if_else(later, previous, before)
+    same = pc.or_(pc.fill_null(same_items(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
+    changed = pc.invert(same)
+    parts = []
+    for rows, value, diff in ((pc.and_(changed, pc.is_valid(prior)), prior, -1), (pc.and_(changed, pc.is_valid(values)), values, 1)):
+        count = pc.sum(rows).as_py() or 0
+        parts.append(pa.table([keys.filter(rows), value.filter(rows), times.filter(rows), pa.array(np.full(count, diff))], schema=schema))
+    return pa.concat_tables(parts)

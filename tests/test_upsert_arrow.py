@@ -1,0 +1,167 @@
+"""A batch run's Upsert partitions stepped in Arrow give exactly the rows of stepping
+them event by event, on any input, and runs take that path only where it applies."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statemachines import Machine, consolidate, run_local
+from statemachines.intake import INT64_MAX
+from statemachines.library import Upsert
+from statemachines.spark.batch import partition_runner, with_kinds
+from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
+from statemachines.spark.upsert_arrow import runs_in_arrow, upsert_runner
+from tests.test_tabulated import emitted, output_rows
+
+UTC = dt.UTC
+
+
+TEXT, LONG = pa.string(), pa.int64()
+
+
+def schemas(time_type, key_type=TEXT, symbol_type=TEXT, order_type=LONG):
+    """The rows a partition gets, and the output rows, for these column types."""
+    rows = pa.schema([
+        ("key", key_type), ("kind", pa.int8()), ("symbol", symbol_type), ("time", time_type),
+        ("order", order_type), ("prior", pa.list_(symbol_type)),
+    ])
+    output = pa.schema([
+        ("kind", pa.int8(), False), ("key", key_type), ("value", symbol_type), ("time", time_type),
+        ("diff", pa.int64()), ("symbol", symbol_type), ("order", order_type), ("reason", pa.string()),
+        ("detail", pa.string()),
+    ])
+    return rows, output
+
+
+def _null_first(value):
+    return (value is not None, value if value is not None else 0)
+
+
+def partition(events, priors, schema):
+    """Events and state rows (a row per prior value, as the batch path sends them),
+    sorted by key, kind, time and order, nulls first."""
+    rows = [(k, EVENT_ROW, s, t, o, []) for k, s, t, o in events]
+    rows += [(k, STATE_ROW, None, None, None, [v]) for k, values in priors.items() for v in sorted(values)]
+    rows.sort(key=lambda r: (_null_first(r[0]), r[1], _null_first(r[3]), _null_first(r[4])))
+    table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+    return table if priors else table.drop_columns(["kind", "prior"])  # no prior values: events only
+
+
+def both_runners(output, kind, lower):
+    """The partition function stepping in Arrow, as a batch run calls it, and the
+    one stepping event by event."""
+    generic = partition_runner(Upsert(), kind, lower, None, output, tabulate=False)
+    arrow = upsert_runner(Upsert(), kind, lower, output, generic)
+    return (lambda batches: arrow(with_kinds(batches))), generic
+
+
+keys = st.sampled_from(["a", "b", "c", "é"] * 4 + [None])
+symbols = st.sampled_from(["x", "y", "z", ""] * 4 + [None])
+times = st.sampled_from([0, 1, 2, 3] * 6 + [None, INT64_MAX, -1])
+orders = st.sampled_from([0, 1, None])
+events = st.lists(st.tuples(keys, symbols, times, orders), max_size=60)
+# a key holding two values before (written by another machine) sends its chunk the generic way
+priors = st.dictionaries(st.sampled_from(["a", "b", "e"]), st.frozensets(st.sampled_from(["x", "y", "q"]), min_size=1, max_size=2))
+
+
+@settings(max_examples=150, deadline=None)
+@given(events, priors, st.integers(1, 7), st.sampled_from([None, 2]))
+def test_stepping_upserts_in_arrow_gives_the_rows_of_stepping_them_event_by_event(events, priors, chunk_rows, lower):
+    """Null keys and times, the greatest long, times below the frontier, commands at
+    one time with equal orders or none (the symbol decides), deletes, prior values
+    (one or several), chunks cut anywhere: the same rows with the same reasons, the
+    updates in key order (as the task writes them to a file)."""
+    import statemachines.spark.tabulated as tabulated
+
+    rows, output = schemas(pa.int64())
+    table = partition(events, priors, rows)
+    arrow, generic = both_runners(output, "number", lower)
+    saved = tabulated.CHUNK_ROWS
+    tabulated.CHUNK_ROWS = chunk_rows
+    try:
+        assert output_rows(arrow, table, 3) == output_rows(generic, table, 3)
+        keys = [row[1] for row in emitted(arrow, table, 3) if row[0] == UPDATE]
+        assert keys == sorted(keys)
+    finally:
+        tabulated.CHUNK_ROWS = saved
+
+
+stamps = st.sampled_from(
+    [dt.datetime(2024, 1, 1, h) for h in range(4)] * 4 + [None, dt.datetime.max, dt.datetime.min]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3) | st.none(), symbols, stamps, orders), max_size=40),
+    st.sampled_from([None, dt.datetime(2024, 1, 1, 2)]),
+    st.booleans(),
+)
+def test_timestamp_times_step_in_arrow_as_event_by_event(events, lower, zoned):
+    """Times of both Spark timestamp types (a zone: UTC instants; none: wall clocks),
+    the greatest datetime among them, over integer keys."""
+    tz = UTC if zoned else None
+    events = [(k, s, None if t is None else t.replace(tzinfo=tz), o) for k, s, t, o in events]
+    rows, output = schemas(pa.timestamp("us", tz="UTC" if zoned else None), key_type=pa.int64())
+    table = partition(events, {}, rows)
+    lower = None if lower is None else lower.replace(tzinfo=tz)
+    arrow, generic = both_runners(output, "datetime_tz" if zoned else "datetime", lower)
+    assert output_rows(arrow, table, 5) == output_rows(generic, table, 5)
+
+
+def test_a_partition_stepped_in_arrow_is_the_local_runtimes_upsert():
+    """Checked against run_local itself, not only the generic path: commands over
+    many keys, ties at one time broken by order then value, deletes and repeats."""
+    import random
+
+    rnd = random.Random(11)
+    commands = [
+        (f"k{rnd.randrange(40)}", rnd.choice(["u", "v", "w", None]), rnd.randrange(30), rnd.choice([0, 1, None]))
+        for _ in range(3_000)
+    ]
+    rows, output = schemas(pa.int64())
+    arrow, _ = both_runners(output, "number", None)
+    got = [((r[1], r[2]), r[3], r[4]) for r in emitted(arrow, partition(commands, {}, rows), 500) if r[0] == UPDATE]
+    assert consolidate(got) == consolidate(run_local(Upsert(), commands).updates)
+
+
+class NotUpsert(Upsert):
+    pass
+
+
+class Other(Machine):
+    def transition(self, key, values, symbol, time):
+        return values
+
+
+@pytest.mark.parametrize(
+    ("machine", "types", "expected"),
+    [
+        (Upsert(), dict(time_type=pa.int64()), True),
+        (Upsert(), dict(time_type=pa.int32(), key_type=pa.int16(), symbol_type=pa.large_string()), True),
+        (Upsert(), dict(time_type=pa.timestamp("us", tz="UTC"), order_type=pa.string()), True),
+        (Upsert(), dict(time_type=pa.timestamp("us"), order_type=pa.null()), True),
+        (Upsert(), dict(time_type=pa.float64()), False),
+        (Upsert(), dict(time_type=pa.uint64()), False),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.float64()), False),
+        (Upsert(), dict(time_type=pa.int64(), key_type=pa.binary()), False),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.string())])), False),
+        (Upsert(), dict(time_type=pa.int64(), order_type=pa.float64()), False),
+        (NotUpsert(), dict(time_type=pa.int64()), False),
+        (Other(), dict(time_type=pa.int64()), False),
+    ],
+)
+def test_only_exactly_upsert_over_plain_columns_steps_in_arrow(machine, types, expected):
+    _, output = schemas(**types)
+    assert runs_in_arrow(machine, output) is expected
+
+
+def test_values_of_another_type_than_the_symbols_do_not_step_in_arrow():
+    _, output = schemas(pa.int64())
+    wider = output.set(output.get_field_index("value"), pa.field("value", pa.large_string()))
+    assert runs_in_arrow(Upsert(), output) and not runs_in_arrow(Upsert(), wider)
