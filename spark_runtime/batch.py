@@ -511,8 +511,9 @@ def run_batch(
             ``value_type(symbol_type, time_type)`` method (pattern detectors do),
             else the symbol column's type.
         native: use a library machine's native path when it has one: ``Upsert``
-            steps in Arrow over keys and values of text or integers (see
-            :mod:`~statemachines.spark.upsert_arrow`), else in window functions.
+            steps in Arrow over keys of text or integers and values of those or
+            records of those (see :mod:`~statemachines.spark.upsert_arrow`), else
+            in window functions.
         refusal: a column of rows refused before the run (see :class:`EventColumns`).
         progress: True draws a progress bar on standard error (events the machine
             processed, the running stages' tasks, rate, time left; see

@@ -5,7 +5,8 @@ columns (keys and symbols of integers or text, orders of either or none, times o
 integers or microsecond timestamps) with whole-column operations instead of the
 runtime's event by event, with the same updates and rejections: a stream's bucket
 (:mod:`statemachines.spark.bucket_upsert`) and a batch run's partition
-(:func:`upsert_runner`, here). Of a partition's rows, in chunks of whole keys:
+(:func:`upsert_runner`, here; its symbols may also be records of integers and text,
+as a change feed's rows are). Of a partition's rows, in chunks of whole keys:
 
 ==========================  ==========================================================
 rows                        in Arrow
@@ -26,7 +27,8 @@ other events                each refused by the runtime's own
     v       v      (nothing)
 
 A chunk holding a key with several values before (an arrangement another machine
-wrote) goes the generic way, event by event.
+wrote), or records at one ``(key, time, order)`` (Arrow cannot rank records as Python
+does), goes the generic way, event by event.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from statemachines.spark.output import STATE_ROW, UPDATE, OutputRows
 from statemachines.spark.tabulated import whole_key_chunks
 
 __all__ = [
-    "changes", "last_per_key", "last_per_key_time", "ordered_like_python", "runs_in_arrow", "steps", "upsert_runner",
+    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "runs_in_arrow", "steps",
+    "upsert_runner",
 ]
 
 _GREATEST_US = (_dt.datetime.max - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
@@ -65,14 +68,22 @@ def runs_in_arrow(machine: Machine, arrow_schema: Any) -> bool:
     the machine is exactly ``Upsert``, its values are its symbols in a column of their
     type, and keys, symbols, orders and times are plain."""
     field = arrow_schema.field
-    time = field("time").type
+    time, symbol = field("time").type, field("symbol").type
     return (
         type(machine) is Upsert
-        and field("value").type == field("symbol").type
+        and field("value").type == symbol
         and ordered_like_python(field("key").type)
-        and ordered_like_python(field("symbol").type)
+        and (ordered_like_python(symbol) or _plain_record(symbol))
         and (ordered_like_python(field("order").type) or pa.types.is_null(field("order").type))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
+    )
+
+
+def _plain_record(kind: Any) -> bool:
+    """Whether ``kind`` is a struct of fields :func:`ordered_like_python`: records
+    Arrow compares as Python does, but cannot sort."""
+    return pa.types.is_struct(kind) and kind.num_fields > 0 and all(
+        ordered_like_python(kind.field(i).type) for i in range(kind.num_fields)
     )
 
 
@@ -108,7 +119,13 @@ def _chunk(
         yield from generic(iter(chunk.to_batches()))
         return
     taken = _taken(events, lower)
-    winners = last_per_key_time(events.filter(taken))
+    if ordered_like_python(events.schema.field("symbol").type):
+        winners = last_per_key_time(events.filter(taken))
+    else:
+        winners = _last_per_key_time_untied(events.filter(taken))
+        if winners is None:
+            yield from generic(iter(chunk.to_batches()))
+            return
     value_type = arrow_schema.field("value").type
     if state.num_rows:
         values = pc.list_flatten(state.column("prior")).cast(value_type)
@@ -167,6 +184,17 @@ def last_per_key_time(events: Any) -> Any:
     return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
 
 
+def _last_per_key_time_untied(events: Any) -> Any:
+    """:func:`last_per_key_time` of events whose symbols Arrow cannot sort, or ``None``
+    where two are at one ``(key, time, order)`` (the symbols would rank them)."""
+    ranked = events.take(
+        pc.sort_indices(events, sort_keys=[(name, "ascending", "at_start") for name in ("key", "time", "order")])
+    )
+    if not steps(ranked["key"], ranked["time"], ranked["order"]).all():
+        return None
+    return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
+
+
 def last_per_key(winners: Any) -> tuple[Any, Any]:
     """Each key of ``winners`` (in key order) and the value its last command leaves."""
     kept = winners.filter(_last_of_runs(winners["key"]))
@@ -181,12 +209,33 @@ def _last_of_runs(*columns: Any) -> Any:
 
 def steps(*columns: Any) -> Any:
     """Whether each row after the first differs from the one before it in ``columns``
-    (a numpy array, one shorter than the columns)."""
+    (a numpy array, one shorter than the columns), as Python compares them: a null
+    follows a null without a step."""
     n = len(columns[0])
     changed = np.zeros(max(n - 1, 0), dtype=bool)
     for column in columns if n else ():
-        changed |= pc.invert(same_items(column.slice(1), column.slice(0, n - 1))).to_numpy(zero_copy_only=False)
+        changed |= pc.invert(equal_values(column.slice(1), column.slice(0, n - 1))).to_numpy(zero_copy_only=False)
     return changed
+
+
+def equal_values(left: Any, right: Any) -> Any:
+    """Whether each item of ``left`` equals ``right``'s as Python compares them (None
+    equals None; records field by field), without nulls.
+
+    >>> import pyarrow as pa
+    >>> kind = pa.struct([("name", pa.string()), ("n", pa.int64())])
+    >>> left = pa.array([{"name": "a", "n": None}, None, {"name": None, "n": None}], kind)
+    >>> right = pa.array([{"name": "a", "n": None}, None, None], kind)
+    >>> equal_values(left, right).to_pylist()
+    [True, True, False]
+    """
+    both_null = pc.and_(pc.is_null(left), pc.is_null(right))
+    if pa.types.is_struct(left.type):
+        same = pc.and_(left.is_valid(), right.is_valid())
+        for left_field, right_field in zip(left.flatten(), right.flatten(), strict=True):
+            same = pc.and_(same, equal_values(left_field, right_field))
+        return pc.or_(same, both_null)
+    return pc.or_(pc.fill_null(same_items(left, right), False), both_null)
 
 
 def changes(winners: Any, before: Any) -> Any:
@@ -201,8 +250,7 @@ def changes(winners: Any, before: Any) -> Any:
     later = pa.array(np.insert(steps(keys), 0, True) == False)  # noqa: E712 - numpy
     previous = pa.concat_arrays([pa.nulls(1, values.type), values.slice(0, len(values) - 1)])
     prior = pc.if_else(later, previous, before)
-    same = pc.or_(pc.fill_null(same_items(prior, values), False), pc.and_(pc.is_null(prior), pc.is_null(values)))
-    changed = pc.invert(same)
+    changed = pc.invert(equal_values(prior, values))
     parts = []
     for rows, value, diff in ((pc.and_(changed, pc.is_valid(prior)), prior, -1), (pc.and_(changed, pc.is_valid(values)), values, 1)):
         count = pc.sum(rows).as_py() or 0

@@ -46,7 +46,7 @@ def partition(events, priors, schema):
     """Events and state rows (a row per prior value, as the batch path sends them),
     sorted by key, kind, time and order, nulls first."""
     rows = [(k, EVENT_ROW, s, t, o, []) for k, s, t, o in events]
-    rows += [(k, STATE_ROW, None, None, None, [v]) for k, values in priors.items() for v in sorted(values)]
+    rows += [(k, STATE_ROW, None, None, None, [v]) for k, values in priors.items() for v in sorted(values, key=repr)]
     rows.sort(key=lambda r: (_null_first(r[0]), r[1], _null_first(r[3]), _null_first(r[4])))
     table = pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
     return table if priors else table.drop_columns(["kind", "prior"])  # no prior values: events only
@@ -114,6 +114,34 @@ def test_timestamp_times_step_in_arrow_as_event_by_event(events, lower, zoned):
     assert output_rows(arrow, table, 5) == output_rows(generic, table, 5)
 
 
+RECORD = pa.struct([("name", pa.string()), ("n", pa.int64())])
+records = st.tuples(st.sampled_from(["a", "b", None]), st.sampled_from([1, None]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(keys, st.none() | records, st.sampled_from([0, 1, 2, None]), st.sampled_from([0, 1, 2, 3, None])), max_size=40),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.frozensets(records, min_size=1, max_size=2)),
+    st.integers(1, 5),
+)
+def test_record_symbols_step_in_arrow_as_event_by_event(events, priors, chunk_rows):
+    """Symbols that are records of text and integers (a change feed's rows), null
+    fields and null records among them, prior values: records equal field by field as
+    Python's tuples; commands at one (key, time, order), which only Python ranks, send
+    their chunk event by event."""
+    import statemachines.spark.tabulated as tabulated
+
+    rows, output = schemas(pa.int64(), symbol_type=RECORD)
+    table = partition(events, priors, rows)
+    arrow, generic = both_runners(output, "number", None)
+    saved = tabulated.CHUNK_ROWS
+    tabulated.CHUNK_ROWS = chunk_rows
+    try:
+        assert output_rows(arrow, table, 4) == output_rows(generic, table, 4)
+    finally:
+        tabulated.CHUNK_ROWS = saved
+
+
 def test_a_partition_stepped_in_arrow_is_the_local_runtimes_upsert():
     """Checked against run_local itself, not only the generic path: commands over
     many keys, ties at one time broken by order then value, deletes and repeats."""
@@ -150,7 +178,10 @@ class Other(Machine):
         (Upsert(), dict(time_type=pa.uint64()), False),
         (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.float64()), False),
         (Upsert(), dict(time_type=pa.int64(), key_type=pa.binary()), False),
-        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.string())])), False),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.string()), ("n", pa.int8())])), True),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.float64())])), False),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.struct([("b", pa.string())]))])), False),
+        (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([])), False),
         (Upsert(), dict(time_type=pa.int64(), order_type=pa.float64()), False),
         (NotUpsert(), dict(time_type=pa.int64()), False),
         (Other(), dict(time_type=pa.int64()), False),
@@ -165,3 +196,11 @@ def test_values_of_another_type_than_the_symbols_do_not_step_in_arrow():
     _, output = schemas(pa.int64())
     wider = output.set(output.get_field_index("value"), pa.field("value", pa.large_string()))
     assert runs_in_arrow(Upsert(), output) and not runs_in_arrow(Upsert(), wider)
+
+
+@given(st.lists(st.tuples(st.none() | records, st.none() | records), max_size=20))
+def test_records_are_equal_in_arrow_exactly_where_python_finds_them_equal(pairs):
+    from statemachines.spark.upsert_arrow import equal_values
+
+    left, right = (pa.array([p[i] for p in pairs], RECORD) for i in (0, 1))
+    assert equal_values(left, right).to_pylist() == [a == b for a, b in pairs]
