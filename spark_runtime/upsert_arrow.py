@@ -93,9 +93,9 @@ def upsert_runner(
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The partition function of a batch run (rows sorted by key, row kind, time and
     order, as the generic path's): whole keys in chunks, each in Arrow; ``generic``
-    (the per-event partition function, counting nothing) takes a chunk holding a key
-    with several values before. ``kind``: the run's time kind; ``lower``: times below
-    it are late. ``counter``, an accumulator, is given the number of events."""
+    (the per-event partition function, counting nothing) takes a chunk Arrow cannot
+    step (see the module documentation). ``kind``: the run's time kind; ``lower``:
+    times below it are late. ``counter``, an accumulator, is given the number of events."""
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         intake = Intake(machine, kind=kind)
