@@ -1,0 +1,130 @@
+"""Benchmark: Upsert on Spark batch, stepped in Arrow against its window functions.
+
+Usage:
+    python benchmarks/upsert_paths.py [--n N] [--k K] [--runs R]
+
+``run_batch(Upsert(), ..., into=...)`` steps the partitions of plain columns in Arrow
+(:mod:`statemachines.spark.upsert_arrow`); before, it ran them as Spark SQL window
+functions, the path other column types still take. Two workloads, each approach
+warm and interleaved in one session (A B C A B C ...):
+
+- U1, ``N`` upsert commands over ``K`` keys (``benchmarks/run.py``'s, text values),
+  with its floor: reading, sorting by key and time and writing the commands;
+- a change feed of ``N`` rows over ``N / 10`` keys (``benchmarks/feeds.py``'s, each
+  value a record of name and city) through ``run_feed_batch``, with its floor: Spark
+  SQL window functions computing its SCD type 2 table.
+
+The window functions are chosen for a run by making the Arrow path decline it (this
+script's only reach into the runtime). Each run's arrangement is checked equal to
+the other path's, and U1's to the local reference runtime's; the feed's, once, to
+``run_feed`` locally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import run as main_benchmark  # noqa: E402
+from feeds import FEED, feed_rows, scd2_floor_sql  # noqa: E402
+
+import statemachines.spark.batch as batch  # noqa: E402
+from statemachines import PersistedArrangement, consolidate  # noqa: E402
+from statemachines.library import Upsert, run_feed  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from statemachines.spark import local_session, run_batch, run_feed_batch
+
+    main_benchmark.upsert_workload(args.n, args.k)
+    u1_reference = main_benchmark.reference(args.n, args.k)
+    u1 = str(main_benchmark.CACHE / f"u1_n{args.n}_k{args.k}_s7.parquet")
+    rows = feed_rows(args.n, max(args.n // 10, 1))
+    work = tempfile.mkdtemp(prefix="bench-upsert-paths-")
+    feed = os.path.join(work, "feed.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), feed)
+    spark = local_session()
+    in_arrow = batch.runs_in_arrow
+    fresh = iter(range(10**6))
+
+    def path(arrow: bool) -> None:
+        batch.runs_in_arrow = in_arrow if arrow else (lambda *_: False)
+
+    def upserts(arrow: bool):
+        def go():
+            path(arrow)
+            target = os.path.join(work, f"u1-{next(fresh)}")
+            run_batch(Upsert(), spark.read.parquet(u1), symbol="value", order="offset", into=target).unpersist()
+            return PersistedArrangement(target).updates()
+        return go
+
+    def feed_run(arrow: bool):
+        def go():
+            path(arrow)
+            target = os.path.join(work, f"feed-{next(fresh)}")
+            run_feed_batch(FEED, spark.read.parquet(feed), into=target).result.unpersist()
+            return PersistedArrangement(target).updates()
+        return go
+
+    def u1_floor():
+        frame = spark.read.parquet(u1)
+        frame.repartition("key").sortWithinPartitions("key", "time").write.mode("overwrite").parquet(f"{work}/floor")
+
+    def feed_floor():
+        scd2_floor_sql(spark, spark.read.parquet(feed), f"{work}/feed-floor")
+
+    sets = {
+        "U1 upserts": {"floor: read + sort + write": u1_floor, "in Arrow": upserts(True), "window functions": upserts(False)},
+        "change feed": {"floor: SCD2 window functions": feed_floor, "in Arrow": feed_run(True), "window functions": feed_run(False)},
+    }
+    seconds: dict[str, dict[str, list[float]]] = {name: {a: [] for a in approaches} for name, approaches in sets.items()}
+    last: dict[str, dict[str, object]] = {name: {} for name in sets}
+    try:
+        for _ in range(args.runs + 1):  # the first round warms up
+            for name, approaches in sets.items():
+                for approach, go in approaches.items():
+                    started = time.perf_counter()
+                    out = go()
+                    seconds[name][approach].append(time.perf_counter() - started)
+                    last[name][approach] = out
+                if last[name]["in Arrow"] != last[name]["window functions"]:
+                    raise SystemExit(f"{name}: the two paths' arrangements differ")
+        path(True)
+        main_benchmark.verify("U1 in Arrow", main_benchmark.digest(last["U1 upserts"]["in Arrow"]), u1_reference)
+        if consolidate(last["change feed"]["in Arrow"]) != consolidate(run_feed(FEED, rows).result.updates):
+            raise SystemExit("change feed: not run_feed's updates")
+    finally:
+        batch.runs_in_arrow = in_arrow
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"N={args.n:,}; {os.cpu_count()} cores; median of {args.runs} warm interleaved runs after one; "
+          "each arrangement checked equal to the other path's, U1's to run_local's, the feed's to run_feed's")
+    for name, approaches in seconds.items():
+        floor = statistics.median(approaches[next(iter(approaches))][1:])
+        for approach, taken in approaches.items():
+            median = statistics.median(taken[1:])
+            print(f"{name + ', ' + approach:<44}{median:8.2f} s{median / floor:8.2f}x floor")
+        arrow, window = (statistics.median(approaches[a][1:]) for a in ("in Arrow", "window functions"))
+        print(f"{name}: window functions / in Arrow: {window / arrow:.2f}x the time")
+
+
+if __name__ == "__main__":
+    main()
