@@ -3,6 +3,7 @@ gives exactly the rows of stepping them event by event, on any input."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 
 import pyarrow as pa
@@ -103,6 +104,18 @@ def emitted(runner, table, chunk_rows):
     return [tuple(row.values()) for batch in runner(iter(batches)) for row in batch.to_pylist()]
 
 
+@contextlib.contextmanager
+def chunks_of(rows):
+    """Partitions cut into chunks of about ``rows`` rows, not the runners' default."""
+    import statemachines.spark.tabulated as tabulated
+
+    saved, tabulated.CHUNK_ROWS = tabulated.CHUNK_ROWS, rows
+    try:
+        yield
+    finally:
+        tabulated.CHUNK_ROWS = saved
+
+
 def output_rows(runner, table, chunk_rows):
     return sorted(emitted(runner, table, chunk_rows), key=repr)
 
@@ -114,20 +127,14 @@ def test_stepping_in_bulk_gives_the_rows_of_stepping_event_by_event(events, prio
     one time with equal orders or none, transitions that fail or refuse, values the output
     refuses, prior values, chunks cut anywhere: the same rows, with the same reasons, and
     the updates in key order (as the task writes them to a file)."""
-    import statemachines.spark.tabulated as tabulated
-
     table = partition_rows(events, priors)
     machine = Tags()
     check = partition_runner(machine, "number", lower, None, OUTPUT, tabulate=False)
     bulk = partition_runner(machine, "number", lower, None, OUTPUT)
-    saved = tabulated.CHUNK_ROWS
-    tabulated.CHUNK_ROWS = chunk_rows
-    try:
+    with chunks_of(chunk_rows):
         assert output_rows(bulk, table, 3) == output_rows(check, table, 3)
         keys = [row[1] for row in emitted(bulk, table, 3) if row[0] == UPDATE]
         assert keys == sorted(keys)
-    finally:
-        tabulated.CHUNK_ROWS = saved
 
 
 def test_a_table_that_would_outgrow_its_cells_leaves_the_partition_to_the_event_by_event_path(monkeypatch):

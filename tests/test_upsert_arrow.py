@@ -16,7 +16,7 @@ from statemachines.library import Upsert
 from statemachines.spark.batch import partition_runner, with_kinds
 from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
 from statemachines.spark.upsert_arrow import runs_in_arrow, upsert_runner
-from tests.test_tabulated import emitted, output_rows
+from tests.test_tabulated import chunks_of, emitted, output_rows
 
 UTC = dt.UTC
 
@@ -76,19 +76,13 @@ def test_stepping_upserts_in_arrow_gives_the_rows_of_stepping_them_event_by_even
     one time with equal orders or none (the symbol decides), deletes, prior values
     (one or several), chunks cut anywhere: the same rows with the same reasons, the
     updates in key order (as the task writes them to a file)."""
-    import statemachines.spark.tabulated as tabulated
-
     rows, output = schemas(pa.int64())
     table = partition(events, priors, rows)
     arrow, generic = both_runners(output, "number", lower)
-    saved = tabulated.CHUNK_ROWS
-    tabulated.CHUNK_ROWS = chunk_rows
-    try:
+    with chunks_of(chunk_rows):
         assert output_rows(arrow, table, 3) == output_rows(generic, table, 3)
         keys = [row[1] for row in emitted(arrow, table, 3) if row[0] == UPDATE]
         assert keys == sorted(keys)
-    finally:
-        tabulated.CHUNK_ROWS = saved
 
 
 stamps = st.sampled_from(
@@ -129,17 +123,11 @@ def test_record_symbols_step_in_arrow_as_event_by_event(events, priors, chunk_ro
     fields and null records among them, prior values: records equal field by field as
     Python's tuples; commands at one (key, time, order), which only Python ranks, send
     their chunk event by event."""
-    import statemachines.spark.tabulated as tabulated
-
     rows, output = schemas(pa.int64(), symbol_type=RECORD)
     table = partition(events, priors, rows)
     arrow, generic = both_runners(output, "number", None)
-    saved = tabulated.CHUNK_ROWS
-    tabulated.CHUNK_ROWS = chunk_rows
-    try:
+    with chunks_of(chunk_rows):
         assert output_rows(arrow, table, 4) == output_rows(generic, table, 4)
-    finally:
-        tabulated.CHUNK_ROWS = saved
 
 
 def test_a_partition_stepped_in_arrow_is_the_local_runtimes_upsert():
