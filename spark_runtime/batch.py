@@ -848,13 +848,11 @@ def _output(
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
         output = settled_output(
             machine, prepared, base,
-            lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type, to_arrow_schema),
+            lambda bound: _generic(prepared, state, bound, kind, lower, upto, value_type),
             notes,
         )
         return output, False
-    output = _generic(
-        prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter, task_files, in_arrow=in_arrow
-    )
+    output = _generic(prepared, state, machine, kind, lower, upto, value_type, counter, task_files, in_arrow=in_arrow)
     return output, task_files is not None
 
 
@@ -931,9 +929,7 @@ def _arrow_output_schema(prepared: Any, value_type: Any) -> Any:
     return to_arrow_schema(output_schema(prepared, value_type), timezone=timezone)
 
 
-def _generic(
-    prepared, state, machine, kind, lower, upto, value_type, to_arrow_schema, counter=None, files=None, *, in_arrow=False,
-):
+def _generic(prepared, state, machine, kind, lower, upto, value_type, counter=None, files=None, *, in_arrow=False):
     spark = prepared.sparkSession
     fields = {f.name: f.dataType for f in prepared.schema.fields}
     # A key's prior values travel in state rows beside its events, each as a list of
@@ -963,9 +959,7 @@ def _generic(
         )
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     ordered = rows.repartition(partitions, "key").sortWithinPartitions(*sort)
-    schema = output_schema(prepared, value_type)
-    timezone = spark.conf.get("spark.sql.session.timeZone")
-    arrow_schema = to_arrow_schema(schema, timezone=timezone)
+    arrow_schema = _arrow_output_schema(prepared, value_type)
     check = checks_values(machine, prepared, value_type)
     if in_arrow:  # Upsert over plain columns (see upsert_arrow)
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check, tabulate=False)
@@ -975,4 +969,4 @@ def _generic(
             return in_bulk(with_kinds(batches))
     else:
         run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
-    return ordered.mapInArrow(run if files is None else writing_files(run, *files), schema)
+    return ordered.mapInArrow(run if files is None else writing_files(run, *files), output_schema(prepared, value_type))
