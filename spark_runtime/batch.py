@@ -327,7 +327,7 @@ KEY_CHUNK = 50_000
 
 def partition_runner(
     machine: Machine, kind: str, lower: Any, upto: Any, arrow_schema: Any, counter: Any = None,
-    check_values: bool = True, *, tabulate: bool = True, key_chunk: int = KEY_CHUNK,
+    check_values: bool = True, *, tabulate: bool = True, key_chunk: int = KEY_CHUNK, upsert_in_arrow: bool = False,
 ):
     """The function Spark calls once per partition: rows ``key, kind, symbol, time,
     order, prior`` sorted by key, kind, time and order; or, when there are no prior
@@ -337,6 +337,8 @@ def partition_runner(
     ``check_values``: check each new value against the output's value type (see
     :func:`checks_values`). A tabulated machine's partition is stepped in bulk (see
     :mod:`statemachines.spark.tabulated`) unless ``tabulate`` is false.
+    ``upsert_in_arrow``: the machine is ``Upsert`` over columns
+    :func:`~statemachines.spark.upsert_arrow.runs_in_arrow` takes, stepped so.
 
     A key's events are run a part of at least ``key_chunk`` events at a time, each
     part ending before a later time, with the deadlines before that time: so a hot
@@ -401,6 +403,10 @@ def partition_runner(
         if counter is not None:
             counter.add(events)
 
+    if upsert_in_arrow:
+        generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
+        in_bulk = upsert_runner(machine, kind, lower, arrow_schema, generic, counter)
+        return lambda batches: in_bulk(with_kinds(batches))
     if tabulate and runs_in_rounds(machine):
         generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check_values, tabulate=False)
         rounds = lockstep_runner(machine, lower, upto, arrow_schema, generic, counter)
@@ -841,8 +847,10 @@ def _output(
     machine = for_event_times(machine, kind)
     value_type, state = resolve_value_type(machine, prepared, into, value_type)
     in_arrow = native and upto is None and runs_in_arrow(machine, _arrow_output_schema(prepared, value_type))
-    fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type) if native else None
-    if fast is not None and not in_arrow:
+    fast = None
+    if native and not in_arrow:
+        fast = native_paths.for_machine(machine, prepared.schema["symbol"].dataType, value_type)
+    if fast is not None:
         return fast(prepared, state, lower=lower, value_type=value_type), False
     if machine.spec.has_waterline:
         base = arrangement_high(prepared.sparkSession, into, machine) if into else None
@@ -961,12 +969,5 @@ def _generic(prepared, state, machine, kind, lower, upto, value_type, counter=No
     ordered = rows.repartition(partitions, "key").sortWithinPartitions(*sort)
     arrow_schema = _arrow_output_schema(prepared, value_type)
     check = checks_values(machine, prepared, value_type)
-    if in_arrow:  # Upsert over plain columns (see upsert_arrow)
-        generic = partition_runner(machine, kind, lower, upto, arrow_schema, None, check, tabulate=False)
-        in_bulk = upsert_runner(machine, kind, lower, arrow_schema, generic, counter)
-
-        def run(batches: Iterator[Any]) -> Iterator[Any]:
-            return in_bulk(with_kinds(batches))
-    else:
-        run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check)
+    run = partition_runner(machine, kind, lower, upto, arrow_schema, counter, check, upsert_in_arrow=in_arrow)
     return ordered.mapInArrow(run if files is None else writing_files(run, *files), output_schema(prepared, value_type))

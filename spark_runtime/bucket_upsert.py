@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from statemachines import Event, Machine, Rejected
+from statemachines import Machine, Rejected
 from statemachines.intake import INT64_MAX, Intake
 from statemachines.library import Upsert
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
@@ -46,6 +46,7 @@ from statemachines.spark.upsert_arrow import (
     last_per_key,
     last_per_key_time,
     ordered_like_python,
+    refusals,
 )
 from statemachines.times import encode_time
 
@@ -151,10 +152,4 @@ def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -
         return []
     intake = Intake(machine, kind=state.record["kind"])
     intake.order_kind = state.record["order_kind"]
-    out = []
-    for row in event_rows(events):
-        checked = row if type(row) is Rejected else intake.check(Event(*row), frontier)
-        if type(checked) is not Rejected:
-            raise AssertionError(f"the intake takes {row!r}, which the upsert step refused")
-        out.append(checked)
-    return out
+    return refusals(intake, event_rows(events), frontier)

@@ -55,12 +55,12 @@ from statemachines.library.lockstep import (
 )
 from statemachines.library.nfa import EVALUATION_ERRORS, answer_rows
 from statemachines.library.rules import RuleDetector
-from statemachines.spark.output import UPDATE
+from statemachines.spark.output import update_rows
 from statemachines.spark.tabulated import (
     _plain_columns,
-    _plain_events,
     distinct_symbols,
     key_groups,
+    plain_events,
     tied_with_previous,
     whole_key_chunks,
 )
@@ -150,7 +150,7 @@ def _chunk(
         return
     new_key, group, is_event, times = key_groups(chunk)
     symbols = chunk.column("symbol").combine_chunks()
-    plain = is_event & _plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
+    plain = is_event & plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
     if upto is not None:
         plain &= times < upto
     try:
@@ -311,7 +311,6 @@ def _update_batch(parts: list[_Stepped], chunk: Any, arrow_schema: Any) -> Any:
         start = np.cumsum(length) - length
         taken = np.repeat(first - start, length) + np.arange(int(length.sum()))
         rows, steps, seqs = rows[taken], steps[taken], seqs[taken]
-    total = len(kind)
     value_type = arrow_schema.field("value").type
     event_type = value_type.field("events").type.value_type
     at = pa.array(rows)
@@ -336,11 +335,9 @@ def _update_batch(parts: list[_Stepped], chunk: Any, arrow_schema: Any) -> Any:
         fields=list(value_type),
     )
     columns = {
-        "kind": pa.array(np.full(total, UPDATE, np.int8)),
         "key": chunk.column("key").take(pa.array(key_row)).combine_chunks(),
         "value": value,
         "time": pa.array(time).cast(arrow_schema.field("time").type),
         "diff": pa.array(diff, pa.int64()),
     }
-    arrays = [columns[f.name].cast(f.type) if f.name in columns else pa.nulls(total, f.type) for f in arrow_schema]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+    return update_rows(columns, arrow_schema)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -45,6 +46,8 @@ __all__ = [
     "drop_parts",
     "move_aside",
     "output_schema",
+    "schema_arrays",
+    "update_rows",
     "waiting_count",
     "write_keyed",
     "write_parts",
@@ -142,6 +145,21 @@ class OutputRows:
         return pa.RecordBatch.from_arrays(checked_arrays(columns, self.schema), schema=self.schema)
 
 
+def schema_arrays(given: dict[str, Any], schema: Any, rows: int) -> list[Any]:
+    """An array of ``rows`` items per field of ``schema``: ``given``'s, cast to the
+    field's type, else nulls."""
+    return [given[f.name].cast(f.type) if f.name in given else pa.nulls(rows, f.type) for f in schema]
+
+
+def update_rows(columns: dict[str, Any], schema: Any) -> Any:
+    """Output rows of kind ``UPDATE`` (one record batch of ``schema``, the output
+    schema) of the arrays or chunked arrays ``key, value, time, diff``."""
+    given = {name: c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for name, c in columns.items()}
+    rows = len(given["diff"])
+    given["kind"] = pa.array(np.full(rows, UPDATE, np.int8))
+    return pa.RecordBatch.from_arrays(schema_arrays(given, schema, rows), schema=schema)
+
+
 def checked_arrays(columns: Any, schema: Any) -> list[Any]:
     """Python ``columns`` as arrays of the schema's types; a value that does not fit
     is the machine's error, named."""
@@ -222,8 +240,7 @@ def writing_files(
         if named:
             kinds, names, rows = zip(*named, strict=True)
             given = {"kind": pa.array(kinds, pa.int8()), "detail": pa.array(names), "diff": pa.array(rows)}
-            columns = [given[f.name].cast(f.type) if f.name in given else pa.nulls(len(named), f.type) for f in schema]
-            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+            yield pa.RecordBatch.from_arrays(schema_arrays(given, schema, len(named)), schema=schema)
 
     return run
 

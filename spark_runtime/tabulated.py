@@ -17,6 +17,7 @@ the generic way whole.
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,13 +29,16 @@ import pyarrow.compute as pc
 from statemachines import Machine
 from statemachines.columns import column_to_python, same_items, value_check_for
 from statemachines.intake import INT64_MAX
-from statemachines.spark.output import EVENT_ROW, UPDATE, checked_arrays
+from statemachines.spark.output import EVENT_ROW, checked_arrays, update_rows
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = [
-    "CHUNK_ROWS", "distinct_symbols", "key_groups", "runs_tabulated", "tabulated_runner", "tied_with_previous",
+    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "runs_tabulated", "tabulated_runner", "tied_with_previous",
     "whole_key_chunks",
 ]
+
+_GREATEST_US = (_dt.datetime.max - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+"""The greatest datetime, in microseconds since 1970 (see the intake)."""
 
 CHUNK_ROWS = 65_536
 """Rows of a partition stepped at once (cut at a key's first row)."""
@@ -137,7 +141,7 @@ def _chunk(
         return
     new_key, group, is_event, times = key_groups(chunk)
     starts = np.flatnonzero(new_key)
-    odd = is_event & ~_plain_events(chunk, lower)
+    odd = is_event & ~plain_events(chunk, lower)
     irregular = np.zeros(len(starts), bool)
     irregular[group[odd | tied_with_previous(chunk, new_key, is_event, times)]] = True
 
@@ -254,12 +258,16 @@ def _plain_columns(chunk: Any, lower: Any) -> bool:
     return pa.types.is_integer(key) or pa.types.is_string(key) or pa.types.is_large_string(key) or pa.types.is_binary(key)
 
 
-def _plain_events(chunk: Any, lower: Any) -> Any:
-    """For each row, whether it is an event the intake takes as it is."""
+def plain_events(chunk: Any, lower: Any) -> Any:
+    """For each row (a numpy array), whether it is an event the intake takes as it
+    is: a key and a time, the time neither the greatest long or datetime nor below
+    ``lower``."""
     time = chunk.column("time")
     ok = pc.and_kleene(chunk.column("key").is_valid(), time.is_valid())
     if time.type == pa.int64():  # the greatest long is reserved (see the intake)
         ok = pc.and_kleene(ok, pc.not_equal(time, pa.scalar(INT64_MAX, time.type)))
+    elif pa.types.is_timestamp(time.type):  # and so is the greatest datetime
+        ok = pc.and_kleene(ok, pc.not_equal(time.cast(pa.int64()), pa.scalar(_GREATEST_US, pa.int64())))
     if lower is not None:
         ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
     return pc.fill_null(ok, False).to_numpy(zero_copy_only=False)
@@ -290,14 +298,9 @@ def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTa
     origin = pa.array(np.repeat(rows, repeat))
     (value_column,) = checked_arrays([values], pa.schema([arrow_schema.field("value")]))
     columns = {
-        "kind": pa.array(np.full(total, UPDATE, np.int8)),
         "key": chunk.column("key").take(origin),
         "value": value_column.take(pa.array(np.asarray(value_ids, np.int64)[at])),
         "time": chunk.column("time").take(origin),
         "diff": pa.array(np.asarray(diffs, np.int64)[at]),
     }
-    arrays = [
-        columns[f.name].cast(f.type) if f.name in columns else pa.nulls(total, f.type)
-        for f in arrow_schema
-    ]
-    yield from pa.Table.from_arrays(arrays, schema=arrow_schema).to_batches()
+    yield update_rows(columns, arrow_schema)

@@ -33,8 +33,7 @@ does), goes the generic way, event by event.
 
 from __future__ import annotations
 
-import datetime as _dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -42,19 +41,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Intake, Machine, Rejected
-from statemachines.columns import column_to_python, same_items
-from statemachines.intake import INT64_MAX
+from statemachines.columns import python_rows, same_items
 from statemachines.library import Upsert
-from statemachines.spark.output import STATE_ROW, UPDATE, OutputRows
-from statemachines.spark.tabulated import whole_key_chunks
+from statemachines.spark.output import STATE_ROW, OutputRows, update_rows
+from statemachines.spark.tabulated import plain_events, whole_key_chunks
 
 __all__ = [
-    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "runs_in_arrow", "steps",
-    "upsert_runner",
+    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "refusals", "runs_in_arrow",
+    "steps", "upsert_runner",
 ]
-
-_GREATEST_US = (_dt.datetime.max - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
-"""The greatest datetime, in microseconds since 1970: refused as a time (see the intake)."""
 
 
 def ordered_like_python(kind: Any) -> bool:
@@ -118,7 +113,7 @@ def _chunk(
     ):
         yield from generic(iter(chunk.to_batches()))
         return
-    taken = _taken(events, lower)
+    taken = pa.array(plain_events(events, lower))
     if ordered_like_python(events.schema.field("symbol").type):
         winners = last_per_key_time(events.filter(taken))
     else:
@@ -134,40 +129,25 @@ def _chunk(
         before = pa.nulls(winners.num_rows, value_type)
     updates = changes(winners, before)
     if updates.num_rows:
-        updates = updates.take(pc.sort_indices(updates, [("key", "ascending"), ("time", "ascending"), ("diff", "ascending")]))
-        given = {**{name: updates.column(name) for name in updates.column_names},
-                 "kind": pa.array(np.full(updates.num_rows, UPDATE, np.int8))}
-        arrays = [
-            given[f.name].cast(f.type) if f.name in given else pa.nulls(updates.num_rows, f.type) for f in arrow_schema
-        ]
-        yield from pa.Table.from_arrays(arrays, schema=arrow_schema).to_batches()
+        ordered = updates.take(pc.sort_indices(updates, [("key", "ascending"), ("time", "ascending"), ("diff", "ascending")]))
+        yield update_rows({name: ordered.column(name) for name in ordered.column_names}, arrow_schema)
     refused = events.filter(pc.invert(taken))
     if refused.num_rows:
         out = OutputRows(arrow_schema)
-        out.add(rejected=[_refusal(intake, row, lower) for row in zip(*map(column_to_python, refused.columns), strict=True)])
+        out.add(rejected=refusals(intake, python_rows(refused), lower))
         yield out.take()
 
 
-def _taken(events: Any, lower: Any) -> Any:
-    """For each event, whether the intake takes it as it is: a key and a time, the
-    time neither the greatest long or datetime nor below ``lower``."""
-    time = events.column("time")
-    ok = pc.and_kleene(events.column("key").is_valid(), time.is_valid())
-    if time.type == pa.int64():  # the greatest long is reserved (see the intake)
-        ok = pc.and_kleene(ok, pc.not_equal(time, pa.scalar(INT64_MAX, time.type)))
-    elif pa.types.is_timestamp(time.type):
-        ok = pc.and_kleene(ok, pc.not_equal(time.cast(pa.int64()), pa.scalar(_GREATEST_US, pa.int64())))
-    if lower is not None:
-        ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
-    return pc.fill_null(ok, False)
-
-
-def _refusal(intake: Intake, row: tuple[Any, Any, Any, Any], lower: Any) -> Rejected:
-    """The runtime's rejection of an event :func:`_taken` did not take."""
-    checked = intake.check(row, lower)
-    if type(checked) is not Rejected:
-        raise AssertionError(f"the intake takes {row!r}, which the upsert step refused")
-    return checked
+def refusals(intake: Intake, rows: Iterable[Any], frontier: Any) -> list[Rejected]:
+    """The rejection of each of ``rows`` (event tuples the upsert step did not take,
+    or a :class:`~statemachines.Rejected` as it stands) by ``intake`` at ``frontier``."""
+    out = []
+    for row in rows:
+        checked = row if type(row) is Rejected else intake.check(row, frontier)
+        if type(checked) is not Rejected:
+            raise AssertionError(f"the intake takes {row!r}, which the upsert step refused")
+        out.append(checked)
+    return out
 
 
 def last_per_key_time(events: Any) -> Any:

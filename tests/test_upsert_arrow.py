@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from statemachines import Machine, consolidate, run_local
 from statemachines.intake import INT64_MAX
 from statemachines.library import Upsert
-from statemachines.spark.batch import partition_runner, with_kinds
+from statemachines.spark.batch import partition_runner
 from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
-from statemachines.spark.upsert_arrow import runs_in_arrow, upsert_runner
+from statemachines.spark.upsert_arrow import runs_in_arrow
 from tests.test_tabulated import chunks_of, emitted, output_rows
 
 UTC = dt.UTC
@@ -55,9 +55,8 @@ def partition(events, priors, schema):
 def both_runners(output, kind, lower):
     """The partition function stepping in Arrow, as a batch run calls it, and the
     one stepping event by event."""
-    generic = partition_runner(Upsert(), kind, lower, None, output, tabulate=False)
-    arrow = upsert_runner(Upsert(), kind, lower, output, generic)
-    return (lambda batches: arrow(with_kinds(batches))), generic
+    arrow = partition_runner(Upsert(), kind, lower, None, output, upsert_in_arrow=True)
+    return arrow, partition_runner(Upsert(), kind, lower, None, output, tabulate=False)
 
 
 keys = st.sampled_from(["a", "b", "c", "é"] * 4 + [None])
