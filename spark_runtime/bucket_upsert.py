@@ -3,7 +3,8 @@
 :func:`~statemachines.spark.bucket_state.advance` runs a bucket's micro-batch through
 a :class:`~statemachines.LocalRuntime`: every event becomes a Python object twice
 (when it is buffered and when it is applied). For :class:`~statemachines.library.Upsert`
-over plain columns, :func:`advance_upsert` gives the same updates, rejections and
+over plain columns (symbols of text or integers, or records of them, as a change
+feed's rows are), :func:`advance_upsert` gives the same updates, rejections and
 state with whole-column operations instead:
 
 =====================  ================================================================
@@ -22,10 +23,13 @@ The winners and the updates they make are :mod:`statemachines.spark.upsert_arrow
 as a batch run's partitions take them.
 
 :func:`upsert_step` says whether a run can take this path (the machine is exactly
-``Upsert``, its values are its symbols in a column of their type, keys, symbols, times and orders of
-types whose Arrow order is the intake's). A micro-batch whose state holds a key with
-several values (seeded from an arrangement another machine wrote) declines, and the
-bucket runs it through the runtime instead: both read and write the same state.
+``Upsert``, its values are its symbols in a column of their type, keys, times and
+orders of types whose Arrow order is the intake's, symbols too or records of such
+fields). A micro-batch declines, and the bucket runs it through the runtime instead
+(both read and write the same state), where its state holds a key with several
+values (seeded from an arrangement another machine wrote), or where two unequal
+records are at one ``(key, time, order)``: the runtime ranks them by their symbols,
+which Arrow cannot sort.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,9 +49,10 @@ from statemachines.spark.clock import frontier_of
 from statemachines.spark.upsert_arrow import (
     changes,
     last_per_key,
-    last_per_key_time,
     ordered_like_python,
+    plain_record,
     refusals,
+    winners,
 )
 from statemachines.times import encode_time
 
@@ -63,7 +69,8 @@ def upsert_step(machine: Machine, types: BucketTypes) -> Step | None:
     plain = (
         type(machine) is Upsert
         and types.value == types.symbol
-        and all(ordered_like_python(kind) for kind in (types.key, types.symbol))
+        and ordered_like_python(types.key)
+        and (ordered_like_python(types.symbol) or plain_record(types.symbol))
         and (ordered_like_python(types.order) or pa.types.is_null(types.order))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
     )
@@ -76,7 +83,8 @@ def advance_upsert(
     """One micro-batch of an upsert bucket, as :func:`~statemachines.spark.bucket_state.advance`
     gives it: the updates (a table ``key, value, time, diff``), the rejected events,
     and when the earliest event applied arrived. ``None`` (nothing changed) where the
-    state holds a key with several values.
+    state holds a key with several values, or where unequal records are at one
+    ``(key, time, order)`` (the runtime ranks them by their symbols).
 
     ``events``: a table ``key, symbol, time, order`` and optionally ``refusal``
     (``struct<reason, detail>``: refused before the run).
@@ -88,18 +96,25 @@ def advance_upsert(
     frontier = frontier_of(watermark_ms, kind)
     advancing = frontier is not None and (state.frontier is None or frontier > state.frontier)
     due = state.due_rows(watermark_ms) if advancing else types.events().empty_table()
-    winners = last_per_key_time(due)
-    before = _single_values(state, winners["key"])
-    if before is None:
+    applied = winners(due)
+    before = None if applied is None else _single_values(state, applied["key"])
+    taken, timed = _taken(events, frontier if advancing else state.frontier)
+    taken_rows = events.filter(taken).select(["key", "symbol", "time", "order"])
+    kept = winners(taken_rows)
+    if before is None or kept is None:
         return None
     if advancing:
         if due.num_rows:
             state.drop_due_rows(watermark_ms)
         state.note(frontier=encode_time(frontier), kind=kind)
-    updates = changes(winners, before)
-    state.keep_values(*last_per_key(winners))
-    taken, rejected = _intake(state, machine, events, kind)
-    state.buffer(last_per_key_time(taken), now_ms)
+    updates = changes(applied, before)
+    state.keep_values(*last_per_key(applied))
+    if pc.any(timed).as_py():  # the first event with a key and a time fixes the time kind
+        state.note(kind=kind)
+    if taken_rows.num_rows > taken_rows["order"].null_count:  # the first order taken fixes the order kind
+        state.note(order_kind=_order_kind_of(events.schema.field("order").type))
+    rejected = _refused(state, machine, events.filter(pc.invert(taken)), state.frontier)
+    state.buffer(kept, now_ms)
     arrived = pc.min(due["arrived"]).as_py() if due.num_rows else None
     return updates, rejected, arrived
 
@@ -115,34 +130,27 @@ def _single_values(state: BucketState, keys: Any) -> Any:
     """The value each of ``keys`` holds in ``state`` (null: none), or ``None`` if some
     key holds several."""
     lists = state.value_lists(keys)
-    lengths = pc.fill_null(pc.list_value_length(lists), 0)
-    if len(lists) and pc.max(lengths).as_py() > 1:
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    if len(lengths) and lengths.max() > 1:
         return None
-    present = pc.greater(lengths, 0)
-    return pc.replace_with_mask(pa.nulls(len(keys), state.types.value), present, pc.list_flatten(lists))
+    present = lengths > 0  # each present list holds one value: the flat values' next
+    at = pa.array(np.cumsum(present) - 1, mask=~present)
+    return pc.list_flatten(lists).cast(state.types.value).take(at)
 
 
-def _intake(state: BucketState, machine: Machine, events: Any, kind: str) -> tuple[Any, list[Rejected]]:
-    """The events the intake takes at the state's frontier (a table ``key, symbol,
-    time, order``) and the rejected ones; the record's time and order kinds as the
-    intake leaves them."""
-    frontier = state.frontier
+def _taken(events: Any, frontier: Any) -> tuple[Any, Any]:
+    """Which events the intake takes as they are at ``frontier`` (the rest it refuses),
+    and which have a key and a time (the first fixes the time kind)."""
     timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
     if "refusal" in events.column_names:
         timed = pc.and_(timed, pc.is_null(events["refusal"]))
-    plain = timed
+    taken = timed
     time_type = events.schema.field("time").type
     if pa.types.is_int64(time_type):
-        plain = pc.and_(plain, pc.not_equal(events["time"], INT64_MAX))
+        taken = pc.and_(taken, pc.not_equal(events["time"], INT64_MAX))
     if frontier is not None:
-        plain = pc.and_(plain, pc.greater_equal(events["time"], pa.scalar(frontier, time_type)))
-    plain = pc.fill_null(plain, False)
-    taken = events.filter(plain).select(["key", "symbol", "time", "order"])
-    if pc.any(timed).as_py():  # the first event with a key and a time fixes the time kind
-        state.note(kind=kind)
-    if taken.num_rows > taken["order"].null_count:  # the first order taken fixes the order kind
-        state.note(order_kind=_order_kind_of(events.schema.field("order").type))
-    return taken, _refused(state, machine, events.filter(pc.invert(plain)), frontier)
+        taken = pc.and_(taken, pc.greater_equal(events["time"], pa.scalar(frontier, time_type)))
+    return pc.fill_null(taken, False), timed
 
 
 def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -> list[Rejected]:

@@ -27,8 +27,8 @@ other events                each refused by the runtime's own
     v       v      (nothing)
 
 A chunk holding a key with several values before (an arrangement another machine
-wrote), or records at one ``(key, time, order)`` (Arrow cannot rank records as Python
-does), goes the generic way, event by event.
+wrote), or unequal records at one ``(key, time, order)`` (Arrow cannot rank records
+as Python does), goes the generic way, event by event.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from statemachines.spark.output import STATE_ROW, OutputRows, update_rows
 from statemachines.spark.tabulated import plain_events, whole_key_chunks
 
 __all__ = [
-    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "refusals", "runs_in_arrow",
-    "steps", "upsert_runner",
+    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "refusals",
+    "runs_in_arrow", "steps", "upsert_runner", "winners",
 ]
 
 
@@ -68,13 +68,13 @@ def runs_in_arrow(machine: Machine, arrow_schema: Any) -> bool:
         type(machine) is Upsert
         and field("value").type == symbol
         and ordered_like_python(field("key").type)
-        and (ordered_like_python(symbol) or _plain_record(symbol))
+        and (ordered_like_python(symbol) or plain_record(symbol))
         and (ordered_like_python(field("order").type) or pa.types.is_null(field("order").type))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
     )
 
 
-def _plain_record(kind: Any) -> bool:
+def plain_record(kind: Any) -> bool:
     """Whether ``kind`` is a struct of fields :func:`ordered_like_python`: records
     Arrow compares as Python does, but cannot sort."""
     return pa.types.is_struct(kind) and kind.num_fields > 0 and all(
@@ -114,20 +114,17 @@ def _chunk(
         yield from generic(iter(chunk.to_batches()))
         return
     taken = pa.array(plain_events(events, lower))
-    if ordered_like_python(events.schema.field("symbol").type):
-        winners = last_per_key_time(events.filter(taken))
-    else:
-        winners = _last_per_key_time_untied(events.filter(taken))
-        if winners is None:
-            yield from generic(iter(chunk.to_batches()))
-            return
+    won = winners(events.filter(taken))
+    if won is None:
+        yield from generic(iter(chunk.to_batches()))
+        return
     value_type = arrow_schema.field("value").type
     if state.num_rows:
         values = pc.list_flatten(state.column("prior")).cast(value_type)
-        before = values.take(pc.index_in(winners.column("key"), value_set=state.column("key").combine_chunks()))
+        before = values.take(pc.index_in(won.column("key"), value_set=state.column("key").combine_chunks()))
     else:
-        before = pa.nulls(winners.num_rows, value_type)
-    updates = changes(winners, before)
+        before = pa.nulls(won.num_rows, value_type)
+    updates = changes(won, before)
     if updates.num_rows:
         ordered = updates.take(pc.sort_indices(updates, [("key", "ascending"), ("time", "ascending"), ("diff", "ascending")]))
         yield update_rows({name: ordered.column(name) for name in ordered.column_names}, arrow_schema)
@@ -164,13 +161,18 @@ def last_per_key_time(events: Any) -> Any:
     return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
 
 
-def _last_per_key_time_untied(events: Any) -> Any:
-    """:func:`last_per_key_time` of events whose symbols Arrow cannot sort, or ``None``
-    where two are at one ``(key, time, order)`` (the symbols would rank them)."""
+def winners(events: Any) -> Any:
+    """:func:`last_per_key_time` of ``events``, or ``None`` where their symbols are
+    records (which Arrow cannot sort) and two unequal ones are at one ``(key, time,
+    order)``: their symbols would rank them. Equal records (a row delivered twice)
+    win alike."""
+    if ordered_like_python(events.schema.field("symbol").type):
+        return last_per_key_time(events)
     ranked = events.take(
         pc.sort_indices(events, sort_keys=[(name, "ascending", "at_start") for name in ("key", "time", "order")])
     )
-    if not steps(ranked["key"], ranked["time"], ranked["order"]).all():
+    tied = ~steps(ranked["key"], ranked["time"], ranked["order"])
+    if tied.any() and steps(ranked["symbol"])[tied].any():
         return None
     return ranked.filter(_last_of_runs(ranked["key"], ranked["time"]))
 
