@@ -11,12 +11,15 @@ Approaches, measured warm and interleaved (A B C ... A B C ...) in one session:
 
 - ``run_feed`` locally into an arrangement, SCD type 2 off and on;
 - ``run_feed_batch`` on a local Spark session (Parquet in), SCD type 2 off and on;
+- ``run_feed_stream``: the feed as 10 files, one per micro-batch (``availableNow``,
+  delay 1,000), without SCD tables;
 - the floor: Spark SQL window functions computing the same SCD type 2 table from
   the feed (``lag`` to drop repeats, ``lead`` for the end) and writing it as Parquet.
 
 Also timed: refreshing a new SCD type 2 table from a whole local arrangement.
-Each SCD type 2 table is checked equal to the floor's, and each run's number of
-updates equal to the local run's.
+Each SCD type 2 table is checked equal to the floor's, each batch run's number of
+updates equal to the local run's, and the stream's arrangement equal to the local
+run's updates before the stream's upper (the last rows wait for a later watermark).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from statemachines import PersistedArrangement, consolidate  # noqa: E402
 from statemachines.library import ChangeFeed, run_feed  # noqa: E402
 from statemachines.library.feeds import scd_tables  # noqa: E402
 
@@ -109,7 +113,7 @@ def measure(rows: list[dict], args: argparse.Namespace, work: str) -> None:
         def run():
             target = fresh("local")
             done = run_feed(FEED, rows, into=target, scd2=target + "-scd2" if scd else None)
-            outputs["local updates"] = len(done.result.updates)
+            outputs["local updates"] = done.result.updates
             outputs["arrangement"], outputs["columns"] = target, done.columns
             if scd:
                 outputs["local scd2"] = done.scd2  # read back after the timed rounds
@@ -118,11 +122,16 @@ def measure(rows: list[dict], args: argparse.Namespace, work: str) -> None:
     approaches = {"run_feed local": local(False), "run_feed local + SCD2": local(True)}
     spark = None
     if not args.skip_spark:
-        from statemachines.spark import local_session, run_feed_batch
+        from statemachines.spark import local_session, run_feed_batch, run_feed_stream
 
         spark = local_session(shuffle_partitions=4)
         source = os.path.join(work, "feed.parquet")
-        pq.write_table(pa.Table.from_pylist(rows), source)
+        table = pa.Table.from_pylist(rows)
+        pq.write_table(table, source)
+        files = os.path.join(work, "feed-files")
+        os.makedirs(files)
+        for i in range(10):  # whole windows of the shuffle: no row arrives late
+            pq.write_table(table.slice(i * len(rows) // 10, (i + 1) * len(rows) // 10 - i * len(rows) // 10), f"{files}/{i:02d}.parquet")
 
         def batch(scd: bool):
             def run():
@@ -134,6 +143,16 @@ def measure(rows: list[dict], args: argparse.Namespace, work: str) -> None:
                     outputs["spark scd2"] = done.scd2
             return run
 
+        def stream():
+            target = fresh("stream")
+            frame = spark.readStream.schema(spark.read.parquet(files).schema).option("maxFilesPerTrigger", 1).parquet(files)
+            query, _ = run_feed_stream(
+                FEED, frame, into=target, checkpoint=target + "-checkpoint",
+                trigger={"availableNow": True}, progress=None, delay=1000,
+            )
+            query.awaitTermination()
+            outputs["stream arrangement"] = target
+
         def floor():
             target = fresh("floor")
             scd2_floor_sql(spark, spark.read.parquet(source), target)
@@ -144,6 +163,7 @@ def measure(rows: list[dict], args: argparse.Namespace, work: str) -> None:
             **approaches,
             "run_feed_batch": batch(False),
             "run_feed_batch + SCD2": batch(True),
+            "run_feed_stream, 10 micro-batches": stream,
         }
     times: dict[str, list[float]] = {name: [] for name in approaches}
     for _ in range(args.runs + 1):  # the first round warms up
@@ -174,9 +194,16 @@ def check(outputs: dict) -> None:
         if name in outputs:
             table = sorted_table(outputs[name].read()).select(names).cast(reference.schema)
             assert table.equals(reference), f"{name} differs from the floor"
+    local = outputs["local updates"]
     if "spark updates" in outputs:
-        assert outputs["spark updates"] == outputs["local updates"], "run_feed_batch's updates differ"
-    print("checked: every SCD type 2 table equals the floor's; Spark's updates count the local run's")
+        assert outputs["spark updates"] == len(local), "run_feed_batch's updates differ"
+    if "stream arrangement" in outputs:
+        streamed = PersistedArrangement.open(outputs["stream arrangement"])
+        applied = [u for u in local if u.time < streamed.upper]
+        assert len(applied) > 0.9 * len(local), "the stream applied too little to tell"
+        assert streamed.updates() == consolidate(applied), "the stream differs"
+    print("checked: every SCD type 2 table equals the floor's; Spark's updates count the local run's; "
+          "the stream's arrangement is the local run's before its upper")
 
 
 if __name__ == "__main__":
