@@ -43,14 +43,12 @@ import pyarrow.compute as pc
 
 from statemachines import Machine, Rejected
 from statemachines.intake import INT64_MAX, Intake
-from statemachines.library import Upsert
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
 from statemachines.spark.upsert_arrow import (
     changes,
     last_per_key,
-    ordered_like_python,
-    plain_record,
+    plain_upsert,
     refusals,
     winners,
 )
@@ -65,15 +63,7 @@ def upsert_step(machine: Machine, types: BucketTypes) -> Step | None:
     """:func:`advance_upsert` if it gives exactly the runtime's micro-batch for this
     run, else ``None``. Its values are its symbols, in a column of their own type, so
     none needs the runtime's check that it fits."""
-    time = types.time
-    plain = (
-        type(machine) is Upsert
-        and types.value == types.symbol
-        and ordered_like_python(types.key)
-        and (ordered_like_python(types.symbol) or plain_record(types.symbol))
-        and (ordered_like_python(types.order) or pa.types.is_null(types.order))
-        and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
-    )
+    plain = plain_upsert(machine, types.key, types.value, types.symbol, types.time, types.order)
     return advance_upsert if plain else None
 
 

@@ -47,8 +47,8 @@ from statemachines.spark.output import STATE_ROW, OutputRows, update_rows
 from statemachines.spark.tabulated import plain_events, whole_key_chunks
 
 __all__ = [
-    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "refusals",
-    "runs_in_arrow", "steps", "upsert_runner", "winners",
+    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "plain_upsert",
+    "refusals", "runs_in_arrow", "steps", "upsert_runner", "winners",
 ]
 
 
@@ -59,17 +59,21 @@ def ordered_like_python(kind: Any) -> bool:
 
 def runs_in_arrow(machine: Machine, arrow_schema: Any) -> bool:
     """Whether a batch run's partitions of ``machine``, giving rows of ``arrow_schema``
-    (see :func:`~statemachines.spark.output.output_schema`), are stepped in Arrow:
-    the machine is exactly ``Upsert``, its values are its symbols in a column of their
-    type, and keys, symbols, orders and times are plain."""
+    (see :func:`~statemachines.spark.output.output_schema`), are stepped in Arrow."""
     field = arrow_schema.field
-    time, symbol = field("time").type, field("symbol").type
+    return plain_upsert(machine, *(field(name).type for name in ("key", "value", "symbol", "time", "order")))
+
+
+def plain_upsert(machine: Machine, key: Any, value: Any, symbol: Any, time: Any, order: Any) -> bool:
+    """Whether ``machine`` over columns of these Arrow types steps in Arrow: it is
+    exactly ``Upsert``, its values are its symbols in a column of their type, and keys,
+    symbols (or their records' fields), orders and times are plain."""
     return (
         type(machine) is Upsert
-        and field("value").type == symbol
-        and ordered_like_python(field("key").type)
+        and value == symbol
+        and ordered_like_python(key)
         and (ordered_like_python(symbol) or plain_record(symbol))
-        and (ordered_like_python(field("order").type) or pa.types.is_null(field("order").type))
+        and (ordered_like_python(order) or pa.types.is_null(order))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
     )
 
