@@ -42,9 +42,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Machine, Rejected
-from statemachines.intake import INT64_MAX, Intake
+from statemachines.intake import Intake
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
+from statemachines.spark.tabulated import plain_events
 from statemachines.spark.upsert_arrow import (
     changes,
     last_per_key,
@@ -134,13 +135,7 @@ def _taken(events: Any, frontier: Any) -> tuple[Any, Any]:
     timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
     if "refusal" in events.column_names:
         timed = pc.and_(timed, pc.is_null(events["refusal"]))
-    taken = timed
-    time_type = events.schema.field("time").type
-    if pa.types.is_int64(time_type):
-        taken = pc.and_(taken, pc.not_equal(events["time"], INT64_MAX))
-    if frontier is not None:
-        taken = pc.and_(taken, pc.greater_equal(events["time"], pa.scalar(frontier, time_type)))
-    return pc.fill_null(taken, False), timed
+    return pc.and_(timed, pa.array(plain_events(events, frontier))), timed
 
 
 def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -> list[Rejected]:
