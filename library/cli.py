@@ -600,7 +600,7 @@ def command_show(args: argparse.Namespace) -> None:
     if args.rejected:
         header = list(REJECTED_COLUMNS)
         kept = arr.rejected()
-        rows = [] if kept is None else [[r[c] for c in header] for r in kept.to_pylist() if keep(r["key"])]
+        rows = [] if kept is None else [list(r) for r in python_rows(kept.select(header)) if keep(r[0])]
     elif args.history:
         header = ["key", "value", "start", "end"]
         rows = [list(r) for r in arr.history() if keep(r.key)]

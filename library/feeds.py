@@ -77,6 +77,7 @@ from statemachines import (
     Reason,
     Rejected,
 )
+from statemachines.columns import column_to_python
 from statemachines.library.upsert import Upsert
 from statemachines.scd import END_AT, START_AT, ScdTable
 from statemachines.updates import hashable
@@ -506,9 +507,34 @@ def _rows_and_columns(feed: ChangeFeed, rows: Any) -> tuple[list[Any], list[str]
             available = [f.name for f in schema.field("after").type]
         else:
             available = list(schema.names)
-        return rows.to_pylist(), available
+        return _mappings(rows), available
     rows = list(rows)
     return rows, _leading(feed, iter(rows))[1]
+
+
+def _mappings(table: Any) -> list[dict[str, Any]]:
+    """A pyarrow table's rows as dicts, records within as dicts too (``to_pylist``);
+    a date or time beyond Python's years as an :class:`~statemachines.updates.Unreadable`,
+    which the intake refuses."""
+    try:
+        return table.to_pylist()
+    except (OverflowError, ValueError):
+        columns = {name: _cells(table.column(name)) for name in table.column_names}
+        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def _cells(column: Any) -> list[Any]:
+    """The cells of an Arrow column as ``to_pylist`` gives them (records as dicts),
+    but read by :func:`~statemachines.columns.column_to_python` within."""
+    import pyarrow as pa
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not pa.types.is_struct(column.type):
+        return column_to_python(column)
+    fields = {f.name: _cells(part) for f, part in zip(column.type, column.flatten(), strict=True)}
+    rows = zip(*fields.values(), strict=True) if fields else [()] * len(column)
+    return [dict(zip(fields, row, strict=True)) if ok else None
+            for ok, row in zip(column.is_valid().to_pylist(), rows, strict=True)]
 
 
 def _leading(feed: ChangeFeed, rows: Iterator[Any]) -> tuple[list[Any], list[str] | None]:

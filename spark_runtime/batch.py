@@ -202,8 +202,8 @@ def for_event_times(machine: Machine, kind: str) -> Machine:
 
 def latest_time(events: Any) -> Any:
     """The aggregate of the latest valid time of ``events``: times the intake rejects
-    (NaN, infinities, the greatest long, datetime or date) are left out, so they
-    cannot move ``upper``."""
+    (NaN, infinities, the greatest long, datetime or date, one beyond Python's
+    years) are left out, so they cannot move ``upper``."""
     time = F.col("time")
     data_type = events.schema["time"].dataType
     if REFUSAL in events.columns:  # a refused row's time moves nothing
@@ -213,7 +213,7 @@ def latest_time(events: Any) -> Any:
     elif isinstance(data_type, T.LongType):
         time = F.when(time != F.lit(INT64_MAX), time)
     elif (greatest := native_paths.greatest_time(data_type)) is not None:
-        time = F.when(time != greatest[0], time)
+        time = F.when((time != greatest[0]) & ~native_paths.beyond_python(time, data_type), time)
     return F.max(time)
 
 

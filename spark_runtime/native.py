@@ -16,10 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from statemachines import Machine, Reason
-from statemachines.intake import INT64_MAX, INT64_RANGE, greatest_detail
+from statemachines.columns import PYTHON_DAYS
+from statemachines.intake import INT64_MAX, INT64_RANGE, beyond_python_detail, greatest_detail
 from statemachines.library import Upsert
 
-__all__ = ["canonical_zeros", "for_machine", "greatest_time", "holds_every", "upsert"]
+__all__ = ["beyond_python", "canonical_zeros", "for_machine", "greatest_time", "holds_every", "upsert"]
 
 
 def for_machine(machine: Machine, symbol_type: Any, value_type: Any):
@@ -84,6 +85,49 @@ def _holds(data_type: Any, kinds: Any) -> bool:
     return False
 
 
+_DAY_US = 86_400_000_000
+_LEAST_US, _LAST_US = PYTHON_DAYS[0] * _DAY_US, (PYTHON_DAYS[1] + 1) * _DAY_US - 1
+"""The first and last microseconds of Python's years 1 to 9999, from 1970 in UTC."""
+
+
+def beyond_python(column: Any, data_type: Any) -> Any:
+    """Whether a value of ``data_type`` is or holds (in structs, arrays and maps) a
+    date or timestamp beyond the years 1 to 9999, which Python's dates and datetimes
+    cannot hold and Spark's can (the intake refuses such an event,
+    :class:`~statemachines.updates.Unreadable`); ``None`` for a type holding neither.
+    Null where the value is null."""
+    if isinstance(data_type, T.DateType):
+        least, last = (F.lit(d.isoformat()).cast("date") for d in (_dt.date.min, _dt.date.max))
+        return (column < least) | (column > last)
+    if isinstance(data_type, T.TimestampType):
+        micros = F.unix_micros(column)
+        return (micros < F.lit(_LEAST_US)) | (micros > F.lit(_LAST_US))
+    if isinstance(data_type, T.TimestampNTZType):
+        least, last = (F.lit(t.isoformat(" ")).cast(data_type) for t in (_dt.datetime.min, _dt.datetime.max))
+        return (column < least) | (column > last)
+
+    def found(part: Any, kind: Any) -> Any:
+        inner = beyond_python(part, kind)
+        return None if inner is None else F.coalesce(inner, F.lit(False))
+
+    parts: list[Any] = []
+    if isinstance(data_type, T.StructType):
+        parts = [found(column[f.name], f.dataType) for f in data_type.fields]
+    elif isinstance(data_type, T.ArrayType) and found(column, data_type.elementType) is not None:
+        parts = [F.exists(column, lambda item: found(item, data_type.elementType))]
+    elif isinstance(data_type, T.MapType):
+        for side, kind in ((F.map_keys(column), data_type.keyType), (F.map_values(column), data_type.valueType)):
+            if found(side, kind) is not None:
+                parts.append(F.exists(side, lambda item, kind=kind: found(item, kind)))
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    anywhere = parts[0]
+    for part in parts[1:]:
+        anywhere = anywhere | part
+    return F.when(column.isNotNull(), anywhere)
+
+
 _INTEGRAL_WIDTH = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
 
 
@@ -143,6 +187,10 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         F.when(F.col("key").isNull(), F.lit("the key is None"))
         .when(F.col("time").isNull(), F.lit("the time is None"))
     )
+    beyond = beyond_python(F.col("time"), time_type)
+    if beyond is not None:  # as Intake: no Python time equals it
+        reason = reason.when(beyond, F.lit(Reason.BAD_TIME.value))
+        detail = detail.when(beyond, F.lit(beyond_python_detail("time")))
     if isinstance(time_type, T.FloatType | T.DoubleType):  # as Intake: NaN and infinities
         infinite = F.col("time").isin(float("inf"), float("-inf"))
         shown = F.when(F.isnan("time"), "nan").when(F.col("time") > 0, "inf").otherwise("-inf")
@@ -170,6 +218,10 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
         )
     symbol_type = prepared.schema["symbol"].dataType
     order_type = prepared.schema["order"].dataType
+    beyond = beyond_python(F.col("order"), order_type)
+    if beyond is not None:  # as Intake: an order, then a key or a symbol, holding what Python cannot
+        reason = reason.when(beyond, F.lit(Reason.BAD_ORDER.value))
+        detail = detail.when(beyond, F.lit(beyond_python_detail("order")))
     if isinstance(order_type, T.FloatType | T.DoubleType):  # as Intake: NaN orders compare with nothing
         unordered = F.isnan("order")
         reason = reason.when(unordered, F.lit(Reason.BAD_ORDER.value))
@@ -184,6 +236,12 @@ def upsert(prepared: Any, state: Any, *, lower: Any, value_type: Any) -> Any:
                 F.col("order").cast("string"),
             ),
         )
+    key_type = prepared.schema["key"].dataType
+    for name, why, kind in (("key", Reason.BAD_KEY, key_type), ("symbol", Reason.INVALID_SYMBOL, symbol_type)):
+        beyond = beyond_python(F.col(name), kind)
+        if beyond is not None:
+            reason = reason.when(beyond, F.lit(why.value))
+            detail = detail.when(beyond, F.lit(beyond_python_detail(name)))
     checked = prepared.withColumn("reason", reason).withColumn("detail", detail)
 
     # One pass: every row goes through one exchange by key. Per key, rows sort as

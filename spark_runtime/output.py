@@ -28,7 +28,7 @@ from pyarrow import fs
 from pyspark.sql import types as T
 
 from statemachines import InvalidArgument, UpdateColumns
-from statemachines.columns import columns_of
+from statemachines.columns import columns_of, typed_array
 from statemachines.delta import STATE_DIR, location
 from statemachines.persisted import parquet_files, set_aside
 from statemachines.spark.session import scoped_conf
@@ -166,7 +166,7 @@ def checked_arrays(columns: Any, schema: Any) -> list[Any]:
     arrays = []
     for column, field in zip(columns, schema, strict=True):
         try:
-            arrays.append(pa.array(column, type=field.type))
+            arrays.append(typed_array(column, field.type))
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise InvalidArgument(
                 f"the machine produced a {field.name} that does not fit the column type "

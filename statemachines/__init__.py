@@ -28,6 +28,7 @@ from statemachines.results import RunProgress, RunResult
 from statemachines.tables import format_table, parse_table
 from statemachines.times import time_after, time_kind
 from statemachines.updates import (
+    Unreadable,
     Update,
     collection_at,
     consolidate,
@@ -66,6 +67,7 @@ __all__ = [
     "State",
     "StateMachinesError",
     "Transition",
+    "Unreadable",
     "Update",
     "UpdateColumns",
     "advance_key",

@@ -41,12 +41,14 @@ from typing import Any
 from statemachines.errors import InvalidArgument
 from statemachines.intake import INT64_MAX, INT64_MIN
 from statemachines.records import record_type
-from statemachines.updates import canonical, hashable, python_scalar
+from statemachines.updates import Unreadable, canonical, hashable, holds_unreadable, python_scalar
 
 __all__ = [
     "BEYOND_STORED",
     "MAX_TYPE_NESTING",
+    "PYTHON_DAYS",
     "arrow_array",
+    "beyond_python",
     "column_to_python",
     "columns_of",
     "fixed_type",
@@ -57,6 +59,7 @@ __all__ = [
     "storage_problem",
     "to_arrow_python",
     "type_fixed_by",
+    "typed_array",
     "type_nesting",
     "unified_shape",
     "value_check_for",
@@ -401,7 +404,7 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
 
     if arrow_type is not None:  # Arrow reads tuples as structs (by position) and lists
         try:
-            return pa.array(items, type=arrow_type)
+            return typed_array(items, arrow_type)
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
             pass  # dicts among tuples, say: converted one by one below, or refused saying why
     try:
@@ -426,6 +429,29 @@ def arrow_array(items: list[Any], arrow_type: Any = None) -> Any:
         raise InvalidArgument(
             f"{len(items):,} items of type {', '.join(kinds)} do not fit {wanted}: {exc}"
         ) from exc
+
+
+def typed_array(items: list[Any], arrow_type: Any) -> Any:
+    """``pyarrow.array(items, type=arrow_type)``, each :class:`~statemachines.updates.Unreadable`
+    in them the Arrow value it was read from; raises as ``pyarrow.array`` does."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(items, type=arrow_type)
+    except (pa.ArrowException, TypeError):
+        if not any(map(holds_unreadable, items)):
+            raise
+    return pa.array([_as_scalars(x) for x in items], type=arrow_type)
+
+
+def _as_scalars(item: Any) -> Any:
+    """``item`` with each :class:`~statemachines.updates.Unreadable` in it (at any depth
+    of tuples) its Arrow scalar, which ``pyarrow.array`` takes as the value it is."""
+    if type(item) is Unreadable:
+        return item.scalar
+    if isinstance(item, tuple) and holds_unreadable(item):
+        return tuple(_as_scalars(part) for part in item)
+    return item
 
 
 def _struct_array(items: list[Any]) -> Any:
@@ -466,13 +492,88 @@ def column_to_python(column: Any) -> list[Any]:
         if column.null_count:
             rows = [row if valid else None for row, valid in zip(rows, column.is_valid().to_pylist(), strict=True)]
         return rows
-    items = column.to_pylist()
+    try:
+        items = column.to_pylist()
+    except (OverflowError, ValueError):  # a date or time beyond Python's years
+        items = _items_beyond_python(column)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):  # a map: its (key, value) pairs
         items = [hashable(x) if x else None if x is None else () for x in items]
         return [canonical(x) for x in items] if _holds_floats(kind) else items
     if pa.types.is_floating(kind) and len(column) > column.null_count and _holds_odd_floats(column):
         return [canonical(x) for x in items]  # NaN is one value, math.nan; -0.0 is 0.0
     return items
+
+
+def _items_beyond_python(column: Any) -> list[Any]:
+    """The items of a column some of which Python cannot hold (dates or times beyond
+    the years 1 to 9999), each such one an :class:`~statemachines.updates.Unreadable`;
+    lists and maps item by item within, as ``to_pylist`` gives them."""
+    import pyarrow as pa
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = column.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        offsets = column.offsets.to_pylist()
+        start, end = offsets[0], offsets[-1]
+        if pa.types.is_map(kind):
+            keys, values = column.keys.slice(start, end - start), column.items.slice(start, end - start)
+            inner = list(zip(column_to_python(keys), column_to_python(values), strict=True))
+        else:
+            inner = column_to_python(column.values.slice(start, end - start))
+        return [inner[a - start : b - start] if valid else None
+                for a, b, valid in zip(offsets[:-1], offsets[1:], column.is_valid().to_pylist(), strict=True)]
+    out = []
+    for i in range(len(column)):
+        cell = column[i]
+        try:
+            out.append(cell.as_py())
+        except (OverflowError, ValueError):
+            out.append(Unreadable(cell, column.slice(i, 1).cast(pa.string())[0].as_py()))
+    return out
+
+
+PYTHON_DAYS = (-719_162, 2_932_896)
+"""Python's first and last dates, 0001-01-01 and 9999-12-31, in days from 1970."""
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def beyond_python(column: Any) -> Any:
+    """For each item of an Arrow column (a numpy array), whether it is or holds, in
+    structs, lists and maps, a date or time beyond the years 1 to 9999, which
+    :func:`column_to_python` reads as an :class:`~statemachines.updates.Unreadable`
+    (the intake refuses its event); false for a null.
+
+    >>> import pyarrow as pa
+    >>> beyond_python(pa.array([0, 2_932_897, None], pa.date32())).tolist()
+    [False, True, False]
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    kind = column.type
+    if pa.types.is_date(kind) or pa.types.is_timestamp(kind):
+        per_day = 1 if pa.types.is_date32(kind) else _PER_DAY["ms" if pa.types.is_date64(kind) else kind.unit]
+        count = column.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64()).cast(pa.int64())
+        first, last = PYTHON_DAYS[0] * per_day, (PYTHON_DAYS[1] + 1) * per_day - 1
+        outside = pc.fill_null(pc.or_(pc.less(count, first), pc.greater(count, last)), False).to_numpy(zero_copy_only=False)
+    elif pa.types.is_struct(kind):
+        outside = np.zeros(len(column), bool)
+        for field in column.flatten():
+            outside |= beyond_python(field)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        offsets = column.offsets.to_numpy()
+        start, size = offsets[0], offsets[-1] - offsets[0]
+        parts = [column.keys, column.items] if pa.types.is_map(kind) else [column.values]
+        found = np.zeros(size, bool)
+        for part in parts:
+            found |= beyond_python(part.slice(start, size))
+        counts = np.r_[0, np.cumsum(found)]  # items found before each offset
+        outside = counts[offsets[1:] - start] > counts[offsets[:-1] - start]
+    else:
+        return np.zeros(len(column), bool)
+    return outside & column.is_valid().to_numpy(zero_copy_only=False)
 
 
 def _holds_odd_floats(column: Any) -> bool:

@@ -16,6 +16,9 @@ a ``-0.0`` becomes ``0.0`` and a zoned datetime its instant in UTC
 (:func:`~statemachines.updates.canonical`: NaN is one value, and so is zero); a
 zoned time is its instant in UTC too; a decimal NaN there is
 refused (``bad_key``, ``invalid_symbol``): it orders with nothing and stores nowhere.
+So is a date or time beyond the years 1 to 9999 read from Arrow (an
+:class:`~statemachines.updates.Unreadable`) in a key, symbol, time or order: Python holds
+no such value (``bad_key``, ``invalid_symbol``, ``bad_time``, ``bad_order``).
 NumPy scalars (events zipped from arrays) are taken as the Python values they equal.
 Typed columns can be checked in bulk (:meth:`Intake.sound_in_bulk`): a Spark task
 checks each Arrow batch so, and asks only ``validate_symbol`` per event of a batch that passes.
@@ -38,14 +41,21 @@ from math import isfinite, isnan
 from typing import TYPE_CHECKING, Any
 
 from statemachines.events import Event, Reason, Rejected
-from statemachines.updates import canonical, holds_decimal_nan, python_scalar
+from statemachines.updates import (
+    Unreadable,
+    canonical,
+    holds_decimal_nan,
+    holds_unreadable,
+    python_scalar,
+)
 
 if TYPE_CHECKING:
     from statemachines.machine import Machine
 from statemachines.times import time_kind
 
 __all__ = [
-    "INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "greatest_detail", "is_greatest", "order_kind", "plain_key_type",
+    "INT64_MAX", "INT64_MIN", "INT64_RANGE", "Intake", "beyond_python_detail", "greatest_detail", "is_greatest", "order_kind",
+    "plain_key_type",
 ]
 
 _NEW = tuple.__new__
@@ -54,6 +64,14 @@ INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1  # reserved: the least time after the greatest valid time
 INT64_RANGE = "[-2**63, 2**63 - 1)"
 _NO_NAN = frozenset({str, int, bytes})  # types that never hold a NaN
+_LOOKED_INTO = frozenset({Decimal, Unreadable})  # refused where they stand as the key or symbol itself
+
+
+def beyond_python_detail(where: str) -> str:
+    """Why an event whose ``where`` (key, symbol, time or order) is or holds a date or
+    time beyond Python's years is refused (the Spark runtime says it alike)."""
+    verb = "is" if where == "time" else "holds"
+    return f"the {where} {verb} a date or time beyond the years 1 to 9999, which Python's dates and times cannot hold"
 
 
 def order_kind(order: Any) -> str | None:
@@ -233,9 +251,13 @@ class Intake:
                 same_key, same_symbol = canonical(key), canonical(symbol)  # themselves unless NaN, -0.0 or zoned
             except RecursionError:
                 return _too_deep(event)
-            if same_key is not key or same_symbol is not event[1] or type(key) is Decimal or type(symbol) is Decimal:
+            if same_key is not key or same_symbol is not event[1] or type(key) in _LOOKED_INTO or type(symbol) in _LOOKED_INTO:
                 if holds_decimal_nan(key) or holds_decimal_nan(symbol):
                     return _decimal_nan(event)
+                if holds_unreadable(key):
+                    return Rejected(event, Reason.BAD_KEY, beyond_python_detail("key"))
+                if holds_unreadable(symbol):
+                    return Rejected(event, Reason.INVALID_SYMBOL, beyond_python_detail("symbol"))
                 event = _NEW(Event, (same_key, same_symbol, event[2], event[3]))
         return self._validated(event)
 
@@ -298,6 +320,8 @@ class Intake:
     def _order_problem(self, event: Event) -> Rejected | None:
         order = event.order
         kind = order_kind(order)
+        if kind is None and holds_unreadable(order):
+            return Rejected(event, Reason.BAD_ORDER, beyond_python_detail("order"))
         if kind is None:
             return Rejected(
                 event, Reason.BAD_ORDER, f"order {order!r} of type {type(order).__name__} cannot be compared"
@@ -318,6 +342,8 @@ class Intake:
             return Rejected(event, Reason.NULL_TIME, "the time is None")
         if _is_pandas_missing(time):
             return Rejected(event, Reason.NULL_TIME, f"the time is pandas' {time!r} (a missing time)")
+        if type(time) is Unreadable:
+            return Rejected(event, Reason.BAD_TIME, beyond_python_detail("time"))
         kind = time_kind(time)
         if kind is None or (self.kind is not None and kind != self.kind):
             expected = self.kind or "number, datetime or date"

@@ -27,7 +27,7 @@ import attrs
 
 from statemachines._gc import gc_paused
 from statemachines.arrangement import Arrangement
-from statemachines.columns import storage_problem
+from statemachines.columns import column_to_python, storage_problem
 from statemachines.core import OwnTypeCheck, ValueCheck, advance_key, call_deadline, held_values
 from statemachines.deadlines import Deadlines
 from statemachines.display import SAMPLE_ROWS, html_table, never_raises, pending_note, show_time
@@ -721,14 +721,11 @@ def table_events(events: Any) -> Iterable[Any]:
             f"{', '.join(missing)} (it has {', '.join(names) or 'none'})"
         )
     read = [name for name in EVENT_COLUMNS if name in names]
-    if is_arrow:
-        columns = [events.column(name).to_pylist() for name in read]
-        nested = [events.schema.field(name).type.num_fields > 0 for name in read]
-    else:
-        columns = [_pandas_cells(events[name]) for name in read]
-        nested = [events[name].dtype == object for name in read]
+    if is_arrow:  # as the Spark runtime reads them (a date beyond Python's years: an Unreadable)
+        return zip(*(column_to_python(events.column(name)) for name in read), strict=True)
+    columns = [_pandas_cells(events[name]) for name in read]
     for i, name in enumerate(read):  # structs (dicts) as records and lists as tuples, as from Spark
-        if nested[i] and name != "time":
+        if events[name].dtype == object and name != "time":
             columns[i] = [hashable(cell) for cell in columns[i]]
     return zip(*columns, strict=True)
 

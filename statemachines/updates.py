@@ -28,12 +28,14 @@ from typing import Any, NamedTuple
 from statemachines.records import record
 
 __all__ = [
+    "Unreadable",
     "Update",
     "canonical",
     "collection_at",
     "consolidate",
     "hashable",
     "holds_decimal_nan",
+    "holds_unreadable",
     "is_consolidated",
     "is_diff",
     "python_scalar",
@@ -94,6 +96,47 @@ def hashable(item: Any) -> Any:
     if kind.__name__ == "ndarray" and kind.__module__ == "numpy":
         return hashable(item.tolist())
     return item
+
+
+class Unreadable:
+    """An Arrow value no Python value equals: a date or time outside the years 1 to
+    9999, which Python's ``date`` and ``datetime`` hold and Arrow, Spark and Parquet
+    go beyond (a time in milliseconds read as seconds lands in the year 50,000).
+
+    :func:`~statemachines.columns.column_to_python` reads such a cell as one of these,
+    holding the Arrow scalar and its text; the intake refuses an event whose key,
+    symbol, time or order holds one (``bad_key``, ``invalid_symbol``, ``bad_time``,
+    ``bad_order``), and written back to Arrow (a rejected row) it is the value it was::
+
+        Arrow cell (date32)     column_to_python
+        2024-05-01              datetime.date(2024, 5, 1)
+        10000-01-11             Unreadable('10000-01-11', date32[day])
+    """
+
+    __slots__ = ("scalar", "text")
+
+    def __init__(self, scalar: Any, text: str) -> None:
+        self.scalar = scalar  # a pyarrow Scalar (its as_py raises)
+        self.text = text
+
+    def _identity(self) -> tuple[str, str]:
+        return self.text, str(self.scalar.type)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Unreadable and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.text!r}, {self.scalar.type})"
+
+
+def holds_unreadable(item: Any) -> bool:
+    """Whether ``item`` is or holds, at any depth of tuples, an :class:`Unreadable`."""
+    if type(item) is Unreadable:
+        return True
+    return isinstance(item, tuple) and any(holds_unreadable(part) for part in item)
 
 
 def require_hashable(symbol: Any) -> None:
@@ -198,8 +241,8 @@ def _odd_float(item: float) -> bool:
 
 
 def _holds_odd(items: tuple[Any, ...]) -> bool:
-    """Whether a NaN float (or decimal), a ``-0.0`` or a datetime zoned other than
-    ``datetime.UTC`` is among ``items``, at any depth
+    """Whether a NaN float (or decimal), a ``-0.0``, a datetime zoned other than
+    ``datetime.UTC`` or an :class:`Unreadable` is among ``items``, at any depth
     of tuples (a loop that makes nothing: 0.1 us for a pair, where rebuilding it would
     take 1 us)."""
     for item in items:
@@ -215,6 +258,8 @@ def _holds_odd(items: tuple[Any, ...]) -> bool:
         elif kind is decimal.Decimal:
             if item.is_nan():
                 return True
+        elif kind is Unreadable:  # for the intake to find
+            return True
         elif isinstance(item, _dt.datetime):
             if _in_utc(item) is not item:
                 return True
