@@ -522,14 +522,11 @@ def _items_beyond_python(column: Any) -> list[Any]:
             inner = column_to_python(column.values.slice(start, end - start))
         return [inner[a - start : b - start] if valid else None
                 for a, b, valid in zip(offsets[:-1], offsets[1:], column.is_valid().to_pylist(), strict=True)]
-    out = []
-    for i in range(len(column)):
-        cell = column[i]
-        try:
-            out.append(cell.as_py())
-        except (OverflowError, ValueError):
-            out.append(Unreadable(cell, column.slice(i, 1).cast(pa.string())[0].as_py()))
-    return out
+    outside = beyond_python(column)  # those only: any other error is raised as it is
+    return [
+        Unreadable(column[i], column.slice(i, 1).cast(pa.string())[0].as_py()) if outside[i] else column[i].as_py()
+        for i in range(len(column))
+    ]
 
 
 PYTHON_DAYS = (-719_162, 2_932_896)
