@@ -3,12 +3,13 @@
 Usage:
     python benchmarks/stream_records.py [--n N] [--files F] [--k K] [--runs R]
 
-F files of N upserts each on K keys (times rising by file, an order column), once
-with symbols of text and once with records ``(name, city)`` (a change feed's rows),
-each run by ``run_stream(Upsert())`` one file per micro-batch (``availableNow``),
-warm and interleaved (text, records, text, records ...) in one session. Each
-stream's arrangement is checked equal to ``run_local``'s updates over the same
-commands before the stream's upper (the last times wait for a later watermark).
+F files of N upserts each on K keys (times rising by file, an order column), with
+symbols of text, records ``(name, city)`` (a change feed's rows), and records of the
+types databases keep (``name, city, price`` a double, ``active`` a boolean, ``seen`` a
+timestamp), each run by ``run_stream(Upsert())`` one file per micro-batch
+(``availableNow``), warm and interleaved (text, records, typed, text ...) in one
+session. Each stream's arrangement is checked equal to ``run_local``'s updates over
+the same commands before the stream's upper (the last times wait for a later watermark).
 """
 
 from __future__ import annotations
@@ -34,25 +35,42 @@ DELAY = 50
 
 
 def commands(n: int, files: int, k: int, seed: int = 1) -> list[list[tuple]]:
-    """Per file, ``(key, (name, city), time, order)``: times rise by 100 a file."""
+    """Per file, ``(key, (name, city, price, active, seen), time, order)``: times rise by 100 a file."""
+    import datetime as dt
+
     rnd = random.Random(seed)
+    epoch = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     return [
-        [(f"k{rnd.randrange(k)}", (rnd.choice(NAMES), rnd.choice(CITIES)), f * 100 + i * 100 // n, f * n + i) for i in range(n)]
+        [
+            (f"k{rnd.randrange(k)}",
+             (rnd.choice(NAMES), rnd.choice(CITIES), rnd.randrange(100) / 4, rnd.random() < 0.5, epoch + dt.timedelta(seconds=f * n + i)),
+             f * 100 + i * 100 // n, f * n + i)
+            for i in range(n)
+        ]
         for f in range(files)
     ]
 
 
-def write(batches: list[list[tuple]], records: bool, folder: str) -> None:
-    """The commands as Parquet files, symbols as records or as their name alone."""
+KINDS = {"text": 1, "records": 2, "typed": 5}  # how many of a command's fields its symbol holds
+
+
+def symbol(fields: tuple, kind: str):
+    """A command's symbol of this kind: its name (text), or a record of its first fields."""
+    return fields[0] if kind == "text" else fields[: KINDS[kind]]
+
+
+def write(batches: list[list[tuple]], kind: str, folder: str) -> None:
+    """The commands as Parquet files, symbols of this kind."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    kind = pa.struct([("name", pa.string()), ("city", pa.string())]) if records else pa.string()
+    fields = [("name", pa.string()), ("city", pa.string()), ("price", pa.float64()), ("active", pa.bool_()),
+              ("seen", pa.timestamp("us", tz="UTC"))]
+    arrow_type = pa.string() if kind == "text" else pa.struct(fields[: KINDS[kind]])
     os.makedirs(folder)
     for f, rows in enumerate(batches):
-        symbols = [{"name": s[0], "city": s[1]} if records else s[0] for _, s, _, _ in rows]
         table = pa.table({
-            "key": [r[0] for r in rows], "symbol": pa.array(symbols, kind),
+            "key": [r[0] for r in rows], "symbol": pa.array([symbol(r[1], kind) for r in rows], arrow_type),
             "time": pa.array([r[2] for r in rows], pa.int64()), "order": pa.array([r[3] for r in rows], pa.int64()),
         })
         pq.write_table(table, f"{folder}/{f:03d}.parquet")
@@ -71,39 +89,37 @@ def main() -> None:
     spark = local_session()
     batches = commands(args.n, args.files, args.k)
     events = [row for rows in batches for row in rows]
-    expected = {
-        False: run_local(Upsert(), [(k, s[0], t, o) for k, s, t, o in events]).updates,
-        True: run_local(Upsert(), events).updates,
-    }
+    expected = {kind: run_local(Upsert(), [(k, symbol(s, kind), t, o) for k, s, t, o in events]).updates for kind in KINDS}
     work = tempfile.mkdtemp(prefix="bench-stream-records-")
-    sources = {}
-    for records in (False, True):
-        sources[records] = f"{work}/{'records' if records else 'text'}"
-        write(batches, records, sources[records])
-    seconds: dict[bool, list[float]] = {False: [], True: []}
+    sources = {kind: f"{work}/{kind}" for kind in KINDS}
+    for kind, source in sources.items():
+        write(batches, kind, source)
+    seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
     try:
         for run in range(args.runs + 1):  # the first round warms up
-            for records in (False, True):
-                source, target = sources[records], f"{work}/out-{records}-{run}"
+            for kind, source in sources.items():
+                target = f"{work}/out-{kind}-{run}"
                 frame = spark.readStream.schema(spark.read.parquet(source).schema).option("maxFilesPerTrigger", 1).parquet(source)
                 started = time.perf_counter()
                 run_stream(
                     Upsert(), frame, into=target, checkpoint=target + "-checkpoint", order="order",
                     trigger={"availableNow": True}, progress=None, delay=DELAY,
                 ).awaitTermination()
-                seconds[records].append(time.perf_counter() - started)
+                seconds[kind].append(time.perf_counter() - started)
                 streamed = PersistedArrangement.open(target)
                 assert streamed.upper >= events[-1][2] - 2 * DELAY, "the stream stopped short"
-                applied = (u for u in expected[records] if u.time < streamed.upper)
-                assert streamed.updates() == consolidate(applied), f"the {'record' if records else 'text'} stream differs"
+                applied = (u for u in expected[kind] if u.time < streamed.upper)
+                assert streamed.updates() == consolidate(applied), f"the {kind} stream differs"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text, records = (statistics.median(seconds[kind][1:]) for kind in (False, True))
+    median = {kind: statistics.median(taken[1:]) for kind, taken in seconds.items()}
     total = args.n * args.files
     print(f"{args.files} files x {args.n:,} upserts, {args.k:,} keys; {os.cpu_count()} cores; median of {args.runs} warm "
           "interleaved runs, each arrangement checked against run_local")
-    print(f"  text symbols         {text:7.2f} s  {total / text:9,.0f} upserts/s")
-    print(f"  records (name, city) {records:7.2f} s  {total / records:9,.0f} upserts/s  {records / text:.2f}x the text stream's time")
+    shown = {"text": "text symbols", "records": "records (name, city)", "typed": "records, 5 typed fields"}
+    for kind, taken in median.items():
+        ratio = "" if kind == "text" else f"  {taken / median['text']:.2f}x the text stream's time"
+        print(f"  {shown[kind]:<25}{taken:7.2f} s  {total / taken:9,.0f} upserts/s{ratio}")
 
 
 if __name__ == "__main__":

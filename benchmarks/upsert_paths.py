@@ -12,11 +12,13 @@ warm and interleaved in one session (A B C A B C ...):
   with its floor: reading, sorting by key and time and writing the commands;
 - a change feed of ``N`` rows over ``N / 10`` keys (``benchmarks/feeds.py``'s, each
   value a record of name and city) through ``run_feed_batch``, with its floor: Spark
-  SQL window functions computing its SCD type 2 table.
+  SQL window functions computing its SCD type 2 table;
+- the same feed with the columns databases type (:func:`typed_feed`: a double, a
+  decimal, a boolean, a date and a timestamp beside name and city), the same way.
 
 The window functions are chosen for a run by making the Arrow path decline it (this
 script's only reach into the runtime). Each run's arrangement is checked equal to
-the other path's, and U1's to the local reference runtime's; the feed's, once, to
+the other path's, and U1's to the local reference runtime's; each feed's, once, to
 ``run_feed`` locally.
 """
 
@@ -42,6 +44,32 @@ from statemachines import PersistedArrangement, consolidate  # noqa: E402
 from statemachines.library import Upsert, run_feed  # noqa: E402
 
 
+def typed_feed(rows: list[dict]):
+    """The feed's rows with the columns databases type beside name and city: each a
+    function of the row's id and lsn, so that updates change some and repeat others."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    epoch = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    table = pa.Table.from_pylist(rows)
+    ids, lsns = table.column("id").to_pylist(), table.column("lsn").to_pylist()
+    columns = {
+        "price": pa.array([(i * 7 + n % 5) / 10 for i, n in zip(ids, lsns, strict=True)], pa.float64()),
+        "amount": pa.array([Decimal(n % 1000) / 100 for n in lsns], pa.decimal128(10, 2)),
+        "active": pa.array([n % 3 != 0 for n in lsns], pa.bool_()),
+        "born": pa.array([dt.date(1990, 1, 1) + dt.timedelta(days=i % 9000) for i in ids], pa.date32()),
+        "seen": pa.array([epoch + dt.timedelta(seconds=n // 4) for n in lsns], pa.timestamp("us", tz="UTC")),
+    }
+    for name, column in columns.items():
+        table = table.append_column(name, column)
+    return table
+
+
+TYPED_VALUES = ("name", "city", "price", "amount", "active", "born", "seen")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -59,8 +87,10 @@ def main() -> None:
     u1 = str(main_benchmark.CACHE / f"u1_n{args.n}_k{args.k}_s7.parquet")
     rows = feed_rows(args.n, max(args.n // 10, 1))
     work = tempfile.mkdtemp(prefix="bench-upsert-paths-")
-    feed = os.path.join(work, "feed.parquet")
+    feed, typed = os.path.join(work, "feed.parquet"), os.path.join(work, "typed.parquet")
     pq.write_table(pa.Table.from_pylist(rows), feed)
+    typed_table = typed_feed(rows)
+    pq.write_table(typed_table, typed)
     spark = local_session()
     in_arrow = batch.runs_in_arrow
     fresh = iter(range(10**6))
@@ -76,11 +106,11 @@ def main() -> None:
             return target
         return go
 
-    def feed_run(arrow: bool):
+    def feed_run(arrow: bool, source: str = feed):
         def go():
             path(arrow)
             target = os.path.join(work, f"feed-{next(fresh)}")
-            run_feed_batch(FEED, spark.read.parquet(feed), into=target).result.unpersist()
+            run_feed_batch(FEED, spark.read.parquet(source), into=target).result.unpersist()
             return target
         return go
 
@@ -91,9 +121,15 @@ def main() -> None:
     def feed_floor():
         scd2_floor_sql(spark, spark.read.parquet(feed), f"{work}/feed-floor")
 
+    def typed_floor():
+        scd2_floor_sql(spark, spark.read.parquet(typed), f"{work}/typed-floor", TYPED_VALUES)
+
     sets = {
         "U1 upserts": {"floor: read + sort + write": u1_floor, "in Arrow": upserts(True), "window functions": upserts(False)},
         "change feed": {"floor: SCD2 window functions": feed_floor, "in Arrow": feed_run(True), "window functions": feed_run(False)},
+        "typed feed": {
+            "floor: SCD2 window functions": typed_floor, "in Arrow": feed_run(True, typed), "window functions": feed_run(False, typed),
+        },
     }
     seconds: dict[str, dict[str, list[float]]] = {name: {a: [] for a in approaches} for name, approaches in sets.items()}
     last: dict[str, dict[str, object]] = {name: {} for name in sets}
@@ -111,6 +147,8 @@ def main() -> None:
         main_benchmark.verify("U1 in Arrow", main_benchmark.digest(last["U1 upserts"]["in Arrow"]), u1_reference)
         if consolidate(last["change feed"]["in Arrow"]) != consolidate(run_feed(FEED, rows).result.updates):
             raise SystemExit("change feed: not run_feed's updates")
+        if consolidate(last["typed feed"]["in Arrow"]) != consolidate(run_feed(FEED, typed_table).result.updates):
+            raise SystemExit("typed feed: not run_feed's updates")
     finally:
         batch.runs_in_arrow = in_arrow
         shutil.rmtree(work, ignore_errors=True)

@@ -3,9 +3,9 @@
 :func:`~statemachines.spark.bucket_state.advance` runs a bucket's micro-batch through
 a :class:`~statemachines.LocalRuntime`: every event becomes a Python object twice
 (when it is buffered and when it is applied). For :class:`~statemachines.library.Upsert`
-over plain columns (symbols of text or integers, or records of them, as a change
-feed's rows are), :func:`advance_upsert` gives the same updates, rejections and
-state with whole-column operations instead:
+over plain columns (symbols of text or integers, or records as a change feed's rows
+are, see :func:`~statemachines.spark.upsert_arrow.plain_record`), :func:`advance_upsert`
+gives the same updates, rejections and state with whole-column operations instead:
 
 =====================  ================================================================
 step                   in Arrow
@@ -24,8 +24,8 @@ as a batch run's partitions take them.
 
 :func:`upsert_step` says whether a run can take this path (the machine is exactly
 ``Upsert``, its values are its symbols in a column of their type, keys, times and
-orders of types whose Arrow order is the intake's, symbols too or records of such
-fields). A micro-batch declines, and the bucket runs it through the runtime instead
+orders of types whose Arrow order is the intake's, symbols too or records of fields
+Arrow compares as Python does). A micro-batch declines, and the bucket runs it through the runtime instead
 (both read and write the same state), where its state holds a key with several
 values (seeded from an arrangement another machine wrote), or where two unequal
 records are at one ``(key, time, order)``: the runtime ranks them by their symbols,

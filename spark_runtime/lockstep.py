@@ -44,7 +44,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from statemachines import Machine
-from statemachines.columns import beyond_python
 from statemachines.library.cep import Detector
 from statemachines.library.lockstep import (
     KINDS,
@@ -151,7 +150,7 @@ def _chunk(
         return
     new_key, group, is_event, times = key_groups(chunk)
     symbols = chunk.column("symbol").combine_chunks()
-    plain = is_event & plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False) & ~beyond_python(symbols)
+    plain = is_event & plain_events(chunk, lower) & symbols.is_valid().to_numpy(zero_copy_only=False)
     if upto is not None:
         plain &= times < upto
     try:

@@ -141,7 +141,7 @@ def _chunk(
         return
     new_key, group, is_event, times = key_groups(chunk)
     starts = np.flatnonzero(new_key)
-    odd = is_event & (~plain_events(chunk, lower) | beyond_python(chunk.column("symbol")))  # the intake refuses those
+    odd = is_event & ~plain_events(chunk, lower)
     irregular = np.zeros(len(starts), bool)
     irregular[group[odd | tied_with_previous(chunk, new_key, is_event, times)]] = True
 
@@ -261,7 +261,7 @@ def _plain_columns(chunk: Any, lower: Any) -> bool:
 def plain_events(chunk: Any, lower: Any) -> Any:
     """For each row (a numpy array), whether it is an event the intake takes as it
     is: a key and a time, the time neither the greatest long or datetime, nor beyond
-    Python's years, nor below ``lower``."""
+    Python's years, nor below ``lower``; nothing in its symbol beyond Python's years."""
     time = chunk.column("time")
     ok = pc.and_kleene(chunk.column("key").is_valid(), time.is_valid())
     if time.type == pa.int64():  # the greatest long is reserved (see the intake)
@@ -270,7 +270,7 @@ def plain_events(chunk: Any, lower: Any) -> Any:
         ok = pc.and_kleene(ok, pc.not_equal(time.cast(pa.int64()), pa.scalar(_GREATEST_US, pa.int64())))
     if lower is not None:
         ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
-    return pc.fill_null(ok, False).to_numpy(zero_copy_only=False) & ~beyond_python(time)
+    return pc.fill_null(ok, False).to_numpy(zero_copy_only=False) & ~beyond_python(time) & ~beyond_python(chunk.column("symbol"))
 
 
 def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTable, arrow_schema: Any) -> Iterator[Any]:

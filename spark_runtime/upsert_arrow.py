@@ -5,8 +5,10 @@ columns (keys and symbols of integers or text, orders of either or none, times o
 integers or microsecond timestamps) with whole-column operations instead of the
 runtime's event by event, with the same updates and rejections: a stream's bucket
 (:mod:`statemachines.spark.bucket_upsert`) and a batch run's partition
-(:func:`upsert_runner`, here; its symbols may also be records of integers and text,
-as a change feed's rows are). Of a partition's rows, in chunks of whole keys:
+(:func:`upsert_runner`, here). Symbols may also be records, as a change feed's rows
+are, of fields Arrow compares as Python does (:func:`compared_like_python`: text,
+integers, booleans, floats, decimals, bytes, dates, timestamps). Of a partition's
+rows, in chunks of whole keys:
 
 ==========================  ==========================================================
 rows                        in Arrow
@@ -47,7 +49,7 @@ from statemachines.spark.output import STATE_ROW, OutputRows, update_rows
 from statemachines.spark.tabulated import plain_events, whole_key_chunks
 
 __all__ = [
-    "changes", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "plain_upsert",
+    "changes", "compared_like_python", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "plain_upsert",
     "refusals", "runs_in_arrow", "steps", "upsert_runner", "winners",
 ]
 
@@ -79,10 +81,24 @@ def plain_upsert(machine: Machine, key: Any, value: Any, symbol: Any, time: Any,
 
 
 def plain_record(kind: Any) -> bool:
-    """Whether ``kind`` is a struct of fields :func:`ordered_like_python`: records
+    """Whether ``kind`` is a struct of fields :func:`compared_like_python`: records
     Arrow compares as Python does, but cannot sort."""
     return pa.types.is_struct(kind) and kind.num_fields > 0 and all(
-        ordered_like_python(kind.field(i).type) for i in range(kind.num_fields)
+        compared_like_python(kind.field(i).type) for i in range(kind.num_fields)
+    )
+
+
+def compared_like_python(kind: Any) -> bool:
+    """Whether Arrow tells two values of ``kind`` equal as Python tells the values the
+    intake makes of them equal (:func:`equal_values`): those :func:`ordered_like_python`,
+    booleans, bytes, decimals, dates and microsecond timestamps (instants, as the
+    intake's are; those beyond Python's years the intake refuses, see
+    :func:`~statemachines.spark.tabulated.plain_events`), and floats (NaN one value;
+    no ``-0.0``: the events were prepared, :func:`~statemachines.spark.batch.prepare_events`)."""
+    return (
+        ordered_like_python(kind) or pa.types.is_boolean(kind) or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind) or pa.types.is_decimal128(kind) or pa.types.is_floating(kind)
+        or pa.types.is_date32(kind) or (pa.types.is_timestamp(kind) and kind.unit == "us")
     )
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statemachines import DefinitionError, Machine, Refused, run_local
+from statemachines.columns import python_rows
 from statemachines.intake import INT64_MAX
 from statemachines.spark.batch import partition_runner
 from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
@@ -99,9 +100,10 @@ def partition_rows(events, priors):
 
 
 def emitted(runner, table, chunk_rows):
-    """The rows ``runner`` yields for ``table``, in the order it yields them."""
+    """The rows ``runner`` yields for ``table``, in the order it yields them, as the
+    runtimes read them (NaN one value, a date beyond Python's years an Unreadable)."""
     batches = table.to_batches(max_chunksize=chunk_rows) if table.num_rows else []
-    return [tuple(row.values()) for batch in runner(iter(batches)) for row in batch.to_pylist()]
+    return [row for batch in runner(iter(batches)) for row in python_rows(batch)]
 
 
 @contextlib.contextmanager
