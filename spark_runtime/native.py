@@ -85,13 +85,14 @@ def _holds(data_type: Any, kinds: Any) -> bool:
     return False
 
 
+_DATES = (T.DateType, T.TimestampType, T.TimestampNTZType)
 _DAY_US = 86_400_000_000
 _LEAST_US, _LAST_US = PYTHON_DAYS[0] * _DAY_US, (PYTHON_DAYS[1] + 1) * _DAY_US - 1
 """The first and last microseconds of Python's years 1 to 9999, from 1970 in UTC."""
 
 
 def beyond_python(column: Any, data_type: Any) -> Any:
-    """Whether a value of ``data_type`` is or holds (in structs, arrays and maps) a
+    """Whether a value of ``data_type`` is or holds (in structs and arrays) a
     date or timestamp beyond the years 1 to 9999, which Python's dates and datetimes
     cannot hold and Spark's can (the intake refuses such an event,
     :class:`~statemachines.updates.Unreadable`); ``None`` for a type holding neither.
@@ -107,19 +108,13 @@ def beyond_python(column: Any, data_type: Any) -> Any:
         return (column < least) | (column > last)
 
     def found(part: Any, kind: Any) -> Any:
-        inner = beyond_python(part, kind)
-        return None if inner is None else F.coalesce(inner, F.lit(False))
+        return F.coalesce(beyond_python(part, kind), F.lit(False))
 
-    parts: list[Any] = []
+    parts = []  # (no maps: runs refuse them in keys and orders, and symbols holding them skip this path)
     if isinstance(data_type, T.StructType):
-        parts = [found(column[f.name], f.dataType) for f in data_type.fields]
-    elif isinstance(data_type, T.ArrayType) and found(column, data_type.elementType) is not None:
+        parts = [found(column[f.name], f.dataType) for f in data_type.fields if _holds(f.dataType, _DATES)]
+    elif isinstance(data_type, T.ArrayType) and _holds(data_type.elementType, _DATES):
         parts = [F.exists(column, lambda item: found(item, data_type.elementType))]
-    elif isinstance(data_type, T.MapType):
-        for side, kind in ((F.map_keys(column), data_type.keyType), (F.map_values(column), data_type.valueType)):
-            if found(side, kind) is not None:
-                parts.append(F.exists(side, lambda item, kind=kind: found(item, kind)))
-    parts = [p for p in parts if p is not None]
     if not parts:
         return None
     anywhere = parts[0]

@@ -209,6 +209,13 @@ def timed_rows():
             ("b", "w", (FIRST_DAY - 1) * DAY_US, None)]
 
 
+def listed_rows():
+    """Upserts of lists of dates, some beyond Python's years."""
+    return [("a", [19_000], 1, None), ("a", [LAST_DAY + 1, 0], 2, None), ("b", [], 3, None), ("b", [0, None], 4, None),
+            ("c", None, 5, None)]
+
+
+LISTED_TYPES = {"key": pa.string(), "symbol": pa.list_(pa.date32()), "time": pa.int64(), "order": pa.int64()}
 TIMED_TYPES = {"key": pa.string(), "symbol": pa.string(), "time": pa.timestamp("us", tz="UTC"), "order": pa.int64()}
 TAGS_TYPES = {"key": pa.string(), "symbol": RECORD, "time": pa.int64(), "order": pa.date32()}
 KEYED_TYPES = {"key": pa.date32(), "symbol": pa.string(), "time": pa.timestamp("us", tz="UTC"), "order": pa.date32()}
@@ -244,6 +251,7 @@ def local_outcome(machine, table):
         pytest.param(Upsert(), keyed_rows, KEYED_TYPES, True, id="keys-and-times-native"),
         pytest.param(Upsert(), keyed_rows, KEYED_TYPES, False, id="keys-and-times-generic"),
         pytest.param(Upsert(), timed_rows, TIMED_TYPES, True, id="times-in-arrow"),
+        pytest.param(Upsert(), listed_rows, LISTED_TYPES, True, id="lists-native"),
     ],
 )
 def test_spark_batch_rejects_what_the_local_runtime_rejects(spark, tmp_path, machine, rows, types, native):
