@@ -47,6 +47,7 @@ from statemachines import Event, LocalRuntime, Machine, Rejected, Update
 from statemachines.columns import column_to_python, columns_of, python_rows
 from statemachines.core import call_deadline, held_values
 from statemachines.spark.clock import CLOCK_SHIFT_MS, frontier_of, timer_ms
+from statemachines.spark.tabulated import positions_in
 from statemachines.times import decode_time, encode_time, time_kind
 
 __all__ = [
@@ -254,7 +255,7 @@ class BucketState:
         for table in (self.recent, self.base):
             if table.num_rows == 0 or len(keys) == 0:
                 continue
-            at = pc.index_in(keys, value_set=table["key"])
+            at = positions_in(keys, table["key"])
             hit = pc.and_(missing, pc.is_valid(at))
             found = pc.if_else(hit, table["values"].combine_chunks().take(pc.fill_null(at, 0)), found)
             missing = pc.and_(missing, pc.invert(hit))
@@ -502,8 +503,4 @@ def _new_id() -> str:
 
 def _member(column: Any, keys: Any) -> Any:
     """Whether each item of ``column`` is among ``keys`` (a boolean array)."""
-    try:
-        return pc.is_in(column, value_set=keys)
-    except pa.ArrowNotImplementedError:  # a struct key: looked up in Python
-        wanted = set(column_to_python(keys))
-        return pa.array([key in wanted for key in column_to_python(column)], pa.bool_())
+    return pc.is_valid(positions_in(column, keys))

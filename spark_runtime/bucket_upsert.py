@@ -45,7 +45,7 @@ from statemachines import Machine, Rejected
 from statemachines.intake import Intake
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
-from statemachines.spark.tabulated import plain_events
+from statemachines.spark.tabulated import plain_events, plain_times
 from statemachines.spark.upsert_arrow import (
     changes,
     last_per_key,
@@ -89,7 +89,7 @@ def advance_upsert(
     due = state.due_rows(watermark_ms) if advancing else types.events().empty_table()
     applied = winners(due)
     before = None if applied is None else _single_values(state, applied["key"])
-    taken, timed = _taken(events, frontier if advancing else state.frontier)
+    taken, timed, ordered = _taken(events, frontier if advancing else state.frontier)
     taken_rows = events.filter(taken).select(["key", "symbol", "time", "order"])
     kept = winners(taken_rows)
     if before is None or kept is None:
@@ -102,7 +102,7 @@ def advance_upsert(
     state.keep_values(*last_per_key(applied))
     if pc.any(timed).as_py():  # the first event with a key and a time fixes the time kind
         state.note(kind=kind)
-    if taken_rows.num_rows > taken_rows["order"].null_count:  # the first order taken fixes the order kind
+    if pc.any(ordered).as_py():  # the first order the intake reads fixes the order kind
         state.note(order_kind=_order_kind_of(events.schema.field("order").type))
     rejected = _refused(state, machine, events.filter(pc.invert(taken)), state.frontier)
     state.buffer(kept, now_ms)
@@ -129,13 +129,16 @@ def _single_values(state: BucketState, keys: Any) -> Any:
     return pc.list_flatten(lists).cast(state.types.value).take(at)
 
 
-def _taken(events: Any, frontier: Any) -> tuple[Any, Any]:
-    """Which events the intake takes as they are at ``frontier`` (the rest it refuses),
-    and which have a key and a time (the first fixes the time kind)."""
+def _taken(events: Any, frontier: Any) -> tuple[Any, Any, Any]:
+    """Which events the intake takes as they are at ``frontier`` (the rest it refuses);
+    which have a key and a time (the first fixes the time kind); which have an order
+    the intake reads, refused later or not (the first fixes the order kind: its key
+    or symbol may still hold a date beyond Python's years)."""
     timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
     if "refusal" in events.column_names:
         timed = pc.and_(timed, pc.is_null(events["refusal"]))
-    return pc.and_(timed, pa.array(plain_events(events, frontier))), timed
+    ordered = pc.and_(pc.and_(timed, pa.array(plain_times(events, frontier))), pc.is_valid(events["order"]))
+    return pc.and_(timed, pa.array(plain_events(events, frontier))), timed, ordered
 
 
 def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -> list[Rejected]:

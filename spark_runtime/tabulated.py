@@ -33,7 +33,7 @@ from statemachines.spark.output import EVENT_ROW, checked_arrays, update_rows
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = [
-    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "runs_tabulated", "tabulated_runner", "tied_with_previous",
+    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "plain_times", "positions_in", "runs_tabulated", "tabulated_runner", "tied_with_previous",
     "whole_key_chunks",
 ]
 
@@ -120,7 +120,11 @@ def _last_key_start(chunk: Any) -> int:
     last = keys[len(keys) - 1]
     if not last.is_valid:
         return 0
-    if pa.types.is_nested(keys.type):  # structs and lists do not compare in Arrow
+    codes = _codes(keys) if pa.types.is_struct(keys.type) else None  # records: by their fields' codes
+    if codes is not None:
+        found = np.flatnonzero(codes != codes[-1])
+        return int(found[-1]) + 1 if len(found) else 0
+    if pa.types.is_nested(keys.type):  # other records and lists do not compare in Arrow
         python = column_to_python(keys)
         start = len(python) - 1
         while start and python[start - 1] == python[-1]:  # NaN: one math.nan, equal by identity in a tuple
@@ -217,6 +221,28 @@ def distinct_symbols(symbols: Any) -> tuple[list[Any], Any]:
     return column_to_python(symbols.take(pa.array(_first_of_each(inverse)))), inverse
 
 
+def positions_in(values: Any, value_set: Any) -> Any:
+    """Where each of ``values`` first is in ``value_set`` (an array of int32, null
+    where absent), as :func:`pyarrow.compute.index_in` finds it, for records too:
+    those are looked up by their fields' codes (in Python where Arrow cannot code them).
+
+    >>> kind = pa.struct([("tenant", pa.string()), ("id", pa.int64())])
+    >>> keys = pa.array([("b", 1), ("a", 2), ("a", None)], kind)
+    >>> positions_in(keys, pa.array([("a", 2), ("b", 1)], kind)).to_pylist()
+    [1, 0, None]
+    """
+    values, value_set = (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in (values, value_set))
+    if not pa.types.is_struct(values.type):
+        return pc.index_in(values, value_set=value_set)
+    codes = _codes(pa.concat_arrays([values, value_set.cast(values.type)]))
+    if codes is not None:
+        return pc.index_in(pa.array(codes[: len(values)]), value_set=pa.array(codes[len(values):]))
+    first: dict[Any, int] = {}
+    for i, item in enumerate(column_to_python(value_set)):
+        first.setdefault(item, i)
+    return pa.array([first.get(item) for item in column_to_python(values)], pa.int32())
+
+
 def _first_of_each(numbers: Any) -> Any:
     """Where each of the numbers 0, 1, ... first occurs in ``numbers``, whose new
     numbers come in that order (as :func:`pandas.factorize` numbers them)."""
@@ -260,8 +286,15 @@ def _plain_columns(chunk: Any, lower: Any) -> bool:
 
 def plain_events(chunk: Any, lower: Any) -> Any:
     """For each row (a numpy array), whether it is an event the intake takes as it
-    is: a key and a time, the time neither the greatest long or datetime, nor beyond
-    Python's years, nor below ``lower``; nothing in its symbol beyond Python's years."""
+    is: :func:`plain_times`, and nothing in its key or symbol beyond Python's years."""
+    beyond = beyond_python(chunk.column("key")) | beyond_python(chunk.column("symbol"))
+    return plain_times(chunk, lower) & ~beyond
+
+
+def plain_times(chunk: Any, lower: Any) -> Any:
+    """For each row (a numpy array), whether the intake takes its key and time as they
+    are (and goes on to its order): a key and a time, the time neither the greatest
+    long or datetime, nor beyond Python's years, nor below ``lower``."""
     time = chunk.column("time")
     ok = pc.and_kleene(chunk.column("key").is_valid(), time.is_valid())
     if time.type == pa.int64():  # the greatest long is reserved (see the intake)
@@ -270,7 +303,7 @@ def plain_events(chunk: Any, lower: Any) -> Any:
         ok = pc.and_kleene(ok, pc.not_equal(time.cast(pa.int64()), pa.scalar(_GREATEST_US, pa.int64())))
     if lower is not None:
         ok = pc.and_kleene(ok, pc.greater_equal(time, pa.scalar(lower, time.type)))
-    return pc.fill_null(ok, False).to_numpy(zero_copy_only=False) & ~beyond_python(time) & ~beyond_python(chunk.column("symbol"))
+    return pc.fill_null(ok, False).to_numpy(zero_copy_only=False) & ~beyond_python(time)
 
 
 def _updates(chunk: Any, rows: Any, before: Any, after: Any, table: TransitionTable, arrow_schema: Any) -> Iterator[Any]:

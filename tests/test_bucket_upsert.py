@@ -19,7 +19,7 @@ from statemachines.spark.bucket_upsert import advance_upsert, upsert_step
 from statemachines.spark.clock import timer_ms
 from statemachines.updates import sort_updates
 from tests.machines import Tags
-from tests.test_upsert_arrow import NAN_RECORD, TYPED, typed_records
+from tests.test_upsert_arrow import KEY, NAN_RECORD, TYPED, composite_keys, typed_records
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 RECORD = pa.struct([("name", pa.string()), ("n", pa.int64())])  # a change feed's rows
@@ -28,8 +28,9 @@ TYPES = {
     "datetime_tz": BucketTypes(pa.int64(), pa.int64(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.string()),
     "records": BucketTypes(pa.string(), RECORD, RECORD, pa.int64(), pa.int64()),
     "typed records": BucketTypes(pa.string(), TYPED, TYPED, pa.int64(), pa.int64()),  # as databases type them
+    "composite keys": BucketTypes(KEY, RECORD, RECORD, pa.int64(), pa.int64()),  # a feed keyed by several columns
 }
-TIME_KIND = {"number": "number", "datetime_tz": "datetime_tz", "records": "number", "typed records": "number"}
+TIME_KIND = {kind: "datetime_tz" if kind == "datetime_tz" else "number" for kind in TYPES}
 REFUSAL = pa.struct([("reason", pa.string()), ("detail", pa.string())])
 
 
@@ -42,11 +43,15 @@ def time_of(kind, t):
 
 
 def event_lists(kind):
-    keys = st.sampled_from([1, 2, 3, None]) if kind == "datetime_tz" else st.sampled_from(["ann", "bob", "cy", None])
+    keys = {"datetime_tz": st.sampled_from([1, 2, 3, None]), "composite keys": st.none() | composite_keys()}.get(
+        kind, st.sampled_from(["ann", "bob", "cy", None])
+    )
+    records = st.tuples(st.sampled_from(["a", "b", None]), st.none() | st.integers(0, 2))
     symbols = st.none() | {
         "number": st.sampled_from(["a", "b", "c"]),
         "datetime_tz": st.integers(0, 2),
-        "records": st.tuples(st.sampled_from(["a", "b", None]), st.none() | st.integers(0, 2)),
+        "records": records,
+        "composite keys": records,
         "typed records": typed_records(),
     }[kind]
     orders = st.none() | (st.sampled_from(["0/1", "0/2"]) if kind == "datetime_tz" else st.integers(0, 3))
@@ -67,7 +72,8 @@ def table_of(types, rows, refused):
 
 def state_of(state):
     live = state.live()
-    values = sorted((k, tuple(sorted(vs))) for k, vs in zip(*(column_to_python(live[c]) for c in ("key", "values")), strict=True))
+    columns = (column_to_python(live[c]) for c in ("key", "values"))
+    values = sorted(((k, tuple(sorted(vs, key=repr))) for k, vs in zip(*columns, strict=True)), key=repr)
     pending = sorted(map(repr, python_rows(state.pending.select(["key", "symbol", "time", "order", "wake"]))))
     return values, pending, state.record["frontier"], state.record["kind"], state.record["order_kind"]
 
@@ -174,5 +180,6 @@ def test_the_step_applies_only_where_arrow_orders_as_the_intake():
     nested = pa.struct([("name", pa.string()), ("inner", RECORD)])
     assert upsert_step(Upsert(), BucketTypes(pa.string(), nested, nested, pa.int64(), pa.int64())) is None
     assert upsert_step(Upsert(), TYPES["typed records"]) is advance_upsert
+    assert upsert_step(Upsert(), TYPES["composite keys"]) is advance_upsert
     nanos = pa.struct([("name", pa.string()), ("at", pa.timestamp("ns"))])  # the intake refuses finer than microseconds
     assert upsert_step(Upsert(), BucketTypes(pa.string(), nanos, nanos, pa.int64(), pa.int64())) is None

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from statemachines import PersistedArrangement
 from statemachines.library import ChangeFeed, run_feed
 from statemachines.library.feeds import TOMBSTONE
 from statemachines.persisted import read_state
@@ -87,6 +88,37 @@ def test_rows_refused_on_spark_are_the_rows_refused_locally(spark):
     assert found == sorted(expected, key=repr)
 
 
+def test_a_feed_keyed_by_two_columns_in_batch_and_stream_equals_the_local_run(spark, tmp_path):
+    """Keys of two columns (a region among them sometimes null, so a key field is
+    null) step in Arrow as a single column's do: the same arrangement as locally."""
+    rows = [dict(r, region=("eu", "us", None)[i % 3]) for i, r in enumerate(flat_feed(17, n=40))]
+    feed = ChangeFeed(keys=["region", "id"], sequence_by=["lsn"], delete_when={"op": "d"})
+    schema = f"region string, {SCHEMA}"
+    frame = spark.createDataFrame([{n: r[n] for n in ("region", "id", "name", "city", "lsn", "op")} for r in rows], schema)
+    local = run_feed(feed, rows, into=tmp_path / "local")
+    batch = run_feed_batch(feed, frame, into=str(tmp_path / "batch"))
+    assert PersistedArrangement(tmp_path / "batch").updates() == PersistedArrangement(tmp_path / "local").updates()
+    assert _rejected_rows(batch.result.rejected.collect()) == _local_rejected(local.result)
+
+    source = tmp_path / "in"
+    source.mkdir()
+    ordered = sorted(rows, key=lambda r: (r["lsn"] is None, r["lsn"] or 0))
+    for i in range(2):
+        path = source / f"{i:02}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in ordered[i * 20 : (i + 1) * 20][::-1]))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(source))
+    into = str(tmp_path / "stream")
+    query, _ = run_feed_stream(feed, stream, into=into, checkpoint=str(tmp_path / "cp"), trigger={"availableNow": True}, progress=None)
+    query.awaitTermination()
+    frontier = read_state(into)["upper"]
+    final = [r for r in rows if r["lsn"] is None or r["lsn"] < frontier]
+    assert len(final) < len(rows)
+    run_feed(feed, final, into=tmp_path / "local-final")
+    assert PersistedArrangement(into).updates() == PersistedArrangement(tmp_path / "local-final").updates()
+    assert _rejected_rows(read_rejected(spark, into).collect()) == _local_rejected(run_feed(feed, rows).result)
+
+
 @pytest.mark.parametrize("wrapped", [False, True, "payload only"])
 def test_a_debezium_json_feed_read_by_spark(spark, tmp_path, wrapped):
     rows = flat_feed(11)
@@ -137,7 +169,6 @@ def test_a_debezium_json_file_with_a_payload_encoded_twice_is_refused_saying_to_
 
 def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_path):
     """The old key is deleted, as locally (the stream reads with the same columns)."""
-    from statemachines import PersistedArrangement
     from tests.test_feeds import MOVED, moved_keys_feed
 
     envelopes = [envelope for envelope, _ in moved_keys_feed()]
@@ -149,7 +180,6 @@ def test_a_debezium_update_that_moves_a_row_to_another_key_on_spark(spark, tmp_p
 
 
 def test_a_debezium_value_it_did_not_send_is_refused_on_spark_as_locally(spark, tmp_path):
-    from statemachines import PersistedArrangement
     from tests.test_feeds import TOASTED, toasted_feed
 
     envelopes = toasted_feed()
@@ -167,7 +197,6 @@ def test_a_debezium_json_feed_whose_before_or_after_is_null_in_every_row(spark, 
     without REPLICA IDENTITY FULL, after in a feed of deletes, here of rows an earlier
     feed inserted) as a string: the feed still runs, as locally, and an image that is
     no record is refused as locally."""
-    from statemachines import PersistedArrangement
 
     feed = ChangeFeed(keys=["id"], sequence_by=["source.lsn"], values=["name"], envelope="debezium")
     inserts = [debezium_envelope("c", 1, None, {"id": 1, "name": "a"}), debezium_envelope("c", 2, None, {"id": 2, "name": "b"})]
@@ -246,7 +275,6 @@ def test_a_delta_change_feed_on_spark_equals_the_local_run(spark, tmp_path):
     new one among its commits."""
     import pyarrow as pa
 
-    from statemachines import PersistedArrangement
     from tests.feed_models import delta_change_feed, delta_changes
 
     feed = ChangeFeed(keys=["id"], envelope="delta")

@@ -40,6 +40,9 @@ def schemas(time_type, key_type=TEXT, symbol_type=TEXT, order_type=LONG):
 
 
 def _null_first(value):
+    """Nulls first; a key of several columns field by field (as Spark sorts a struct)."""
+    if isinstance(value, tuple):
+        return (True, tuple(map(_null_first, value)))
     return (value is not None, value if value is not None else 0)
 
 
@@ -172,6 +175,35 @@ def test_records_of_booleans_numbers_dates_and_times_step_in_arrow_as_event_by_e
         assert output_rows(arrow, table, 4) == output_rows(generic, table, 4)
 
 
+KEY = pa.struct([("tenant", pa.string()), ("id", pa.int64()), ("day", pa.date32())])  # a key of several columns
+
+
+def composite_keys(beyond=True):
+    """Keys of several columns (dates as day counts): null fields, one beyond Python's years."""
+    return st.tuples(
+        st.sampled_from(["a", "b", None]), st.sampled_from([1, 2, None]),
+        st.sampled_from([18_262, None] + ([BEYOND_DAY] if beyond else [])),
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.none() | composite_keys(), st.none() | records, st.sampled_from([0, 1, 2, None]), st.sampled_from([0, 1, None])), max_size=40),
+    st.dictionaries(composite_keys(beyond=False), st.frozensets(records, min_size=1, max_size=2)),
+    st.integers(1, 5),
+)
+def test_keys_of_several_columns_step_in_arrow_as_event_by_event(events, priors, chunk_rows):
+    """A change feed keyed by several columns: keys are records (null fields among
+    them, null keys, a date beyond Python's years: refused), prior values found by
+    key, chunks cut between keys."""
+    rows, output = schemas(pa.int64(), key_type=KEY, symbol_type=RECORD)
+    assert runs_in_arrow(Upsert(), output)
+    table = partition(events, priors, rows)
+    arrow, generic = both_runners(output, "number", None)
+    with chunks_of(chunk_rows):
+        assert output_rows(arrow, table, 4) == output_rows(generic, table, 4)
+
+
 def test_a_partition_stepped_in_arrow_is_the_local_runtimes_upsert():
     """Checked against run_local itself, not only the generic path: commands over
     many keys, ties at one time broken by order then value, deletes and repeats."""
@@ -215,6 +247,9 @@ class Other(Machine):
         (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([("a", pa.struct([("b", pa.string())]))])), False),
         (Upsert(), dict(time_type=pa.int64(), symbol_type=pa.struct([])), False),
         (Upsert(), dict(time_type=pa.int64(), order_type=pa.float64()), False),
+        (Upsert(), dict(time_type=pa.int64(), key_type=KEY), True),
+        (Upsert(), dict(time_type=pa.int64(), key_type=pa.struct([("id", pa.int64()), ("at", pa.float64())])), False),
+        (Upsert(), dict(time_type=pa.int64(), key_type=pa.struct([("a", pa.list_(pa.string()))])), False),
         (NotUpsert(), dict(time_type=pa.int64()), False),
         (Other(), dict(time_type=pa.int64()), False),
     ],
@@ -236,3 +271,14 @@ def test_records_are_equal_in_arrow_exactly_where_python_finds_them_equal(pairs)
 
     left, right = (pa.array([p[i] for p in pairs], RECORD) for i in (0, 1))
     assert equal_values(left, right).to_pylist() == [a == b for a, b in pairs]
+
+
+@given(st.lists(st.none() | composite_keys(), max_size=12), st.lists(st.none() | composite_keys(), max_size=12))
+def test_keys_of_several_columns_are_found_where_python_finds_them(values, value_set):
+    from statemachines.spark.tabulated import positions_in
+
+    first = {}
+    for i, key in enumerate(value_set):
+        first.setdefault(key, i)
+    found = positions_in(pa.array(values, KEY), pa.array(value_set, KEY))
+    assert found.to_pylist() == [first.get(key) for key in values]
