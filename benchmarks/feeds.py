@@ -59,22 +59,22 @@ def feed_rows(n: int, k: int, seed: int = 3) -> list[dict]:
     return rows
 
 
-def scd2_floor_sql(spark, feed, out: str, values=("name", "city")) -> None:
-    """SCD type 2 with window functions: per key in lsn order, a row starts an
-    interval when its value (the columns ``values``) differs from the row before; the
-    interval ends at the next interval's start; delete rows start none."""
+def scd2_floor_sql(spark, feed, out: str, values=("name", "city"), keys=("id",)) -> None:
+    """SCD type 2 with window functions: per key (the columns ``keys``) in lsn order, a
+    row starts an interval when its value (the columns ``values``) differs from the row
+    before; the interval ends at the next interval's start; delete rows start none."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_key = Window.partitionBy("id").orderBy("lsn")
+    by_key = Window.partitionBy(*keys).orderBy("lsn")
     value = F.when(F.col("op") != "d", F.struct(*values))
     changes = (
-        feed.select("id", "lsn", value.alias("value"))
+        feed.select(*keys, "lsn", value.alias("value"))
         .withColumn("before", F.lag("value").over(by_key))
         .where(~F.col("value").eqNullSafe(F.col("before")))
         .withColumn("end", F.lead("lsn").over(by_key))
         .where(F.col("value").isNotNull())
-        .select("id", *(f"value.{v}" for v in values), F.col("lsn").alias("__START_AT"), F.col("end").alias("__END_AT"))
+        .select(*keys, *(f"value.{v}" for v in values), F.col("lsn").alias("__START_AT"), F.col("end").alias("__END_AT"))
     )
     changes.write.mode("overwrite").parquet(out)
 

@@ -5,7 +5,7 @@ Usage:
 
 ``run_batch(Upsert(), ..., into=...)`` steps the partitions of plain columns in Arrow
 (:mod:`statemachines.spark.upsert_arrow`); before, it ran them as Spark SQL window
-functions, the path other column types still take. Two workloads, each approach
+functions, the path other column types still take. Four workloads, each approach
 warm and interleaved in one session (A B C A B C ...):
 
 - U1, ``N`` upsert commands over ``K`` keys (``benchmarks/run.py``'s, text values),
@@ -14,7 +14,9 @@ warm and interleaved in one session (A B C A B C ...):
   value a record of name and city) through ``run_feed_batch``, with its floor: Spark
   SQL window functions computing its SCD type 2 table;
 - the same feed with the columns databases type (:func:`typed_feed`: a double, a
-  decimal, a boolean, a date and a timestamp beside name and city), the same way.
+  decimal, a boolean, a date and a timestamp beside name and city), the same way;
+- the same feed keyed by two columns, ``region`` (a function of the id) and ``id``
+  (:data:`TWO_COLUMN_FEED`), the same way.
 
 The window functions are chosen for a run by making the Arrow path decline it (this
 script's only reach into the runtime). Each run's arrangement is checked equal to
@@ -41,7 +43,7 @@ from feeds import FEED, feed_rows, scd2_floor_sql  # noqa: E402
 
 import statemachines.spark.batch as batch  # noqa: E402
 from statemachines import PersistedArrangement, consolidate  # noqa: E402
-from statemachines.library import Upsert, run_feed  # noqa: E402
+from statemachines.library import ChangeFeed, Upsert, run_feed  # noqa: E402
 
 
 def typed_feed(rows: list[dict]):
@@ -68,6 +70,12 @@ def typed_feed(rows: list[dict]):
 
 
 TYPED_VALUES = ("name", "city", "price", "amount", "active", "born", "seen")
+TWO_COLUMN_FEED = ChangeFeed(keys=["region", "id"], sequence_by=["lsn"], delete_when={"op": "d"})
+
+
+def with_regions(rows: list[dict]) -> list[dict]:
+    """The feed's rows with a ``region`` of three, a function of the row's id."""
+    return [dict(row, region=("eu", "us", "ap")[row["id"] % 3]) for row in rows]
 
 
 def main() -> None:
@@ -88,7 +96,9 @@ def main() -> None:
     rows = feed_rows(args.n, max(args.n // 10, 1))
     work = tempfile.mkdtemp(prefix="bench-upsert-paths-")
     feed, typed = os.path.join(work, "feed.parquet"), os.path.join(work, "typed.parquet")
+    two_columns, region_rows = os.path.join(work, "two-columns.parquet"), with_regions(rows)
     pq.write_table(pa.Table.from_pylist(rows), feed)
+    pq.write_table(pa.Table.from_pylist(region_rows), two_columns)
     typed_table = typed_feed(rows)
     pq.write_table(typed_table, typed)
     spark = local_session()
@@ -106,11 +116,11 @@ def main() -> None:
             return target
         return go
 
-    def feed_run(arrow: bool, source: str = feed):
+    def feed_run(arrow: bool, source: str = feed, change_feed: ChangeFeed = FEED):
         def go():
             path(arrow)
             target = os.path.join(work, f"feed-{next(fresh)}")
-            run_feed_batch(FEED, spark.read.parquet(source), into=target).result.unpersist()
+            run_feed_batch(change_feed, spark.read.parquet(source), into=target).result.unpersist()
             return target
         return go
 
@@ -124,11 +134,18 @@ def main() -> None:
     def typed_floor():
         scd2_floor_sql(spark, spark.read.parquet(typed), f"{work}/typed-floor", TYPED_VALUES)
 
+    def two_column_floor():
+        scd2_floor_sql(spark, spark.read.parquet(two_columns), f"{work}/two-column-floor", keys=("region", "id"))
+
     sets = {
         "U1 upserts": {"floor: read + sort + write": u1_floor, "in Arrow": upserts(True), "window functions": upserts(False)},
         "change feed": {"floor: SCD2 window functions": feed_floor, "in Arrow": feed_run(True), "window functions": feed_run(False)},
         "typed feed": {
             "floor: SCD2 window functions": typed_floor, "in Arrow": feed_run(True, typed), "window functions": feed_run(False, typed),
+        },
+        "two-column keys": {
+            "floor: SCD2 window functions": two_column_floor, "in Arrow": feed_run(True, two_columns, TWO_COLUMN_FEED),
+            "window functions": feed_run(False, two_columns, TWO_COLUMN_FEED),
         },
     }
     seconds: dict[str, dict[str, list[float]]] = {name: {a: [] for a in approaches} for name, approaches in sets.items()}
@@ -149,6 +166,8 @@ def main() -> None:
             raise SystemExit("change feed: not run_feed's updates")
         if consolidate(last["typed feed"]["in Arrow"]) != consolidate(run_feed(FEED, typed_table).result.updates):
             raise SystemExit("typed feed: not run_feed's updates")
+        if consolidate(last["two-column keys"]["in Arrow"]) != consolidate(run_feed(TWO_COLUMN_FEED, region_rows).result.updates):
+            raise SystemExit("two-column keys: not run_feed's updates")
     finally:
         batch.runs_in_arrow = in_arrow
         shutil.rmtree(work, ignore_errors=True)
@@ -159,7 +178,7 @@ def main() -> None:
         floor = statistics.median(approaches[next(iter(approaches))][1:])
         for approach, taken in approaches.items():
             median = statistics.median(taken[1:])
-            print(f"{name + ', ' + approach:<44}{median:8.2f} s{median / floor:8.2f}x floor")
+            print(f"{name + ', ' + approach:<46}{median:8.2f} s{median / floor:8.2f}x floor")
         arrow, window = (statistics.median(approaches[a][1:]) for a in ("in Arrow", "window functions"))
         print(f"{name}: window functions / in Arrow: {window / arrow:.2f}x the time")
 
