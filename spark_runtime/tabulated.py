@@ -33,7 +33,7 @@ from statemachines.spark.output import EVENT_ROW, checked_arrays, update_rows
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = [
-    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "plain_times", "positions_in", "runs_tabulated", "tabulated_runner", "tied_with_previous",
+    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "bulk_key_type", "plain_times", "positions_in", "runs_tabulated", "tabulated_runner", "tied_with_previous",
     "whole_key_chunks",
 ]
 
@@ -183,11 +183,19 @@ def _chunk(
 
 
 def key_groups(chunk: Any) -> tuple[Any, Any, Any, Any]:
-    """Per row of a chunk sorted by key (a plain key type): whether it is its key's
-    first, its key's number (0, 1, ...), whether it is an event, its time (null: 0)."""
+    """Per row of a chunk sorted by key (a plain key type, see :func:`bulk_key_type`):
+    whether it is its key's first, its key's number (0, 1, ...), whether it is an
+    event, its time (null: 0)."""
     n = chunk.num_rows
     keys = chunk.column("key")
-    new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
+    codes = _codes(keys) if pa.types.is_struct(keys.type) else None  # keys of several columns
+    if codes is not None:
+        new_key = np.r_[True, codes[1:] != codes[:-1]]
+    elif pa.types.is_struct(keys.type):  # fields too many to code in 62 bits: compared in Python
+        python = column_to_python(keys)
+        new_key = np.array([True, *(a != b for a, b in zip(python[1:], python[:-1], strict=True))])
+    else:
+        new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
     is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
     return new_key, np.cumsum(new_key) - 1, is_event, chunk.column("time").fill_null(0).to_numpy()
 
@@ -280,8 +288,25 @@ def _plain_columns(chunk: Any, lower: Any) -> bool:
         return False
     if lower is not None and type(lower) is not int:
         return False
-    key = schema.field("key").type
-    return pa.types.is_integer(key) or pa.types.is_string(key) or pa.types.is_large_string(key) or pa.types.is_binary(key)
+    return bulk_key_type(schema.field("key").type)
+
+
+def bulk_key_type(kind: Any) -> bool:
+    """Whether keys of Arrow type ``kind`` step in bulk: integers, text or bytes, or
+    records (keys of several columns, told apart by their fields' codes) of such
+    fields, booleans, decimals, dates and microsecond timestamps (those beyond
+    Python's years the intake refuses, see :func:`plain_events`)."""
+    if pa.types.is_struct(kind):
+        return kind.num_fields > 0 and all(_plain_key_field(kind.field(i).type) for i in range(kind.num_fields))
+    return pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+
+
+def _plain_key_field(kind: Any) -> bool:
+    return (
+        pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_boolean(kind)
+        or pa.types.is_decimal128(kind) or pa.types.is_date32(kind) or (pa.types.is_timestamp(kind) and kind.unit == "us")
+    )
 
 
 def plain_events(chunk: Any, lower: Any) -> Any:

@@ -8,7 +8,8 @@ runtime's event by event, with the same updates and rejections: a stream's bucke
 (:func:`upsert_runner`, here). Symbols may also be records, as a change feed's rows
 are, of fields Arrow compares as Python does (:func:`compared_like_python`: text,
 integers, booleans, floats, decimals, bytes, dates, timestamps), and so may keys, as
-a feed's keys of several columns are (of such fields but floats). Of a partition's
+a feed's keys of several columns are (of such fields but floats,
+:func:`~statemachines.spark.tabulated.bulk_key_type`). Of a partition's
 rows, in chunks of whole keys:
 
 ==========================  ==========================================================
@@ -47,11 +48,15 @@ from statemachines import Intake, Machine, Rejected
 from statemachines.columns import python_rows, same_items
 from statemachines.library import Upsert
 from statemachines.spark.output import STATE_ROW, OutputRows, update_rows
-from statemachines.spark.tabulated import plain_events, positions_in, whole_key_chunks
+from statemachines.spark.tabulated import (
+    bulk_key_type,
+    plain_events,
+    positions_in,
+    whole_key_chunks,
+)
 
 __all__ = [
-    "changes", "compared_like_python", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_key_record", "plain_record",
-    "plain_upsert",
+    "changes", "compared_like_python", "equal_values", "last_per_key", "last_per_key_time", "ordered_like_python", "plain_record", "plain_upsert",
     "refusals", "runs_in_arrow", "steps", "upsert_runner", "winners",
 ]
 
@@ -75,7 +80,7 @@ def plain_upsert(machine: Machine, key: Any, value: Any, symbol: Any, time: Any,
     return (
         type(machine) is Upsert
         and value == symbol
-        and (ordered_like_python(key) or plain_key_record(key))
+        and (ordered_like_python(key) or (pa.types.is_struct(key) and bulk_key_type(key)))
         and (ordered_like_python(symbol) or plain_record(symbol))
         and (ordered_like_python(order) or pa.types.is_null(order))
         and (pa.types.is_signed_integer(time) or (pa.types.is_timestamp(time) and time.unit == "us"))
@@ -88,13 +93,6 @@ def plain_record(kind: Any) -> bool:
     return pa.types.is_struct(kind) and kind.num_fields > 0 and all(
         compared_like_python(kind.field(i).type) for i in range(kind.num_fields)
     )
-
-
-def plain_key_record(kind: Any) -> bool:
-    """Whether ``kind`` is a struct of fields :func:`compared_like_python` but floats:
-    keys of several columns, which Arrow groups by sorting (field by field) and finds
-    by their fields' codes (:func:`~statemachines.spark.tabulated.positions_in`)."""
-    return plain_record(kind) and not any(pa.types.is_floating(kind.field(i).type) for i in range(kind.num_fields))
 
 
 def compared_like_python(kind: Any) -> bool:

@@ -50,10 +50,10 @@ def check_alike(spark, detector: Detector, rows: list[tuple], schema: str = SCHE
     if local is None:
         local = run_local(one_by_one(detector.pattern), rows)
     batch = run_batch(detector, spark.createDataFrame(rows, schema), order="order")
-    got = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
+    got = consolidate(((plain(r.key), plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
     assert got == consolidate(((k, plain(v)), t, d) for (k, v), t, d in local.updates)
-    rejected = sorted((r.key or "", r.time or -1, r.reason) for r in batch.rejected.collect())
-    assert rejected == sorted((e.event[0] or "", e.event[2] or -1, str(e.reason)) for e in local.rejected)
+    rejected = sorted(((plain(r.key), r.time, r.reason) for r in batch.rejected.collect()), key=repr)
+    assert rejected == sorted(((e.event[0], e.event[2], str(e.reason)) for e in local.rejected), key=repr)
     return local.updates
 
 
@@ -81,6 +81,21 @@ def test_the_fraud_rule_in_rounds_finds_matches_among_many_ties(spark):
 
     assert runs_in_rounds(Detector(fraud))
     updates = check_alike(spark, Detector(fraud), logins(7, 3000, 40, 100))
+    assert len(matches(updates)) > 20
+
+
+def test_a_detector_keyed_by_two_columns_runs_in_rounds_on_spark_as_locally(spark):
+    """Keys that are records (a user and a device; a null device among them) step in
+    rounds as keys of one column do."""
+    from statemachines.library import Pattern
+    from statemachines.spark.tabulated import bulk_key_type
+
+    fraud = (Pattern.begin("fail").where("kind = 'fail'").times(3)
+             .followed_by("ok").where("kind = 'ok' AND amount > 10").within(10))
+    rows = [(k and (k, (None, 1, 2)[int(k[1:]) % 3]), s, t, o) for k, s, t, o in logins(7, 3000, 40, 100)]
+    schema = f"key struct<user: string, device: bigint>, {SCHEMA.split(', ', 1)[1]}"
+    assert bulk_key_type(spark.createDataFrame(rows[:1], schema).toArrow().schema.field("key").type)
+    updates = check_alike(spark, Detector(fraud), rows, schema)
     assert len(matches(updates)) > 20
 
 
@@ -166,10 +181,10 @@ def test_a_rule_book_finds_on_spark_in_rounds_what_it_finds_event_by_event(spark
     local = run_local(EventByEvent(book), rows)
     assume(len(local.updates) <= MOST_UPDATES)
     batch = run_batch(RuleDetector(book), spark.createDataFrame(rows, SCHEMA), order="order")
-    got = consolidate(((r.key, plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
+    got = consolidate(((plain(r.key), plain(r.value)), r.time, r.diff) for r in batch.updates.collect())
     assert got == consolidate(((k, plain(v)), t, d) for (k, v), t, d in local.updates)
-    rejected = sorted((r.key or "", r.time or -1, r.reason) for r in batch.rejected.collect())
-    assert rejected == sorted((e.event[0] or "", e.event[2] or -1, str(e.reason)) for e in local.rejected)
+    rejected = sorted(((plain(r.key), r.time, r.reason) for r in batch.rejected.collect()), key=repr)
+    assert rejected == sorted(((e.event[0], e.event[2], str(e.reason)) for e in local.rejected), key=repr)
 
 
 def test_events_a_sql_condition_raises_on_are_rejected_and_their_chunk_steps_in_rounds(spark):

@@ -17,7 +17,15 @@ from statemachines.library import Upsert
 from statemachines.spark.batch import partition_runner
 from statemachines.spark.output import EVENT_ROW, STATE_ROW, UPDATE
 from statemachines.spark.upsert_arrow import runs_in_arrow
-from tests.test_tabulated import chunks_of, emitted, output_rows
+from tests.test_tabulated import (
+    BEYOND_DAY,
+    KEY,
+    _null_first,
+    chunks_of,
+    composite_keys,
+    emitted,
+    output_rows,
+)
 
 UTC = dt.UTC
 
@@ -37,13 +45,6 @@ def schemas(time_type, key_type=TEXT, symbol_type=TEXT, order_type=LONG):
         ("detail", pa.string()),
     ])
     return rows, output
-
-
-def _null_first(value):
-    """Nulls first; a key of several columns field by field (as Spark sorts a struct)."""
-    if isinstance(value, tuple):
-        return (True, tuple(map(_null_first, value)))
-    return (value is not None, value if value is not None else 0)
 
 
 def partition(events, priors, schema):
@@ -137,7 +138,6 @@ TYPED = pa.struct([
     ("ok", pa.bool_()), ("score", pa.float64()), ("price", pa.decimal128(10, 2)), ("born", pa.date32()),
     ("seen", pa.timestamp("us", tz="UTC")), ("raw", pa.binary()),
 ])
-BEYOND_DAY = 2_932_897  # 10000-01-01: no Python date
 
 
 def typed_records(beyond=True):
@@ -173,17 +173,6 @@ def test_records_of_booleans_numbers_dates_and_times_step_in_arrow_as_event_by_e
     arrow, generic = both_runners(output, "number", None)
     with chunks_of(chunk_rows):
         assert output_rows(arrow, table, 4) == output_rows(generic, table, 4)
-
-
-KEY = pa.struct([("tenant", pa.string()), ("id", pa.int64()), ("day", pa.date32())])  # a key of several columns
-
-
-def composite_keys(beyond=True):
-    """Keys of several columns (dates as day counts): null fields, one beyond Python's years."""
-    return st.tuples(
-        st.sampled_from(["a", "b", None]), st.sampled_from([1, 2, None]),
-        st.sampled_from([18_262, None] + ([BEYOND_DAY] if beyond else [])),
-    )
 
 
 @settings(max_examples=100, deadline=None)
