@@ -33,7 +33,8 @@ from statemachines.spark.output import EVENT_ROW, checked_arrays, update_rows
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = [
-    "CHUNK_ROWS", "distinct_symbols", "key_groups", "plain_events", "bulk_key_type", "plain_times", "positions_in", "runs_tabulated", "tabulated_runner", "tied_with_previous",
+    "CHUNK_ROWS", "bulk_key_type", "distinct_symbols", "key_groups", "plain_events", "plain_times", "positions_in", "runs_tabulated",
+    "tabulated_runner", "tied_with_previous",
     "whole_key_chunks",
 ]
 
@@ -120,16 +121,10 @@ def _last_key_start(chunk: Any) -> int:
     last = keys[len(keys) - 1]
     if not last.is_valid:
         return 0
-    codes = _codes(keys) if pa.types.is_struct(keys.type) else None  # records: by their fields' codes
-    if codes is not None:
+    if pa.types.is_nested(keys.type):  # records and lists do not compare in Arrow
+        codes = _item_codes(keys)
         found = np.flatnonzero(codes != codes[-1])
         return int(found[-1]) + 1 if len(found) else 0
-    if pa.types.is_nested(keys.type):  # other records and lists do not compare in Arrow
-        python = column_to_python(keys)
-        start = len(python) - 1
-        while start and python[start - 1] == python[-1]:  # NaN: one math.nan, equal by identity in a tuple
-            start -= 1
-        return start
     differ = pc.invert(pc.fill_null(same_items(keys, last), False))
     found = np.flatnonzero(differ.to_numpy(zero_copy_only=False))
     return int(found[-1]) + 1 if len(found) else 0
@@ -188,12 +183,9 @@ def key_groups(chunk: Any) -> tuple[Any, Any, Any, Any]:
     event, its time (null: 0)."""
     n = chunk.num_rows
     keys = chunk.column("key")
-    codes = _codes(keys) if pa.types.is_struct(keys.type) else None  # keys of several columns
-    if codes is not None:
+    if pa.types.is_struct(keys.type):  # keys of several columns
+        codes = _item_codes(keys)
         new_key = np.r_[True, codes[1:] != codes[:-1]]
-    elif pa.types.is_struct(keys.type):  # fields too many to code in 62 bits: compared in Python
-        python = column_to_python(keys)
-        new_key = np.array([True, *(a != b for a, b in zip(python[1:], python[:-1], strict=True))])
     else:
         new_key = np.r_[True, pc.fill_null(pc.not_equal(keys.slice(1), keys.slice(0, n - 1)), True).to_numpy(zero_copy_only=False)]
     is_event = pc.equal(chunk.column("kind"), EVENT_ROW).to_numpy(zero_copy_only=False)
@@ -232,7 +224,7 @@ def distinct_symbols(symbols: Any) -> tuple[list[Any], Any]:
 def positions_in(values: Any, value_set: Any) -> Any:
     """Where each of ``values`` first is in ``value_set`` (an array of int32, null
     where absent), as :func:`pyarrow.compute.index_in` finds it, for records too:
-    those are looked up by their fields' codes (in Python where Arrow cannot code them).
+    those are looked up by their codes (:func:`_item_codes`).
 
     >>> kind = pa.struct([("tenant", pa.string()), ("id", pa.int64())])
     >>> keys = pa.array([("b", 1), ("a", 2), ("a", None)], kind)
@@ -242,13 +234,19 @@ def positions_in(values: Any, value_set: Any) -> Any:
     values, value_set = (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in (values, value_set))
     if not pa.types.is_struct(values.type):
         return pc.index_in(values, value_set=value_set)
-    codes = _codes(pa.concat_arrays([values, value_set.cast(values.type)]))
-    if codes is not None:
-        return pc.index_in(pa.array(codes[: len(values)]), value_set=pa.array(codes[len(values):]))
-    first: dict[Any, int] = {}
-    for i, item in enumerate(column_to_python(value_set)):
-        first.setdefault(item, i)
-    return pa.array([first.get(item) for item in column_to_python(values)], pa.int32())
+    codes = _item_codes(pa.concat_arrays([values, value_set.cast(values.type)]))
+    return pc.index_in(pa.array(codes[: len(values)]), value_set=pa.array(codes[len(values):]))
+
+
+def _item_codes(column: Any) -> Any:
+    """Integers equal exactly where the items of ``column`` are equal (as Python finds
+    the values :func:`column_to_python` makes of them equal): :func:`_codes`, or where
+    Arrow cannot code them, numbered in Python."""
+    codes = _codes(column)
+    if codes is None:
+        numbers: dict[Any, int] = {}
+        codes = np.fromiter((numbers.setdefault(item, len(numbers)) for item in column_to_python(column)), np.int64, len(column))
+    return codes
 
 
 def _first_of_each(numbers: Any) -> Any:

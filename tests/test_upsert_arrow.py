@@ -262,12 +262,19 @@ def test_records_are_equal_in_arrow_exactly_where_python_finds_them_equal(pairs)
     assert equal_values(left, right).to_pylist() == [a == b for a, b in pairs]
 
 
-@given(st.lists(st.none() | composite_keys(), max_size=12), st.lists(st.none() | composite_keys(), max_size=12))
-def test_keys_of_several_columns_are_found_where_python_finds_them(values, value_set):
+FLOAT_KEY = pa.struct([("id", pa.int64()), ("at", pa.float64())])  # Arrow cannot code floats: numbered in Python
+float_keys = st.tuples(st.sampled_from([1, 2, None]), st.sampled_from([0.5, float("nan"), None]))
+
+
+@given(st.data(), st.sampled_from([(KEY, composite_keys()), (FLOAT_KEY, float_keys)]))
+def test_keys_of_several_columns_are_found_where_python_finds_them(data, kind):
+    from statemachines.columns import column_to_python
     from statemachines.spark.tabulated import positions_in
 
+    arrow_type, keys = kind
+    values, value_set = (pa.array(data.draw(st.lists(st.none() | keys, max_size=12)), arrow_type) for _ in range(2))
     first = {}
-    for i, key in enumerate(value_set):
+    for i, key in enumerate(column_to_python(value_set)):  # NaN read as one value
         first.setdefault(key, i)
-    found = positions_in(pa.array(values, KEY), pa.array(value_set, KEY))
-    assert found.to_pylist() == [first.get(key) for key in values]
+    found = positions_in(values, value_set)
+    assert found.to_pylist() == [first.get(key) for key in column_to_python(values)]
