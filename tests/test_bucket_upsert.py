@@ -19,7 +19,8 @@ from statemachines.spark.bucket_upsert import advance_upsert, upsert_step
 from statemachines.spark.clock import timer_ms
 from statemachines.updates import sort_updates
 from tests.machines import Tags
-from tests.test_upsert_arrow import KEY, NAN_RECORD, TYPED, composite_keys, typed_records
+from tests.test_tabulated import KEY, composite_keys
+from tests.test_upsert_arrow import NAN_RECORD, TYPED, typed_records
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 RECORD = pa.struct([("name", pa.string()), ("n", pa.int64())])  # a change feed's rows

@@ -89,9 +89,9 @@ def test_rows_refused_on_spark_are_the_rows_refused_locally(spark):
 
 
 def test_a_feed_keyed_by_two_columns_in_batch_and_stream_equals_the_local_run(spark, tmp_path):
-    """Keys of two columns (a region among them sometimes null, so a key field is
-    null) step in Arrow as a single column's do: the same arrangement as locally."""
-    rows = [dict(r, region=("eu", "us", None)[i % 3]) for i, r in enumerate(flat_feed(17, n=40))]
+    """Keys of two columns step in Arrow as a single column's do: the same
+    arrangement as locally, and the same rows refused (a region missing: null_key)."""
+    rows = [dict(r, region=("eu", "us", "eu", "us", None)[i % 5]) for i, r in enumerate(flat_feed(17, n=40))]
     feed = ChangeFeed(keys=["region", "id"], sequence_by=["lsn"], delete_when={"op": "d"})
     schema = f"region string, {SCHEMA}"
     frame = spark.createDataFrame([{n: r[n] for n in ("region", "id", "name", "city", "lsn", "op")} for r in rows], schema)
