@@ -45,7 +45,7 @@ from statemachines import Machine, Rejected
 from statemachines.intake import Intake
 from statemachines.spark.bucket_state import BucketState, BucketTypes, event_rows
 from statemachines.spark.clock import frontier_of
-from statemachines.spark.tabulated import plain_events, plain_times
+from statemachines.spark.tabulated import held_beyond_python, plain_times
 from statemachines.spark.upsert_arrow import (
     changes,
     last_per_key,
@@ -137,8 +137,9 @@ def _taken(events: Any, frontier: Any) -> tuple[Any, Any, Any]:
     timed = pc.and_(pc.is_valid(events["key"]), pc.is_valid(events["time"]))
     if "refusal" in events.column_names:
         timed = pc.and_(timed, pc.is_null(events["refusal"]))
-    ordered = pc.and_(pc.and_(timed, pa.array(plain_times(events, frontier))), pc.is_valid(events["order"]))
-    return pc.and_(timed, pa.array(plain_events(events, frontier))), timed, ordered
+    read = pc.and_(timed, pa.array(plain_times(events, frontier)))
+    taken = pc.and_(read, pa.array(~held_beyond_python(events)))
+    return taken, timed, pc.and_(read, pc.is_valid(events["order"]))
 
 
 def _refused(state: BucketState, machine: Machine, events: Any, frontier: Any) -> list[Rejected]:

@@ -28,12 +28,12 @@ import pyarrow.compute as pc
 
 from statemachines import Machine
 from statemachines.columns import beyond_python, column_to_python, same_items, value_check_for
-from statemachines.intake import INT64_MAX
+from statemachines.intake import INT64_MAX, plain_key_type
 from statemachines.spark.output import EVENT_ROW, checked_arrays, update_rows
 from statemachines.tabulated import TableFull, TransitionTable, step_keys
 
 __all__ = [
-    "CHUNK_ROWS", "bulk_key_type", "distinct_symbols", "key_groups", "plain_events", "plain_times", "positions_in", "runs_tabulated",
+    "CHUNK_ROWS", "bulk_key_type", "distinct_symbols", "held_beyond_python", "key_groups", "plain_events", "plain_times", "positions_in", "runs_tabulated",
     "tabulated_runner", "tied_with_previous",
     "whole_key_chunks",
 ]
@@ -301,17 +301,21 @@ def bulk_key_type(kind: Any) -> bool:
 
 def _plain_key_field(kind: Any) -> bool:
     return (
-        pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_boolean(kind)
-        or pa.types.is_decimal128(kind) or pa.types.is_date32(kind) or (pa.types.is_timestamp(kind) and kind.unit == "us")
+        plain_key_type(kind) or pa.types.is_boolean(kind) or pa.types.is_decimal128(kind)
+        or pa.types.is_date32(kind) or (pa.types.is_timestamp(kind) and kind.unit == "us")
     )
 
 
 def plain_events(chunk: Any, lower: Any) -> Any:
     """For each row (a numpy array), whether it is an event the intake takes as it
     is: :func:`plain_times`, and nothing in its key or symbol beyond Python's years."""
-    beyond = beyond_python(chunk.column("key")) | beyond_python(chunk.column("symbol"))
-    return plain_times(chunk, lower) & ~beyond
+    return plain_times(chunk, lower) & ~held_beyond_python(chunk)
+
+
+def held_beyond_python(chunk: Any) -> Any:
+    """For each row (a numpy array), whether its key or symbol holds a date or time
+    beyond Python's years (the intake refuses its event, after reading its order)."""
+    return beyond_python(chunk.column("key")) | beyond_python(chunk.column("symbol"))
 
 
 def plain_times(chunk: Any, lower: Any) -> Any:
